@@ -1,0 +1,3 @@
+from moo.cli import main
+
+raise SystemExit(main())
