@@ -1,0 +1,198 @@
+"""Protocol v1: the message schema and its two encodings, JSON and MessagePack.
+
+The same messages travel as JSON in text frames (subprotocol ``moo.v1.json``) or as MessagePack
+in binary frames (``moo.v1.msgpack``). Decoding validates everything a client sends against
+:data:`CLIENT_MESSAGES` before any other code sees it, so the lobby and the match state machine
+only ever receive well-typed values; every rejection raises a specific
+:class:`~moo.errors.ProtocolError` whose ``code`` goes back to the client. See docs/protocol.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from moo.errors import DecodeError, MessageTooLarge, SchemaError, UnknownMessage
+
+__all__ = [
+    "CLIENT_MESSAGES",
+    "MAX_MESSAGE_BYTES",
+    "PROTOCOL_VERSION",
+    "SUBPROTOCOLS",
+    "Codec",
+    "Field",
+    "codec_for",
+    "decode_client",
+    "validate_client",
+]
+
+PROTOCOL_VERSION = 1
+JSON_SUBPROTOCOL = "moo.v1.json"
+MSGPACK_SUBPROTOCOL = "moo.v1.msgpack"
+SUBPROTOCOLS = (JSON_SUBPROTOCOL, MSGPACK_SUBPROTOCOL)
+MAX_MESSAGE_BYTES = 4096
+
+POOLS = ("any", "humans", "bots")
+PACINGS = ("lockstep", "free")
+BOARDS = ("rating", "average")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a client message: its Python type, whether required, and its bounds."""
+
+    type: type
+    required: bool = True
+    max_len: int = 64
+    choices: tuple[str, ...] | None = None
+    min: int = 0
+    max: int = 2**31 - 1
+
+    def check(self, name: str, value: Any) -> None:
+        # bool is an int subclass; never accept one for the other.
+        if isinstance(value, bool) != (self.type is bool) or not isinstance(value, self.type):
+            raise SchemaError(f"field {name!r} must be {_TYPE_NAMES[self.type]}")
+        if isinstance(value, str):
+            if len(value) > self.max_len:
+                raise SchemaError(f"field {name!r} is longer than {self.max_len} characters")
+            if self.choices is not None and value not in self.choices:
+                raise SchemaError(f"field {name!r} must be one of: {', '.join(self.choices)}")
+        if isinstance(value, int) and not isinstance(value, bool) and not (
+            self.min <= value <= self.max
+        ):
+            raise SchemaError(f"field {name!r} must be between {self.min} and {self.max}")
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
+
+_MATCH = Field(str, max_len=40)
+_PACING = Field(str, required=False, choices=PACINGS)
+_CODE = Field(str, max_len=16)
+
+#: type -> fields. Every client message may also carry ``id`` (echoed back as ``ref``).
+CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
+    "hello": {
+        "name": Field(str, max_len=64),
+        "token": Field(str, required=False, max_len=128),
+        "bot": Field(bool, required=False),
+        "client": Field(str, required=False, max_len=64),
+        "protocol": Field(int, required=False, max=1000),
+    },
+    "ping": {},
+    "queue": {
+        "pool": Field(str, required=False, choices=POOLS),
+        "pacing": _PACING,
+        "rated": Field(bool, required=False),
+    },
+    "unqueue": {},
+    "challenge": {"opponent": Field(str, max_len=64), "pacing": _PACING},
+    "accept": {"challenge_id": Field(str, max_len=40)},
+    "decline": {"challenge_id": Field(str, max_len=40)},
+    "room_create": {"pacing": _PACING},
+    "room_join": {"code": Field(str, max_len=16)},
+    "play_bot": {"strategy": Field(str, max_len=64), "pacing": _PACING},
+    "secret": {"match_id": _MATCH, "secret": _CODE},
+    "guess": {"match_id": _MATCH, "guess": _CODE},
+    "resign": {"match_id": _MATCH},
+    "resume": {"match_id": _MATCH, "last_seq": Field(int, required=False)},
+    "watch": {"match_id": _MATCH, "last_seq": Field(int, required=False)},
+    "unwatch": {"match_id": _MATCH},
+    "rematch": {"match_id": _MATCH},
+    "matches": {},
+    "leaderboard": {"by": Field(str, required=False, choices=BOARDS)},
+}
+
+
+def validate_client(message: Any) -> dict[str, Any]:
+    """Check a decoded client message against the schema; return it unchanged if valid."""
+    if not isinstance(message, dict):
+        raise SchemaError("a message is an object (map) with a 'type' field")
+    kind = message.get("type")
+    if not isinstance(kind, str):
+        raise SchemaError("a message needs a string 'type' field")
+    fields = CLIENT_MESSAGES.get(kind)
+    if fields is None:
+        shown = kind if len(kind) <= 32 else kind[:32] + "..."
+        raise UnknownMessage(f"unknown message type {shown!r}")
+    msg_id = message.get("id")
+    if msg_id is not None and not (
+        (isinstance(msg_id, str) and len(msg_id) <= 64)
+        or (isinstance(msg_id, int) and not isinstance(msg_id, bool) and 0 <= msg_id < 2**53)
+    ):
+        raise SchemaError("field 'id' must be a string of at most 64 characters or an integer")
+    for key, value in message.items():
+        if key in ("type", "id"):
+            continue
+        spec = fields.get(key) if isinstance(key, str) else None
+        if spec is None:
+            shown = key if isinstance(key, str) and len(key) <= 32 else "(non-text key)"
+            raise SchemaError(f"unknown field {shown!r} in {kind!r}")
+        spec.check(key, value)
+    for key, spec in fields.items():
+        if spec.required and key not in message:
+            raise SchemaError(f"{kind!r} needs field {key!r}")
+    return message
+
+
+def _reject_constant(value: str) -> Any:
+    raise DecodeError(f"{value} is not valid in a message")
+
+
+class Codec:
+    """Encoder/decoder for one subprotocol; ``binary`` tells which frame type it uses."""
+
+    def __init__(self, subprotocol: str) -> None:
+        if subprotocol not in SUBPROTOCOLS:
+            raise ValueError(f"unknown subprotocol {subprotocol!r}")
+        self.subprotocol = subprotocol
+        self.binary = subprotocol == MSGPACK_SUBPROTOCOL
+        self._packer = msgpack.Packer(use_bin_type=True)
+
+    def encode(self, message: dict[str, Any]) -> str | bytes:
+        if self.binary:
+            return bytes(self._packer.pack(message))
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+
+    def decode(self, frame: str | bytes) -> Any:
+        """Frame -> Python value; raises DecodeError/MessageTooLarge, never anything else."""
+        size = len(frame.encode("utf-8") if isinstance(frame, str) else frame)
+        if size > MAX_MESSAGE_BYTES:
+            raise MessageTooLarge(f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+        if self.binary:
+            if not isinstance(frame, bytes | bytearray | memoryview):
+                raise DecodeError("this connection speaks MessagePack: send binary frames")
+            try:
+                return msgpack.unpackb(
+                    frame,
+                    raw=False,
+                    strict_map_key=False,
+                    max_buffer_size=MAX_MESSAGE_BYTES,
+                    max_bin_len=MAX_MESSAGE_BYTES,
+                    max_str_len=MAX_MESSAGE_BYTES,
+                    max_array_len=256,
+                    max_map_len=64,
+                    max_ext_len=0,
+                )
+            except Exception as exc:  # msgpack raises many unrelated types on garbage
+                raise DecodeError(f"not valid MessagePack: {type(exc).__name__}") from None
+        if not isinstance(frame, str):
+            raise DecodeError("this connection speaks JSON: send text frames")
+        try:
+            value = json.loads(frame, parse_constant=_reject_constant)
+        except DecodeError:
+            raise
+        except (ValueError, RecursionError) as exc:
+            raise DecodeError(f"not valid JSON: {str(exc)[:80]}") from None
+        return value
+
+
+def codec_for(subprotocol: str | None) -> Codec:
+    return Codec(subprotocol or JSON_SUBPROTOCOL)
+
+
+def decode_client(codec: Codec, frame: str | bytes) -> dict[str, Any]:
+    """The whole inbound path before dispatch: size, decode, validate."""
+    return validate_client(codec.decode(frame))
