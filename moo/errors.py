@@ -15,6 +15,7 @@ change meaning once released; new situations get new subclasses.
     │   ├── DecodeError                      code="undecodable"
     │   ├── MessageTooLarge                  code="too_large"
     │   ├── UnknownMessage                   code="unknown_type"
+    │   ├── NotHello                         code="not_hello"
     │   └── SchemaError                      code="bad_field"
     ├── MatchError                           code="match_error"
     │   ├── WrongPhase                       code="wrong_phase"
@@ -50,6 +51,7 @@ __all__ = [
     "MooError",
     "NameTaken",
     "NotAvailable",
+    "NotHello",
     "NotYourSeat",
     "NotYourTurn",
     "ProtocolError",
@@ -116,6 +118,12 @@ class UnknownMessage(ProtocolError):
 
 class SchemaError(ProtocolError):
     code = "bad_field"
+
+
+class NotHello(ProtocolError):
+    """Anything but ``hello`` as a connection's first message."""
+
+    code = "not_hello"
 
 
 class MatchError(MooError):

@@ -169,7 +169,6 @@ class Codec:
                     frame,
                     raw=False,
                     strict_map_key=False,
-                    max_buffer_size=MAX_MESSAGE_BYTES,
                     max_bin_len=MAX_MESSAGE_BYTES,
                     max_str_len=MAX_MESSAGE_BYTES,
                     max_array_len=256,

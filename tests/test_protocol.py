@@ -1,0 +1,81 @@
+"""Protocol v1 decoding and validation: both encodings, every rejection specific."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgpack
+import pytest
+
+from moo.errors import DecodeError, MessageTooLarge, SchemaError, UnknownMessage
+from moo.protocol import CLIENT_MESSAGES, SUBPROTOCOLS, Codec, decode_client
+
+JSON, MSGPACK = (Codec(s) for s in SUBPROTOCOLS)
+
+
+def frame(codec: Codec, message: Any) -> str | bytes:
+    return msgpack.packb(message) if codec.binary else json.dumps(message)
+
+
+@pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])
+def test_valid_messages_round_trip(codec: Codec) -> None:
+    msg = {"type": "guess", "match_id": "m1", "guess": "0123", "id": 7}
+    assert decode_client(codec, frame(codec, msg)) == msg
+    assert codec.decode(codec.encode(msg)) == msg
+
+
+@pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])
+@pytest.mark.parametrize(
+    ("message", "error", "text"),
+    [
+        ([1, 2], SchemaError, "a message is an object"),
+        ({"guess": "0123"}, SchemaError, "'type'"),
+        ({"type": "teleport"}, UnknownMessage, "teleport"),
+        ({"type": "guess", "match_id": "m1"}, SchemaError, "needs field 'guess'"),
+        ({"type": "guess", "match_id": "m1", "guess": 123}, SchemaError, "must be a string"),
+        ({"type": "guess", "match_id": "m", "guess": "0123", "x": 1}, SchemaError, "unknown field"),
+        ({"type": "hello", "name": "a", "bot": 1}, SchemaError, "true or false"),
+        ({"type": "resume", "match_id": "m", "last_seq": True}, SchemaError, "integer"),
+        ({"type": "resume", "match_id": "m", "last_seq": -1}, SchemaError, "between"),
+        ({"type": "resume", "match_id": "m", "last_seq": 2**40}, SchemaError, "between"),
+        ({"type": "queue", "pool": "robots"}, SchemaError, "one of"),
+        ({"type": "hello", "name": "x" * 65}, SchemaError, "longer than"),
+        ({"type": "ping", "id": {"a": 1}}, SchemaError, "'id'"),
+    ],
+)
+def test_rejections_are_specific(codec: Codec, message: Any, error: type, text: str) -> None:
+    with pytest.raises(error, match=text):
+        decode_client(codec, frame(codec, message))
+
+
+def test_decode_errors() -> None:
+    with pytest.raises(DecodeError):
+        JSON.decode("{not json")
+    with pytest.raises(DecodeError):
+        JSON.decode(b'{"type":"ping"}')  # binary frame on a JSON connection
+    with pytest.raises(DecodeError):
+        MSGPACK.decode('{"type":"ping"}')
+    with pytest.raises(DecodeError):
+        MSGPACK.decode(b"\xc1")  # never-used msgpack byte
+    with pytest.raises(DecodeError):
+        JSON.decode('{"type": NaN}')
+    with pytest.raises(DecodeError):
+        JSON.decode("[" * 2000 + "]" * 2000)
+    with pytest.raises(MessageTooLarge):
+        JSON.decode(json.dumps({"type": "ping", "pad": "x" * 5000}))
+    with pytest.raises(MessageTooLarge):
+        MSGPACK.decode(b"\x00" * 4097)
+
+
+def test_schema_covers_documented_types() -> None:
+    with open("docs/protocol.md", encoding="utf-8") as f:
+        doc = f.read()
+    for kind in CLIENT_MESSAGES:
+        assert f"`{kind}`" in doc, f"{kind} is not documented in docs/protocol.md"
+
+
+def test_deep_msgpack_nesting_is_a_decode_error() -> None:
+    deep = b"\x91" * 4000 + b"\xc0"
+    with pytest.raises(DecodeError):
+        MSGPACK.decode(deep)
