@@ -53,7 +53,7 @@ class Settings:
     guess_cap: int = 64
     clock_total_ms: int = 0  # 0 = no clock
     clock_guess_ms: int = 0  # 0 = no per-guess limit
-    secret_ms: int = 0  # 0 = no deadline for choosing a secret
+    secret_ms: int = 120000  # 0 = no deadline for choosing a secret
     grace_ms: int = 60000
     show_guesses: bool = True
     # [bots]

@@ -140,6 +140,10 @@ class Store(ABC):
     @abstractmethod
     async def player_stats(self, name: str) -> PlayerStats | None: ...
 
+    @abstractmethod
+    async def leaderboard(self, by: str, limit: int = 50) -> list[dict[str, Any]]:
+        """Top players by ``rating`` or by ``average`` guesses when solving."""
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS players (
@@ -404,6 +408,32 @@ class SQLiteStore(Store):
                 guesses / solved if solved else None,
                 time_ms / games if games else None,
             )
+
+        return await self._call(read)
+
+    async def leaderboard(self, by: str, limit: int = 50) -> list[dict[str, Any]]:
+        # rating: the smoothed score share (a win 1, a draw 1/2; two virtual draws so one
+        # lucky game does not top the board), in points out of 1000.
+        order = (
+            "avg_guesses IS NULL, avg_guesses ASC, games DESC"
+            if by == "average"
+            else "rating DESC, games DESC"
+        )
+
+        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            rows = conn.execute(
+                "SELECT player, games, wins, draws, losses,"
+                " CAST(round(1000.0 * (wins + 0.5 * draws + 1) / (games + 2)) AS INTEGER)"
+                " AS rating,"
+                " CASE WHEN solved > 0 THEN 1.0 * solved_guesses / solved END AS avg_guesses,"
+                " CASE WHEN games > 0 THEN time_ms / 1000.0 / games END AS avg_time_s"
+                f" FROM stats ORDER BY {order}, player LIMIT ?",
+                (limit,),
+            ).fetchall()
+            keys = (
+                "name", "games", "wins", "draws", "losses", "rating", "avg_guesses", "avg_time_s"
+            )
+            return [dict(zip(keys, row)) for row in rows]
 
         return await self._call(read)
 
