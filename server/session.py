@@ -29,7 +29,7 @@ from moo.errors import (
     RateLimited,
     StorageError,
 )
-from moo.protocol import PROTOCOL_VERSION, codec_for, decode_client
+from moo.protocol import PROTOCOL_VERSION, codec_for, validate_client
 from server.connection import (
     CLOSE_GOING_AWAY,
     CLOSE_POLICY,
@@ -77,15 +77,15 @@ async def run_session(app: App, ws: ServerConnection) -> None:
                     if not bucket.take():
                         conn.close(CLOSE_POLICY, "rate limit exceeded")
                         return
-                    ref = None
+                    raw: Any = None
                     try:
-                        msg = decode_client(codec, frame)
-                        ref = msg.get("id")
+                        raw = codec.decode(frame)
+                        msg = validate_client(raw)
                         if msg["type"] != "hello":
                             raise NotHello("the first message must be hello")
                         await _hello(app, conn, msg)
                     except MooError as exc:
-                        conn.send_error(exc, ref)
+                        conn.send(_error_reply(exc, raw))
         except TimeoutError:
             conn.close(CLOSE_POLICY, "no hello in time")
             return
@@ -106,15 +106,12 @@ async def run_session(app: App, ws: ServerConnection) -> None:
                 conn.send_error(RateLimited("too many messages: slow down"))
                 continue
             strikes = 0
-            request: dict[str, Any] = {}
+            raw = None
             try:
-                request = decode_client(codec, frame)
-                await _dispatch(app, conn, request)
+                raw = codec.decode(frame)
+                await _dispatch(app, conn, validate_client(raw))
             except MooError as exc:
-                reply = error_message(exc, request.get("id"))
-                if "match_id" in request:
-                    reply["match_id"] = request["match_id"]
-                conn.send(reply)
+                conn.send(_error_reply(exc, raw))
     except ConnectionClosed:
         pass
     finally:
@@ -213,6 +210,24 @@ async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
         conn.send(_ref({"type": "leaderboard", "by": by, "players": rows}, ref))
     else:  # pragma: no cover - the schema admits only the types above
         raise NotAvailable(f"{kind!r} is not supported by this server")
+
+
+def _error_reply(exc: MooError, raw: Any) -> dict[str, Any]:
+    """The error for a refused frame, echoing its ``id`` and ``match_id`` when they are sane."""
+    ref = match_id = None
+    if isinstance(raw, dict):
+        rid = raw.get("id")
+        if (isinstance(rid, str) and len(rid) <= 64) or (
+            isinstance(rid, int) and not isinstance(rid, bool) and 0 <= rid < 2**53
+        ):
+            ref = rid
+        mid = raw.get("match_id")
+        if isinstance(mid, str) and len(mid) <= 40:
+            match_id = mid
+    reply = error_message(exc, ref)
+    if match_id is not None:
+        reply["match_id"] = match_id
+    return reply
 
 
 def _ref(msg: dict[str, Any], ref: Any) -> dict[str, Any]:

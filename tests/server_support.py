@@ -25,7 +25,7 @@ WAIT = 5.0
 ENCODINGS = ["moo.v1.json", "moo.v1.msgpack"]
 
 
-def test_settings(tmp_path: Path, **overrides: Any) -> Settings:
+def server_settings(tmp_path: Path, **overrides: Any) -> Settings:
     base = Settings(
         host="127.0.0.1",
         port=0,
