@@ -45,7 +45,7 @@ async def start_server(db: Path) -> ServerProcess:
         env={**os.environ, "MOO_SQLITE_SYNCHRONOUS": "FULL"},
     )
     assert proc.stderr is not None
-    lines = []
+    lines: list[bytes] = []
     async with asyncio.timeout(15):
         while True:
             line = await proc.stderr.readline()
@@ -93,12 +93,13 @@ async def setup_matches(port: int) -> tuple[Client, Client, list[str]]:
     mids = []
     for pacing in ("free", "free", "lockstep"):
         sent = await ann.request({"type": "challenge", "opponent": "bob", "pacing": pacing})
-        offer = await bob.expect(
-            lambda m, cid=sent["challenge_id"]: m.get("challenge_id") == cid
-        )
+        cid = sent["challenge_id"]
+        offer = await bob.expect(lambda m: m.get("challenge_id") == cid)  # noqa: B023
         m = await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]})
         mid = m["match_id"]
-        await ann.expect(lambda m, mid=mid: m.get("type") == "match" and m["match_id"] == mid)
+        await ann.expect(
+            lambda m: m.get("type") == "match" and m["match_id"] == mid  # noqa: B023
+        )
         await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
         await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
         await ann.event(mid, "started")
