@@ -147,6 +147,7 @@ class Record:
     finished: dict[str, dict[str, Any]] = field(default_factory=dict)
     reconnects: int = 0
     unseen_ends: int = 0
+    close_codes: dict[int, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
 
@@ -242,9 +243,13 @@ class Bot:
         self.think_s = think_s
         self.reconnect_for_s = reconnect_for_s
         self.pacing = "lockstep"
+        self.in_match = False
 
     async def reconnect(self) -> None:
         """Dial until the server answers (it may be restarting), then say hello with the token."""
+        code = self.client.close_code
+        if code is not None:
+            self.record.close_codes[code] = self.record.close_codes.get(code, 0) + 1
         deadline = time.monotonic() + self.reconnect_for_s
         delay = 0.05
         while True:
@@ -257,17 +262,29 @@ class Bot:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    async def play_matches(self, count: int, pacing: str | None = None) -> None:
-        """Queue and play ``count`` matches (pacing random if None), reconnecting as needed."""
+    async def play_matches(
+        self, count: int, pacing: str | None = None, stop: asyncio.Event | None = None
+    ) -> None:
+        """Queue and play ``count`` matches (pacing random if None), reconnecting as needed.
+
+        With ``stop``, the bot ends after the match it is in once ``stop`` is set (a bot that
+        is only queued is simply cancelled by its owner).
+        """
         await self.reconnect()
         played = 0
-        while played < count:
+        while played < count and not (stop is not None and stop.is_set()):
             self.pacing = pacing or self.rng.choice(["lockstep", "free"])
-            state = await self._get_match()
-            await self._play(state)
+            state = await self._get_match(stop)
+            if state is None:
+                return
+            self.in_match = True
+            try:
+                await self._play(state)
+            finally:
+                self.in_match = False
             played += 1
 
-    async def _get_match(self) -> MatchState:
+    async def _get_match(self, stop: asyncio.Event | None = None) -> MatchState | None:
         while True:
             try:
                 unfinished = self.client.welcome.get("matches") or []
@@ -276,6 +293,8 @@ class Bot:
                     self.client.welcome["matches"] = unfinished[1:]
                     state = MatchState(m["match_id"], int(m["seat"]), self.rng)
                     return state
+                if stop is not None and stop.is_set():
+                    return None
                 start = len(self.client.msgs)
                 await self.client.request({"type": "queue", "pacing": self.pacing})
                 _, msg = await self.client.wait(lambda m: m.get("type") == "match", 120, start)
@@ -327,14 +346,17 @@ class Bot:
                     if self.think_s:
                         await asyncio.sleep(self.rng.uniform(0, 2 * self.think_s))
                     guess = st.next_guess()
-                    n = len(st.my_guesses()) + 1
                     t0 = time.perf_counter()
                     reply = await c.request(
                         {"type": "guess", "match_id": st.match_id, "guess": guess}, 30
                     )
                     if reply.get("type") == "event" and reply.get("kind") == "guess":
                         self.record.latencies_ms.append((time.perf_counter() - t0) * 1000)
-                        self.record.acked.append((st.match_id, st.seat, n, guess))
+                        # The ack says which guess it is (its n may be later than this bot
+                        # thought if an unacknowledged guess of ours was stored before a crash).
+                        if reply.get("guess") != guess or reply.get("seat") != st.seat:
+                            self.record.errors.append(f"ack for another guess: {reply}")
+                        self.record.acked.append((st.match_id, st.seat, int(reply["n"]), guess))
                         st.apply(reply)
                     elif reply.get("type") == "error":
                         self._note_error(reply)
@@ -343,6 +365,7 @@ class Bot:
             except (Gone, TimeoutError):
                 self.record.reconnects += 1
                 await self.reconnect()
+                cursor = 0  # a new connection starts a new message list
                 reply = await c.request(
                     {"type": "resume", "match_id": st.match_id, "last_seq": st.last_seq}, 30
                 )
@@ -510,6 +533,22 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
     return ordered[k]
+
+
+async def healthz(port: int, timeout: float = 5.0) -> dict[str, Any]:
+    """GET /healthz from the server's HTTP front (plain asyncio streams, loopback)."""
+    import json
+
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        data = await reader.read()
+        writer.close()
+    body = data.split(b"\r\n\r\n", 1)[1]
+    value = json.loads(body)
+    assert isinstance(value, dict)
+    return value
 
 
 def proc_rss_kb(pid: int) -> int:
