@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +58,20 @@ class ServerProc:
     port: int
     tmp: tempfile.TemporaryDirectory[str] | None = None
     log: list[bytes] = field(default_factory=list)
+    pid: int = 0
+
+    def __post_init__(self) -> None:
+        self.pid = self.pid or self.proc.pid
 
     def rss_kib(self) -> int:
-        with open(f"/proc/{self.proc.pid}/status") as f:
+        with open(f"/proc/{self.pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
         return 0
 
     def cpu_s(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as f:
+        with open(f"/proc/{self.pid}/stat") as f:
             parts = f.read().rsplit(")", 1)[1].split()
         ticks = os.sysconf("SC_CLK_TCK")
         return (int(parts[11]) + int(parts[12])) / ticks
@@ -84,7 +89,13 @@ class ServerProc:
             self.tmp.cleanup()
 
 
-async def start(kind: str, synchronous: str) -> ServerProc:
+async def start(kind: str, synchronous: str, attach: str | None = None) -> ServerProc:
+    if attach:  # "PID:PORT" of a server started by hand (e.g. under a profiler)
+        pid, port = (int(x) for x in attach.split(":"))
+        proc = await asyncio.create_subprocess_exec("tail", f"--pid={pid}", "-f", "/dev/null")
+        server = ServerProc(kind, proc, port)
+        server.pid = pid
+        return server
     tmp = None
     env = dict(os.environ)
     if kind == "moo":
@@ -103,7 +114,7 @@ async def start(kind: str, synchronous: str) -> ServerProc:
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
-    lines = []
+    lines: list[bytes] = []
     async with asyncio.timeout(20):
         while True:
             line = await proc.stderr.readline()
@@ -135,6 +146,7 @@ class Player:
         self.n = 0
         self.latencies: list[float] = []
         self.acked = 0
+        self.round_seen = 0
 
     async def recv(self) -> dict[str, Any]:
         msg = self.codec.decode(await self.ws.recv())
@@ -150,7 +162,14 @@ class Player:
                 return reply
 
     async def guess(self) -> None:
-        """One guess: send, wait for its acknowledgement, then (lockstep) for the reveal."""
+        """One guess: (lockstep) wait for the previous round's reveal, send, await the ack.
+
+        Waiting for the reveal *before* the next guess, not after this one, means a player whose
+        opponent has stopped never waits for a round that will not come.
+        """
+        if self.lockstep_rounds:
+            while self.round_seen < self.n:
+                self._note(await self.recv())
         self.n += 1
         ref = next(self._ids)
         msg = {"type": "guess", "match_id": self.match_id, "guess": GUESSES[self.n % len(GUESSES)],
@@ -159,6 +178,7 @@ class Player:
         await self.ws.send(self.codec.encode(msg))
         while True:
             reply = await self.recv()
+            self._note(reply)
             # the arena acknowledges with ref; the echo server returns our id
             if reply.get("ref", reply.get("id")) == ref:
                 break
@@ -166,9 +186,10 @@ class Player:
         if reply.get("type") == "error":
             raise RuntimeError(f"guess refused: {reply}")
         self.acked += 1
-        if self.lockstep_rounds:
-            while not (reply.get("kind") == "round" and reply.get("n") == self.n):
-                reply = await self.recv()
+
+    def _note(self, msg: dict[str, Any]) -> None:
+        if msg.get("kind") == "round":
+            self.round_seen = max(self.round_seen, int(msg["n"]))
 
 
 async def _bounded(n: int, jobs: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
@@ -195,7 +216,7 @@ async def setup(server: ServerProc, matches: int, subprotocol: str) -> list[Play
             assert welcome["type"] == "welcome", welcome
         return p
 
-    players = await _bounded(64, [lambda i=i: open_player(i) for i in range(2 * matches)])
+    players = await _bounded(64, [partial(open_player, i) for i in range(2 * matches)])
     if moo:
         async def pair(a: Player, b: Player) -> None:
             room = await a.request({"type": "room_create"})
@@ -206,7 +227,7 @@ async def setup(server: ServerProc, matches: int, subprotocol: str) -> list[Play
             await a.request({"type": "secret", "match_id": a.match_id, "secret": SECRETS[0]})
             await b.request({"type": "secret", "match_id": b.match_id, "secret": SECRETS[1]})
 
-        await _bounded(64, [lambda i=i: pair(players[2 * i], players[2 * i + 1])
+        await _bounded(64, [partial(pair, players[2 * i], players[2 * i + 1])
                             for i in range(matches)])
     return players
 
@@ -248,12 +269,13 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
-    server = await start(kind, args.synchronous)
+    server = await start(kind, args.synchronous, args.attach)
     try:
         rss0 = server.rss_kib()
         t0 = time.perf_counter()
         players = await setup(server, args.matches, args.subprotocol)
         setup_s = time.perf_counter() - t0
+        print(f"{kind}: {len(players)} connections ready in {setup_s:.1f}s", file=sys.stderr)
         out: dict[str, Any] = {"server": kind, "connections": len(players),
                                "setup_s": round(setup_s, 1)}
         if args.seconds > 0:
@@ -324,6 +346,8 @@ def main() -> None:
                         choices=["moo.v1.json", "moo.v1.msgpack"])
     parser.add_argument("--servers", default="echo,moo", help="comma list: echo,moo")
     parser.add_argument("--synchronous", default="FULL", help="moo server's sqlite_synchronous")
+    parser.add_argument("--attach", metavar="PID:PORT",
+                        help="measure a server already running (with --servers moo or echo)")
     args = parser.parse_args()
     if not 1 <= args.matches <= 5000 or args.seconds > 300 or args.steady_seconds > 300:
         parser.error("bounded: 1-5000 matches, at most 300 s per phase")

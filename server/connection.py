@@ -90,12 +90,18 @@ class Connection:
 
     async def _drain(self) -> None:
         queue, wake, ws = self._queue, self._wake, self.ws
+        batched = _can_batch(ws)
         try:
             while True:
                 await wake.wait()
                 wake.clear()
                 while queue:
-                    await ws.send(queue.popleft())
+                    if batched and len(queue) > 1:
+                        frames = list(queue)
+                        queue.clear()
+                        await _send_many(ws, frames)
+                    else:
+                        await ws.send(queue.popleft())
         except ConnectionClosed:
             pass
         except asyncio.CancelledError:
@@ -128,6 +134,37 @@ class Connection:
             self._writer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._writer
+
+
+def _can_batch(ws: ServerConnection) -> bool:
+    return all(hasattr(ws, a) for a in ("send_context", "protocol", "transport"))
+
+
+async def _send_many(ws: ServerConnection, frames: list[Frame]) -> None:
+    """Several messages in one socket write.
+
+    A match event usually reaches a seat together with others (a guess and its round's
+    reveal; the events of every match committed in the same batch), and one ``write``
+    instead of one per frame is most of the cost of fan-out. This uses websockets' own
+    send context (state checks, flow control, error handling) around its sans-I/O protocol.
+    """
+    async with ws.send_context():
+        protocol = ws.protocol
+        for frame in frames:
+            if isinstance(frame, str):
+                protocol.send_text(frame.encode("utf-8"))
+            else:
+                protocol.send_binary(frame)
+        chunks = protocol.data_to_send()
+        data = b"".join(chunks)
+        if data:
+            ws.transport.write(data)
+        if any(not chunk for chunk in chunks):  # end of stream, as websockets' send_data()
+            if ws.transport.can_write_eof():
+                with contextlib.suppress(Exception):
+                    ws.transport.write_eof()
+            else:
+                ws.transport.close()
 
 
 def error_message(exc: MooError, ref: Any = None) -> dict[str, Any]:
