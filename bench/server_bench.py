@@ -106,7 +106,7 @@ async def start(kind: str, synchronous: str, attach: str | None = None) -> Serve
             "--rate-per-s", "10000", "--rate-burst", "10000", "--max-connections", "20000",
             "--sqlite-synchronous", synchronous,
         ]
-        env.update(MOO_GUESS_CAP="10000", MOO_SECRET_MS="0", MOO_PING_INTERVAL_S="0")
+        env.update(MOO_GUESS_CAP="10000", MOO_SECRET_MS="0")
     else:
         cmd = [sys.executable, "-m", "bench.echo_server", "--port", "0"]
     proc = await asyncio.create_subprocess_exec(
@@ -278,16 +278,6 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"{kind}: {len(players)} connections ready in {setup_s:.1f}s", file=sys.stderr)
         out: dict[str, Any] = {"server": kind, "connections": len(players),
                                "setup_s": round(setup_s, 1)}
-        if args.seconds > 0:
-            cpu0 = server.cpu_s()
-            acked, elapsed = await saturate(players, args.seconds)
-            cpu = server.cpu_s() - cpu0
-            out["saturation"] = {
-                "guesses": acked,
-                "guesses_per_s": round(acked / elapsed),
-                "server_cpu_s": round(cpu, 2),
-                "server_cpu_us_per_guess": round(cpu / max(1, acked) * 1e6, 1),
-            }
         if args.steady_seconds > 0:
             cpu0 = server.cpu_s()
             await steady(players, args.steady_seconds, args.interval)
@@ -302,6 +292,16 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 "server_cpu_share": round(cpu / args.steady_seconds, 3),
             }
         rss1 = server.rss_kib()
+        if args.seconds > 0:
+            cpu0 = server.cpu_s()
+            acked, elapsed = await saturate(players, args.seconds)
+            cpu = server.cpu_s() - cpu0
+            out["saturation"] = {
+                "guesses": acked,
+                "guesses_per_s": round(acked / elapsed),
+                "server_cpu_s": round(cpu, 2),
+                "server_cpu_us_per_guess": round(cpu / max(1, acked) * 1e6, 1),
+            }
         out["rss_kib"] = {"idle": rss0, "loaded": rss1}
         out["kib_per_connection"] = round((rss1 - rss0) / len(players), 1)
         for p in players:

@@ -178,8 +178,12 @@ CREATE TABLE IF NOT EXISTS stats (
 """
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    # one encoder for the process: json.dumps() with options builds a new one per call
+    return _ENCODER.encode(obj)
 
 
 @dataclass(frozen=True, slots=True)
