@@ -37,6 +37,9 @@ class Strategy(ABC):
     name: ClassVar[str] = ""
     #: One-line description shown by ``moo strategy list`` and the lobby.
     summary: ClassVar[str] = ""
+    #: True when the guesses are a function of the responses alone (a fixed strategy): then
+    #: one game per secret gives its exact guess-count distribution and decisions can be cached.
+    deterministic: ClassVar[bool] = False
 
     @abstractmethod
     def new_match(self, rules: Rules, rng: random.Random) -> None:
@@ -63,6 +66,14 @@ StrategyFactory = Callable[[], Strategy]
 #: ``moo --help`` or the server's start-up do not pay for tables they never use.
 _BUILTIN: dict[str, str] = {
     "random": "bots.random_consistent:RandomConsistent",
+    "first": "bots.first:FirstConsistent",
+    "entropy": "bots.entropy:Entropy",
+    "expected": "bots.expected:ExpectedSize",
+    "parts": "bots.parts:MostParts",
+    "minimax": "bots.minimax:Minimax",
+    "larmouth": "bots.larmouth:Larmouth",
+    "minimum": "bots.tree:Minimum",
+    "strongest": "bots.tree:Strongest",
 }
 _REGISTERED: dict[str, StrategyFactory] = {}
 
@@ -94,12 +105,31 @@ def _load(path: str) -> StrategyFactory:
     return factory  # type: ignore[no-any-return]
 
 
-def create(spec: str) -> Strategy:
-    """A new strategy instance from a registered name or a ``package.module:Class`` path."""
+def create(spec: str, *, relabel: bool = True) -> Strategy:
+    """A new strategy instance from a registered name, a ``package.module:Class`` path or a
+    ``file:PATH`` decision-tree dump.
+
+    By default the strategy is wrapped in :func:`bots.relabel.relabelled`, which draws a random
+    relabelling of the code space from each match's rng so that no secret is a known weak spot
+    of a fixed strategy. ``relabel=False`` gives the bare strategy (evaluation, tree dumps).
+    """
+    strategy = _create(spec)
+    if not relabel:
+        return strategy
+    from bots.relabel import relabelled
+
+    return relabelled(strategy)
+
+
+def _create(spec: str) -> Strategy:
     if spec in _REGISTERED:
         return _REGISTERED[spec]()
     if spec in _BUILTIN:
         return _load(_BUILTIN[spec])()
+    if spec.startswith("file:"):
+        from bots.tree import TreeStrategy
+
+        return TreeStrategy(spec[len("file:") :])
     if ":" in spec and not spec.startswith("cmd:"):
         strategy = _load(spec)()
         if not isinstance(strategy, Strategy):
