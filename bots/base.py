@@ -28,7 +28,7 @@ from typing import ClassVar
 from moo.errors import UnknownStrategy
 from moo.rules import Response, Rules
 
-__all__ = ["Strategy", "available", "create", "register"]
+__all__ = ["Strategy", "available", "create", "describe", "register"]
 
 
 class Strategy(ABC):
@@ -138,3 +138,24 @@ def _create(spec: str) -> Strategy:
     raise UnknownStrategy(
         f"unknown strategy {spec!r}; available: {', '.join(available())}"
     )
+
+
+def describe(name: str) -> tuple[str, str]:
+    """(summary, problem) of a registered strategy without building it.
+
+    Lazy built-ins are imported but not instantiated, so a table bot whose data file is
+    missing is listed with the problem instead of failing the whole listing.
+    """
+    if name in _REGISTERED:
+        try:
+            return _REGISTERED[name]().summary, ""
+        except Exception as exc:  # a plug-in's failure is reported, not raised
+            return "", str(exc)
+    try:
+        cls = _load(_BUILTIN[name])
+    except UnknownStrategy as exc:
+        return "", str(exc)
+    summary = str(getattr(cls, "summary", ""))
+    check = getattr(cls, "unavailable", None)
+    problem = str(check()) if callable(check) else ""
+    return summary, problem

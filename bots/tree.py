@@ -178,6 +178,13 @@ class TreeStrategy(Strategy):
         self.tree = load_tree(path, rules)
         self._key: TreeKey = ()
 
+    @classmethod
+    def unavailable(cls) -> str:
+        """Why the built-in tree cannot be played ("" when it can), for listings."""
+        if cls.tree_name and not (DATA_DIR / f"{cls.tree_name}.txt.gz").exists():
+            return f"tree file bots/data/{cls.tree_name}.txt.gz missing"
+        return ""
+
     def new_match(self, rules: Rules, rng: random.Random) -> None:
         if rules != self.tree.rules:
             raise TreeUnavailable(
