@@ -101,6 +101,10 @@ class Heuristic(CandidateStrategy):
             # Any candidate is optimal for every heuristic here (it may win now, and the other
             # part has one element), and it is what the general rule below would pick anyway.
             return int(table.secret_as_guess[candidates[0]])
+        if len(candidates) == len(table.secrets) and not table.rules.repeats_in_guess:
+            # Before any response every code is equivalent up to relabelling, so all tie
+            # and the rule picks the lowest; skipping the search saves a full-table pass.
+            return int(table.secret_as_guess[0])
         counts = table.partition_counts(candidates)
         is_candidate = table.candidate_mask(candidates)
         cost = self.cost(counts, len(candidates), is_candidate)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from bots.base import Strategy
@@ -52,10 +52,11 @@ def play_all(
     seed: int = 0,
     sample: int = 0,
     progress: Callable[[int], None] | None = None,
+    secrets: Sequence[str] | None = None,
 ) -> list[Game]:
-    """One game per secret, secrets ascending."""
+    """One game per secret (all of ``rules.secrets`` unless given), in order."""
     out: list[Game] = []
-    for i, secret in enumerate(rules.secrets):
+    for i, secret in enumerate(rules.secrets if secrets is None else secrets):
         out.append((secret, play_one(strategy, rules, secret, game_rng(seed, sample, secret))))
         if progress is not None and i % 64 == 63:
             progress(i + 1)
