@@ -22,7 +22,7 @@ from bots.base import available, create
 from bots.heuristic import CandidateStrategy
 from bots.playout import play_all
 from bots.tree import DecisionTree
-from moo.rules import DEFAULT_RULES, Response, score
+from moo.rules import DEFAULT_RULES, Response, Rules, score
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "strategies.md"
 FIXED = ["entropy", "expected", "parts", "minimax", "larmouth", "first"]
@@ -148,3 +148,15 @@ def test_contradictory_responses_are_an_error() -> None:
     bot.observe("4567", Response(0, 0))  # only 8 and 9 left: no 4-digit secret
     with pytest.raises(RuntimeError, match="contradict"):
         bot.next_guess()
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [Rules(length=3), Rules(length=3, alphabet="012345"), Rules(length=3, repeats_in_guess=True)],
+)
+@pytest.mark.parametrize("name", ["entropy", "minimax", "larmouth", "first", "random"])
+def test_bots_follow_the_rules_of_variants(rules: Rules, name: str) -> None:
+    games = play_all(create(name, relabel=False), rules, secrets=rules.secrets[::5])
+    for secret, guesses in games:
+        assert guesses[-1] == secret and all(rules.check_guess(g) == g for g in guesses)
+        assert len(guesses) <= 8
