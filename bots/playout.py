@@ -54,13 +54,30 @@ def play_all(
     progress: Callable[[int], None] | None = None,
     secrets: Sequence[str] | None = None,
 ) -> list[Game]:
-    """One game per secret (all of ``rules.secrets`` unless given), in order."""
+    """One game per secret (all of ``rules.secrets`` unless given), in order.
+
+    The full set of games of a built-in fixed heuristic is remembered per process: it is a pure
+    function of (class, rules), and evaluation, dumps and benchmarks all ask for it.
+    """
+    from bots.heuristic import CandidateStrategy
+
+    key = (type(strategy), rules)
+    cacheable = secrets is None and isinstance(strategy, CandidateStrategy)
+    if cacheable and key in _GAMES:
+        if progress is not None:
+            progress(len(rules.secrets))
+        return list(_GAMES[key])
     out: list[Game] = []
     for i, secret in enumerate(rules.secrets if secrets is None else secrets):
         out.append((secret, play_one(strategy, rules, secret, game_rng(seed, sample, secret))))
         if progress is not None and i % 64 == 63:
             progress(i + 1)
+    if cacheable:
+        _GAMES[key] = tuple(out)
     return out
+
+
+_GAMES: dict[tuple[type[Strategy], Rules], tuple[Game, ...]] = {}
 
 
 class Progress:
