@@ -85,7 +85,8 @@ class Progress:
 
     Nothing is drawn before ``delay`` seconds have passed, so fast evaluations (and tests) print
     nothing, while a first-time heuristic evaluation or a sampled random strategy shows that it
-    is working.
+    is working. Carriage-return redraws only make sense on a terminal, so by default nothing
+    is drawn when the stream is redirected to a file or pipe.
     """
 
     def __init__(
@@ -96,15 +97,20 @@ class Progress:
         stream: TextIO | None = None,
         delay: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        only_tty: bool = True,
     ) -> None:
         self.total, self.label, self.delay, self.clock = total, label, delay, clock
         self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.enabled = not only_tty or bool(callable(isatty) and isatty())
         self.start = clock()
         self.last = -1.0
         self.drawn = False
         self.offset = 0
 
     def __call__(self, done: int) -> None:
+        if not self.enabled:
+            return
         now = self.clock()
         if now - self.start < self.delay or now - self.last < 0.1:
             return
