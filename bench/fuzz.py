@@ -43,6 +43,7 @@ from typing import Any
 
 import msgpack
 from websockets.exceptions import ConnectionClosedOK
+from websockets.protocol import State
 
 import moo.errors as errors_module
 from moo.errors import MooError
@@ -357,8 +358,37 @@ class FrameGen:
 
 
 # -- in-process transport -------------------------------------------------------------------
+class _MemoryProtocol:
+    """The part of websockets' sans-I/O protocol object the server writes frames through."""
+
+    def __init__(self, ws: MemoryWebSocket) -> None:
+        self.ws = ws
+
+    @property
+    def state(self) -> State:
+        return State.OPEN if self.ws.closed is None else State.CLOSED
+
+    def send_text(self, data: bytes) -> None:
+        self.ws.sent.append(data.decode("utf-8"))
+
+    def send_binary(self, data: bytes) -> None:
+        self.ws.sent.append(bytes(data))
+
+    def data_to_send(self) -> list[bytes]:
+        return []
+
+
+class _MemoryTransport:
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def write(self, data: bytes) -> None:
+        pass
+
+
 class MemoryWebSocket:
-    """Stands in for ``websockets``' ServerConnection: the three things a session uses."""
+    """Stands in for ``websockets``' ServerConnection: what a session and its connection use
+    (``recv``, ``close``, ``subprotocol``, and ``protocol``/``transport`` for writing)."""
 
     def __init__(self, subprotocol: str) -> None:
         self.subprotocol = subprotocol
@@ -366,6 +396,8 @@ class MemoryWebSocket:
         self.sent: list[str | bytes] = []
         self.waiting = asyncio.Event()
         self.closed: tuple[int, str] | None = None
+        self.protocol = _MemoryProtocol(self)
+        self.transport = _MemoryTransport()
 
     async def recv(self) -> str | bytes:
         self.waiting.set()
@@ -379,13 +411,35 @@ class MemoryWebSocket:
         if self.closed is not None:
             raise ConnectionClosedOK(None, None)
         if isinstance(frame, str):
-            frame.encode("utf-8")  # what the real transport does; raises on lone surrogates
-        self.sent.append(frame)
+            self.protocol.send_text(frame.encode("utf-8"))  # raises on lone surrogates
+        else:
+            self.protocol.send_binary(frame)
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
         if self.closed is None:
             self.closed = (code, reason)
             self.inbox.put_nowait(None)
+
+
+def _stuck(conn: Connection | None) -> bool:
+    """Frames wait for a connection that will never send them (its flush/writer failed)."""
+    if conn is None:
+        return False
+    writer = getattr(conn, "_writer", None)
+    if writer is not None:
+        return bool(writer.done())
+    pending = getattr(conn, "_pending", None)
+    return bool(pending) and not getattr(conn, "_scheduled", False)
+
+
+def _queued(conn: Connection | None) -> bool:
+    """Frames that will still go out without anyone doing anything."""
+    if conn is None or _stuck(conn):
+        return False
+    queue = getattr(conn, "_queue", None)
+    if queue is not None:
+        return len(queue) > 0
+    return bool(getattr(conn, "_pending", None))
 
 
 class Session:
@@ -422,11 +476,7 @@ class Session:
                         return
 
     def queued(self) -> bool:
-        """Frames still waiting for the connection's writer (if the writer is alive at all)."""
-        conn = self.conn
-        if conn is None or conn._writer is None or conn._writer.done():
-            return False
-        return len(conn._queue) > 0
+        return _queued(self.conn)
 
     async def feed(self, frame: str | bytes) -> None:
         self.ws.waiting.clear()
@@ -479,6 +529,7 @@ class InProcessFuzzer:
         )
         self.app = App(settings)
         await self.app.start()
+        asyncio.get_running_loop().set_exception_handler(_loop_error)
         handler = _ErrorCollector(self.errors_logged)
         logging.getLogger("moo").addHandler(handler)
         for name, sub in self.PLAYERS:
@@ -623,12 +674,14 @@ class InProcessFuzzer:
             await self.barrier()
             if not s.decoded(start) and probe.get("type") not in SILENT_WHEN_ACCEPTED:
                 problem = "no answer at all"
+        if _LOOP_ERRORS:
+            self.errors_logged.extend(_LOOP_ERRORS)
+            _LOOP_ERRORS.clear()
         if self.errors_logged:
             problem = (problem or "") + f" server logged: {self.errors_logged[:3]}"
             self.errors_logged.clear()
-        writer = s.conn._writer if s.conn is not None else None
-        if problem is None and writer is not None and writer.done():
-            problem = "the connection's writer task died (nothing more will ever be sent)"
+        if problem is None and _stuck(s.conn):
+            problem = "the connection can no longer send (its flush/writer failed)"
         if problem:
             self.stats.violations.append(f"[{label}] {problem}; frame={frame[:200]!r}")
             await self.repair(player)
@@ -636,8 +689,7 @@ class InProcessFuzzer:
     async def repair(self, player: str) -> None:
         """After a violation: a fresh session for that player, so the run goes on."""
         old = self.sessions[player]
-        writer = old.conn._writer if old.conn is not None else None
-        if old.task.done() or old.ws.closed is not None or (writer is not None and writer.done()):
+        if old.task.done() or old.ws.closed is not None or _stuck(old.conn):
             await old.ws.close()
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
@@ -661,6 +713,15 @@ class InProcessFuzzer:
         await self.barrier()
         self.stats.seconds = time.monotonic() - t0
         return self.stats
+
+
+#: Exceptions nobody handled (asyncio's "Exception in callback ..."), from any world.
+_LOOP_ERRORS: list[str] = []
+
+
+def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    exc = context.get("exception")
+    _LOOP_ERRORS.append(f"unhandled in event loop: {context.get('message')}: {exc!r}"[:300])
 
 
 class _ErrorCollector(logging.Handler):
@@ -743,7 +804,7 @@ async def fuzz_inproc(
 
 
 # -- over real sockets ------------------------------------------------------------------------
-async def fuzz_sockets(frames: int, seed: int) -> Stats:
+async def fuzz_sockets(frames: int, seed: int, reply_timeout: float = 5.0) -> Stats:
     """The same generator over loopback WebSockets: every frame answered or closed for cause."""
     from websockets.asyncio.client import connect
 
@@ -803,7 +864,7 @@ async def fuzz_sockets(frames: int, seed: int) -> Stats:
                 stats.by_label[label.split(":")[0]] += 1
                 try:
                     await ws.send(frame)
-                    async with asyncio.timeout(5):
+                    async with asyncio.timeout(reply_timeout):
                         reply = codec.decode(await ws.recv())
                 except UnicodeEncodeError:
                     stats.by_code["(client cannot send)"] += 1
