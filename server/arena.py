@@ -143,7 +143,14 @@ class Arena:
                     self._attach(lm, seat, conn)
                     conn.send(self._match_message(lm, seat, refs[seat]))
 
-        self._persist(lm, events, before_fanout=announce, meta=meta)
+        def refuse(exc: BaseException) -> None:
+            # Nobody is attached yet, so _storage_failed would tell no one: say why no match.
+            err = exc if isinstance(exc, MooError) else StorageError(str(exc))
+            for seat, conn in enumerate(conns):
+                if conn is not None and not conn.closing:
+                    conn.send(error_message(err, refs[seat]))
+
+        self._persist(lm, events, before_fanout=announce, meta=meta, on_failure=refuse)
         return lm
 
     def _hosted(self, strategy: str) -> HostedBot:
@@ -191,6 +198,7 @@ class Arena:
         actor: tuple[Connection, Any] | None = None,
         before_fanout: Callable[[], None] | None = None,
         meta: dict[str, Any] | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         if not events:
             return
@@ -199,6 +207,8 @@ class Arena:
 
         def done(exc: BaseException | None) -> None:
             if exc is not None:
+                if on_failure is not None:
+                    on_failure(exc)
                 self._storage_failed(lm, exc, actor)
                 return
             lm.durable_seq = events[-1]["seq"]
