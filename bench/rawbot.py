@@ -303,6 +303,8 @@ class Bot:
                 for m in self.client.msgs[start:]:
                     state.apply(m)
                 return state
+            except TimeoutError:
+                continue  # nobody of our pacing came: queue again (a no-op if still queued)
             except Gone:
                 self.record.reconnects += 1
                 await self.reconnect()
