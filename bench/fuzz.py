@@ -557,6 +557,11 @@ class InProcessFuzzer:
     # -- keeping interesting targets around
     async def new_match(self, a: str, b: str, pacing: str, secrets: bool) -> str:
         sa, sb = self.sessions[a], self.sessions[b]
+        # The fuzzer's own challenges pile up (a player may have 10 open): answer them first.
+        for cid, ch in list(self.app.lobby.challenges.items()):
+            target = self.sessions.get(ch.target)
+            if target is not None and ch.source_name == a:
+                await target.feed(target.codec.encode({"type": "decline", "challenge_id": cid}))
         sent = await sa.request({"type": "challenge", "opponent": b, "pacing": pacing})
         assert sent["type"] == "challenge_sent", sent
         reply = await sb.request({"type": "accept", "challenge_id": sent["challenge_id"]})
