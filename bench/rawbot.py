@@ -330,6 +330,7 @@ class Bot:
             except (Gone, TimeoutError):
                 self.record.reconnects += 1
                 await self.reconnect()
+                self._forget_listed(st.match_id)
         while True:
             try:
                 for m in c.msgs[cursor:]:
@@ -386,6 +387,7 @@ class Bot:
                 self.record.reconnects += 1
                 await self.reconnect()
                 cursor = 0  # a new connection starts a new message list
+                self._forget_listed(st.match_id)
                 reply = await c.request(
                     {"type": "resume", "match_id": st.match_id, "last_seq": st.last_seq}, 30
                 )
@@ -394,6 +396,12 @@ class Bot:
                     return
                 pacing = reply.get("config", {}).get("pacing", pacing)
                 self._check_seat(st, reply)
+
+    def _forget_listed(self, match_id: str) -> None:
+        """The welcome after a mid-match reconnect lists the match being played; once it is
+        over that entry is stale and must not be picked up as a new match."""
+        listed = self.client.welcome.get("matches") or []
+        self.client.welcome["matches"] = [m for m in listed if m.get("match_id") != match_id]
 
     def _check_seat(self, st: MatchState, reply: dict[str, Any]) -> None:
         seat = reply.get("seat")
