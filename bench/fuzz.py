@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from websockets.exceptions import ConnectionClosedOK
+from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
 from websockets.protocol import State
 
 import moo.errors as errors_module
@@ -691,7 +691,7 @@ class InProcessFuzzer:
         if problem is None and _stuck(s.conn):
             problem = "the connection can no longer send (its flush/writer failed)"
         if problem:
-            self.stats.violations.append(f"[{label}] {problem}; frame={frame[:200]!r}")
+            self.stats.violations.append(f"[{label}] {problem}; frame={frame[:1000]!r}")
             await self.repair(player)
 
     async def repair(self, player: str) -> None:
@@ -895,10 +895,18 @@ async def fuzz_sockets(frames: int, seed: int, reply_timeout: float = 5.0) -> St
                     clients[name] = await dial(name, sub)
                     continue
                 # drain anything else already queued (events of accepted actions)
-                with contextlib.suppress(TimeoutError):
+                with contextlib.suppress(TimeoutError, ConnectionClosed):
                     async with asyncio.timeout(0.002):
                         while True:
                             await ws.recv()
+                if ws.close_code is not None:  # closed right after what it had queued
+                    if size > MAX_MESSAGE_BYTES and ws.close_code == 1009:
+                        stats.by_code["close 1009"] += 1
+                    else:
+                        stats.violations.append(
+                            f"[{label}] closed {ws.close_code}; frame={frame[:1000]!r}"
+                        )
+                    clients[name] = await dial(name, sub)
                 if reply.get("type") == "error":
                     stats.refused += 1
                     stats.by_code[reply.get("code")] += 1
@@ -928,12 +936,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--worlds", type=int, default=4, help="independent servers at once")
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    parser.add_argument("--reply-timeout", type=float, default=5.0, help="sockets mode: s")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
     if args.mode == "inproc":
         stats = asyncio.run(fuzz_inproc(args.frames, args.seed, args.duration, args.worlds))
     else:
-        stats = asyncio.run(fuzz_sockets(args.frames, args.seed))
+        stats = asyncio.run(fuzz_sockets(args.frames, args.seed, args.reply_timeout))
     print(stats.line())
     print("families:", dict(stats.by_label.most_common()))
     print("refusals:", dict(stats.by_code.most_common()))
