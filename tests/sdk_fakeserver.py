@@ -123,7 +123,7 @@ class FakeServer:
 
     async def hello(self, ws: ServerConnection, codec: Any, msg: dict[str, Any]) -> str:
         self.hellos += 1
-        name = msg["name"]
+        name = str(msg["name"])
         token = msg.get("token")
         welcome: dict[str, Any] = {"type": "welcome", "name": name, "protocol": 1,
                                    "server": "fake/0"}

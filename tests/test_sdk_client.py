@@ -19,6 +19,7 @@ from clients.sdk import (
     Leaderboard,
     MatchAnnounced,
     MatchesList,
+    MatchEvent,
     MatchState,
     Pong,
     RoundRevealed,
@@ -45,22 +46,23 @@ def test_parse_is_typed_and_lenient():
     assert isinstance(fin, Finished) and fin.winner is None and fin.counts == (64, 64)
 
 
+def ev(**fields) -> MatchEvent:
+    msg = parse({"type": "event", "match_id": "m1", **fields})
+    assert isinstance(msg, MatchEvent)
+    return msg
+
+
 def test_state_ignores_replayed_seq_and_tracks_lockstep_reveal():
     state = MatchState("m1", seat=0)
-    created = parse({"type": "event", "match_id": "m1", "seq": 1, "kind": "created",
-                     "players": ["ann", "bob"], "config": {"pacing": "lockstep"}})
+    created = ev(seq=1, kind="created", players=["ann", "bob"], config={"pacing": "lockstep"})
     assert state.apply(created)
     assert not state.apply(created)  # same seq again: ignored
-    state.apply(parse({"type": "event", "match_id": "m1", "seq": 2, "kind": "started",
-                       "commitments": ["a", "b"]}))
+    state.apply(ev(seq=2, kind="started", commitments=["a", "b"]))
     assert state.owes_guess
-    state.apply(parse({"type": "event", "match_id": "m1", "seq": 3, "kind": "guess", "seat": 0,
-                       "n": 1, "guess": "0123"}))
+    state.apply(ev(seq=3, kind="guess", seat=0, n=1, guess="0123"))
     assert not state.owes_guess and state.mine()[0].response is None
-    state.apply(parse({"type": "event", "match_id": "m1", "seq": 4, "kind": "guess", "seat": 1,
-                       "n": 1}))
-    state.apply(parse({"type": "event", "match_id": "m1", "seq": 5, "kind": "round", "n": 1,
-                       "results": [["0123", 1, 1], ["9876", 0, 0]]}))
+    state.apply(ev(seq=4, kind="guess", seat=1, n=1))
+    state.apply(ev(seq=5, kind="round", n=1, results=[["0123", 1, 1], ["9876", 0, 0]]))
     assert state.owes_guess
     assert state.mine()[0].response == (1, 1)
     assert state.theirs()[0].guess == "9876"
