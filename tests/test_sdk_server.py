@@ -1,0 +1,97 @@
+"""The SDK against the real server app (in-process, free port, database in tmp_path)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from bots.base import create
+from clients.botrunner import StrategyPlayer, play_match
+from clients.sdk import (
+    Client,
+    Connected,
+    Disconnected,
+    Leaderboard,
+    MatchesList,
+    ServerError,
+)
+from tests.server_support import running, server_settings
+
+
+@pytest.fixture(autouse=True)
+def _tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOO_TOKENS", str(tmp_path / "tokens.json"))
+
+
+@pytest.mark.parametrize("encoding", ["json", "msgpack"])
+async def test_play_the_servers_bot_to_the_end(tmp_path, encoding):
+    async with running(server_settings(tmp_path)) as app:
+        async with Client(f"ws://127.0.0.1:{app.port}/", "sdk-" + encoding,
+                          encoding=encoding) as client:
+            announced = await client.play_bot("random")
+            outcome = await play_match(client, announced, StrategyPlayer(create("random")),
+                                       random.Random(5), timeout=30)
+            assert outcome.outcome in ("win", "loss", "draw"), outcome
+            assert outcome.reason == "solved"
+            assert outcome.fair is True
+            with pytest.raises(ServerError) as err:
+                await client.guess(announced.match_id, "0123")
+            assert err.value.code == "match_finished"
+            assert isinstance(await client.matches(), MatchesList)
+            board = await client.leaderboard()
+            assert isinstance(board, Leaderboard)
+
+
+async def test_invalid_guess_is_explained_and_not_counted(tmp_path):
+    async with running(server_settings(tmp_path)) as app:
+        async with Client(f"ws://127.0.0.1:{app.port}/", "typo") as client:
+            announced = await client.play_bot("random")
+            mid = announced.match_id
+            await client.set_secret(mid, "0123")
+            state = client.states[mid]
+            async with asyncio.timeout(5):
+                while not state.owes_guess:
+                    await client.receive()
+            for bad, code in (("0012", "repeated_symbol"), ("01234", "wrong_length"),
+                              ("01a3", "unknown_symbol")):
+                with pytest.raises(ServerError) as err:
+                    await client.guess(mid, bad)
+                assert err.value.code == code
+            assert state.counts[0] == 0
+
+
+async def test_reconnect_mid_match_resumes_and_finishes(tmp_path):
+    async with running(server_settings(tmp_path)) as app:
+        client = Client(f"ws://127.0.0.1:{app.port}/", "phoenix", backoff_initial=0.05)
+        await client.connect()
+        announced = await client.play_bot("random")
+        mid = announced.match_id
+        await client.set_secret(mid, "0123")
+        state = client.states[mid]
+        async with asyncio.timeout(5):
+            while not state.owes_guess:
+                await client.receive()
+        await client.guess(mid, "4567")
+        async with asyncio.timeout(5):
+            while state.rounds_done < 1:
+                await client.receive()
+        token = client.token
+        # A network failure, not a clean close: the server must see us go away.
+        assert client.connection is not None
+        client.connection.transport.abort()
+        seen: list[object] = []
+        async with asyncio.timeout(10):
+            while not any(isinstance(m, Connected) and m.reconnect for m in seen):
+                seen.append(await client.receive())
+        assert any(isinstance(m, Disconnected) and m.will_retry for m in seen)
+        assert client.token == token and client.reconnects == 1
+        outcome = await play_match(client, announced, StrategyPlayer(create("random")),
+                                   random.Random(6), timeout=30)
+        assert outcome.outcome in ("win", "loss", "draw"), outcome
+        assert outcome.reason == "solved"
+        # Every guess counted once even though the log was replayed on resume.
+        assert state.counts[0] == outcome.guesses == len(state.mine())
+        assert all(t.response is not None for t in state.mine())
+        await client.close()
