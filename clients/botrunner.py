@@ -157,6 +157,8 @@ async def play_match(
                         except ServerError as exc:
                             if exc.code in ("wrong_length", "repeated_symbol", "unknown_symbol"):
                                 await give_up(f"illegal guess {guess!r}: {exc.message}")
+                            elif exc.code == "rate_limited":
+                                asked_for = None  # refused before it counted: guess again
                             # not_your_turn and the like: our view was stale; wait for events.
                         except ConnectionLost:
                             asked_for = None  # ask again once resumed, if still owed
@@ -230,19 +232,12 @@ def _make_player(args: argparse.Namespace) -> Player:
 
 
 class _Run:
-    """Shared by the K connections: how many matches are left to start, and the results."""
+    """Shared by the K connections: the arguments, the results and the errors."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.to_start = args.games
         self.outcomes: list[MatchOutcome] = []
         self.errors: list[str] = []
-
-    def take(self) -> bool:
-        if self.to_start <= 0:
-            return False
-        self.to_start -= 1
-        return True
 
     def report(self, outcome: MatchOutcome) -> None:
         self.outcomes.append(outcome)
@@ -252,7 +247,9 @@ class _Run:
             print(outcome.line(), flush=True)
 
 
-async def _connection(run: _Run, name: str, seed: int | None, tokens: TokenStore) -> None:
+async def _connection(
+    run: _Run, name: str, games: int, seed: int | None, tokens: TokenStore
+) -> None:
     args = run.args
     player = _make_player(args)
     rng = random.Random(seed)
@@ -268,7 +265,7 @@ async def _connection(run: _Run, name: str, seed: int | None, tokens: TokenStore
         tokens.put(args.url, client.name, client.token)
     previous: str | None = None
     try:
-        while run.take():
+        for _ in range(games):
             try:
                 if args.vs_bot:
                     announced = await client.play_bot(args.vs_bot, pacing=args.pacing)
@@ -302,10 +299,14 @@ async def run_bots(args: argparse.Namespace) -> _Run:
                         f"-{secrets.token_hex(2)}"
     k = max(1, min(args.concurrency, args.games))
     names = [base] if k == 1 else [f"{base}-{i}" for i in range(1, k + 1)]
+    # Fixed shares rather than a shared counter: when our own connections are paired with
+    # each other in the queue, equal shares make them run out of work together instead of
+    # leaving one waiting in the queue for a partner that has already stopped.
+    shares = [args.games // k + (i < args.games % k) for i in range(k)]
     tokens = TokenStore()
     await asyncio.gather(*(
-        _connection(run, name, None if args.seed is None else args.seed + i, tokens)
-        for i, name in enumerate(names)
+        _connection(run, name, share, None if args.seed is None else args.seed + i, tokens)
+        for i, (name, share) in enumerate(zip(names, shares))
     ))
     return run
 

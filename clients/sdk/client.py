@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import random
+import time
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -108,6 +109,8 @@ class Client:
         backoff_max: float = 8.0,
         request_timeout: float = 30.0,
         client_name: str = "moo-sdk",
+        rate_per_s: float | None = 18.0,
+        rate_burst: int = 30,
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {sorted(ENCODINGS)}, got {encoding!r}")
@@ -138,6 +141,9 @@ class Client:
         self._closing = False
         self._ended = False
         self._rng = random.Random()
+        #: Client-side pacing just under the server's default token bucket (20/s, burst 40):
+        #: a fast bot is slowed down here instead of having requests refused there.
+        self._bucket = _Bucket(rate_per_s, rate_burst) if rate_per_s else None
 
     # -- life cycle ----------------------------------------------------------------------------
     async def __aenter__(self) -> Client:
@@ -323,6 +329,12 @@ class Client:
             state.seat = msg.seat
             state.config = msg.config
             state.rules = msg.rules
+        if isinstance(msg, ErrorReply) and msg.ref is None and msg.code == "rate_limited" \
+                and self._pending:
+            # The server refused a request without saying which (it has not decoded it yet):
+            # fail the oldest one so its caller sees the refusal instead of a timeout.
+            oldest = min(self._pending)
+            msg = ErrorReply(raw=msg.raw, ref=oldest, code=msg.code, message=msg.message)
         if isinstance(msg.ref, int) and not isinstance(msg.ref, bool):
             fut = self._pending.pop(msg.ref, None)
             if fut is not None and not fut.done():
@@ -356,6 +368,8 @@ class Client:
 
     # -- requests ------------------------------------------------------------------------------
     async def _send(self, message: dict[str, Any]) -> None:
+        if self._bucket is not None:
+            await self._bucket.take()
         ws = self._ws
         if ws is None:
             raise ConnectionLost("not connected")
@@ -492,6 +506,25 @@ class Client:
     async def unwatch(self, match_id: str) -> None:
         self._watching.discard(match_id)
         await self.send("unwatch", match_id=match_id)
+
+
+class _Bucket:
+    """A token bucket: ``rate`` messages a second on average, bursts up to ``burst``."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate, self.burst = rate, float(burst)
+        self.tokens = float(burst)
+        self.stamp = time.monotonic()
+
+    async def take(self) -> None:
+        while True:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return
+            await asyncio.sleep((1 - self.tokens) / self.rate)
 
 
 def _opt(**fields: Any) -> dict[str, Any]:
