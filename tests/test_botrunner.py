@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Any
 
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
 
@@ -15,7 +16,7 @@ def run_bot(tmp_path, *args: str, timeout: float = 60) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=timeout)
 
 
-def lines(stdout: str) -> list[dict]:
+def lines(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
@@ -33,7 +34,7 @@ def test_random_bots_play_twenty_queued_matches(tmp_path):
     assert {m["player"] for m in matches} == {"rnd-1", "rnd-2"}
     assert all(m["outcome"] in ("win", "loss", "draw") and m["fair"] for m in matches)
     # Paired with each other: every match appears once from each seat with opposite results.
-    by_id: dict[str, list[dict]] = {}
+    by_id: dict[str, list[dict[str, Any]]] = {}
     for m in matches:
         by_id.setdefault(m["match_id"], []).append(m)
     assert all(len(v) == 2 for v in by_id.values())

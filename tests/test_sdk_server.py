@@ -27,39 +27,42 @@ def _tokens(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("encoding", ["json", "msgpack"])
 async def test_play_the_servers_bot_to_the_end(tmp_path, encoding):
-    async with running(server_settings(tmp_path)) as app:
-        async with Client(f"ws://127.0.0.1:{app.port}/", "sdk-" + encoding,
-                          encoding=encoding) as client:
-            announced = await client.play_bot("random")
-            outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                       random.Random(5), timeout=30)
-            assert outcome.outcome in ("win", "loss", "draw"), outcome
-            assert outcome.reason == "solved"
-            assert outcome.fair is True
-            with pytest.raises(ServerError) as err:
-                await client.guess(announced.match_id, "0123")
-            assert err.value.code == "match_finished"
-            assert isinstance(await client.matches(), MatchesList)
-            board = await client.leaderboard()
-            assert isinstance(board, Leaderboard)
+    async with (
+        running(server_settings(tmp_path)) as app,
+        Client(f"ws://127.0.0.1:{app.port}/", "sdk-" + encoding, encoding=encoding) as client,
+    ):
+        announced = await client.play_bot("random")
+        outcome = await play_match(client, announced, StrategyPlayer(create("random")),
+                                   random.Random(5), timeout=30)
+        assert outcome.outcome in ("win", "loss", "draw"), outcome
+        assert outcome.reason == "solved"
+        assert outcome.fair is True
+        with pytest.raises(ServerError) as err:
+            await client.guess(announced.match_id, "0123")
+        assert err.value.code == "match_finished"
+        assert isinstance(await client.matches(), MatchesList)
+        board = await client.leaderboard()
+        assert isinstance(board, Leaderboard)
 
 
 async def test_invalid_guess_is_explained_and_not_counted(tmp_path):
-    async with running(server_settings(tmp_path)) as app:
-        async with Client(f"ws://127.0.0.1:{app.port}/", "typo") as client:
-            announced = await client.play_bot("random")
-            mid = announced.match_id
-            await client.set_secret(mid, "0123")
-            state = client.states[mid]
-            async with asyncio.timeout(5):
-                while not state.owes_guess:
-                    await client.receive()
-            for bad, code in (("0012", "repeated_symbol"), ("01234", "wrong_length"),
-                              ("01a3", "unknown_symbol")):
-                with pytest.raises(ServerError) as err:
-                    await client.guess(mid, bad)
-                assert err.value.code == code
-            assert state.counts[0] == 0
+    async with (
+        running(server_settings(tmp_path)) as app,
+        Client(f"ws://127.0.0.1:{app.port}/", "typo") as client,
+    ):
+        announced = await client.play_bot("random")
+        mid = announced.match_id
+        await client.set_secret(mid, "0123")
+        state = client.states[mid]
+        async with asyncio.timeout(5):
+            while not state.owes_guess:
+                await client.receive()
+        for bad, code in (("0012", "repeated_symbol"), ("01234", "wrong_length"),
+                          ("01a3", "unknown_symbol")):
+            with pytest.raises(ServerError) as err:
+                await client.guess(mid, bad)
+            assert err.value.code == code
+        assert state.counts[0] == 0
 
 
 async def test_reconnect_mid_match_resumes_and_finishes(tmp_path):
