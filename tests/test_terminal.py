@@ -1,0 +1,187 @@
+"""``moo play`` driven as a person would: in a pseudo-terminal, typing and reading the screen."""
+
+from __future__ import annotations
+
+import sys
+
+import pexpect
+import pytest
+
+from clients.terminal import choices_text, parse_entry
+from moo.rules import DEFAULT_RULES, Response, parse_response
+from tests.client_support import ROOT, client_env, moo_serve
+
+RULES = DEFAULT_RULES
+PROMPT = r"TYPE 4 NUMBERS\? "
+EACH = "each of the 4 digits should be one of digits 0-9"
+
+
+def spawn(tmp_path, *args: str) -> pexpect.spawn:
+    env = client_env(tmp_path)
+    env["TERM"] = "dumb"
+    child = pexpect.spawn(sys.executable, ["-m", "moo", "play", *args], cwd=str(ROOT),
+                          env=env, encoding="utf-8", timeout=15, dimensions=(40, 120))
+    return child
+
+
+@pytest.mark.parametrize(
+    ("typed", "kind", "value"),
+    [
+        ("0123", "guess", "0123"),
+        ("0 1 2 3", "guess", "0123"),
+        ("0,1,2,3", "guess", "0123"),
+        ("0.1.2.3", "guess", "0123"),
+        ("  9876 ", "guess", "9876"),
+        ("0012", "error", "digits must be distinct (0 repeated)"),
+        ("01234", "error", "expected 4 digits, got 5"),
+        ("3.14159.6.9.3", "error", f"{EACH} ('14159' is not)"),
+        ("2,-2,5,6", "error", f"{EACH} ('-2' is not)"),
+        ("12a4", "error", "only digits 0-9 (not 'a')"),
+        ("-1,0,0,0", "command", "quit"),
+        ("QUIT", "command", "quit"),
+        ("?", "command", "rules"),
+        ("left", "command", "left"),
+        ("", "empty", ""),
+    ],
+)
+def test_parse_entry(typed, kind, value):
+    entry = parse_entry(typed, RULES)
+    assert (entry.kind, entry.value) == (kind, value)
+
+
+def test_choices_text_follows_the_j_essay():
+    assert choices_text([]).startswith("NO CHOICES LEFT")
+    assert choices_text(["0123"]) == "ONE CHOICE LEFT; IT MUST BE 0123"
+    assert choices_text(["0123", "3210"]) == "2 CHOICES LEFT"
+
+
+def read_response(child: pexpect.spawn) -> Response:
+    child.expect(r"-> (\d[BC]\d?C?)\s+(B*,C*)")
+    response = parse_response(child.match.group(1))
+    assert child.match.group(2) == response.teletype
+    return response
+
+
+def test_solo_game_as_in_1971(tmp_path):
+    child = spawn(tmp_path, "--solo", "--seed", "7", "--helper")
+    child.expect("TRY TO GUESS THEM")
+    child.expect(PROMPT)
+    # Mistakes are explained with the rules' words and not counted.
+    child.sendline("0012")
+    child.expect(r"digits must be distinct \(0 repeated\): not counted")
+    child.expect(PROMPT)
+    child.sendline("1 2 3 4 5")
+    child.expect("expected 4 digits, got 5: not counted")
+    child.expect(PROMPT)
+    child.sendline("rules")
+    child.expect("THE RULES OF MOO")
+    child.expect(PROMPT)
+    left = list(RULES.secrets)
+    tries = 0
+    spellings = ["{0}", "{0[0]} {0[1]} {0[2]} {0[3]}", "{0[0]},{0[1]},{0[2]},{0[3]}"]
+    while True:
+        guess = left[0]
+        child.sendline(spellings[tries % 3].format(guess))
+        tries += 1
+        response = read_response(child)
+        left = RULES.consistent(left, guess, response)
+        if response == RULES.solved:
+            break
+        child.expect(r"(\d+ CHOICES LEFT|ONE CHOICE LEFT; IT MUST BE \d{4})")
+        assert child.match.group(1) == choices_text(left)
+        child.expect(PROMPT)
+        assert tries < 12
+    child.expect(rf"GAME 1: TRIES = {tries}, AVERAGE = {tries}\b")
+    # Game 2: quitting mid-game is antisocial; "no" goes on, "yes" gives up the game.
+    child.expect(PROMPT)
+    child.sendline("0123")
+    read_response(child)
+    child.expect(PROMPT)
+    child.sendline("quit")
+    child.expect("IT IS ANTISOCIAL TO TRY TO QUIT IN THE MIDDLE")
+    child.expect(r"GIVE UP THIS GAME \(YES OR NO\)\? ")
+    child.sendline("no")
+    child.expect("PLEASE CONTINUE")
+    child.expect(PROMPT)
+    child.sendline("-1,0,0,0")
+    child.expect("ANTISOCIAL")
+    child.expect(r"\(YES OR NO\)\? ")
+    child.sendline("yes")
+    child.expect(r"THE NUMBER WAS \d{4}\. THIS GAME DOES NOT COUNT")
+    # At the start of a game, quitting is fine.
+    child.expect(PROMPT)
+    child.sendline("quit")
+    child.expect(rf"1 GAME PLAYED, AVERAGE {tries} TRIES\. GOODBYE\.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_online_game_against_the_servers_bot(tmp_path):
+    with moo_serve(tmp_path) as url:
+        child = spawn(tmp_path, "--url", url, "--bot", "random", "--name", "ann", "--helper")
+        child.expect("HELLO, ann")
+        child.expect(r"MATCH \S+: YOU \(ann\) VS random-bot")
+        child.expect(r"CHOOSE YOUR SECRET: 4 DIFFERENT DIGITS.*\? ")
+        child.sendline("1 1 2 3")
+        child.expect(r"digits must be distinct \(1 repeated\): try again")
+        child.sendline("0123")
+        child.expect("YOUR SECRET IS 0123")
+        child.expect("THE RACE IS ON")
+        left = list(RULES.secrets)
+        typo_done = False
+        tries = 0
+        while True:
+            i = child.expect([r"GUESS (\d+): TYPE 4 NUMBERS\? ",
+                              r"\*\*\* (YOU WIN!|YOU LOSE\.|A DRAW\.) \*\*\*"])
+            if i == 1:
+                break
+            assert int(child.match.group(1)) == tries + 1  # the typo was not counted
+            if not typo_done:
+                child.sendline("98765")
+                child.expect("expected 4 digits, got 5: not counted")
+                typo_done = True
+                continue
+            guess = left[0]
+            child.sendline(guess)
+            tries += 1
+            child.expect(rf"ROUND {tries}: {guess} -> (\S+)\s+(B*,C*)")
+            response = parse_response(child.match.group(1))
+            assert child.match.group(2) == response.teletype
+            child.expect(r"random-bot: \d{4} -> \S+")
+            left = RULES.consistent(left, guess, response)
+            assert tries < 15
+        child.expect(r"SECRETS: YOURS 0123, random-bot'S \d{4}\.")
+        child.expect("FAIRNESS CHECK: BOTH SECRETS MATCH THE COMMITMENTS")
+        child.expect(rf"GAME 1: TRIES = {tries}, AVERAGE = {tries}\b")
+        child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+        child.sendline("no")
+        child.expect("GOODBYE")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0
+
+
+def test_online_resign_needs_confirmation(tmp_path):
+    with moo_serve(tmp_path) as url:
+        child = spawn(tmp_path, "--url", url, "--bot", "random", "--name", "quitter")
+        child.expect(r"CHOOSE YOUR SECRET.*\? ")
+        child.sendline("")  # a random secret
+        child.expect(r"YOUR SECRET IS \d{4}")
+        child.expect(r"GUESS 1: TYPE 4 NUMBERS\? ")
+        child.sendline("quit")
+        child.expect("IT IS ANTISOCIAL")
+        child.expect(r"RESIGN THIS MATCH \(YES OR NO\)\? ")
+        child.sendline("no")
+        child.expect("PLEASE CONTINUE")
+        child.expect(r"GUESS 1: TYPE 4 NUMBERS\? ")
+        child.sendline("quit")
+        child.expect(r"RESIGN THIS MATCH \(YES OR NO\)\? ")
+        child.sendline("yes")
+        child.expect("YOU RESIGNED")
+        child.expect(r"\*\*\* YOU LOSE\. \*\*\* BY RESIGNATION")
+        child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+        child.sendline("no")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0
