@@ -98,3 +98,27 @@ async def test_reconnect_mid_match_resumes_and_finishes(tmp_path):
         assert state.counts[0] == outcome.guesses == len(state.mine())
         assert all(t.response is not None for t in state.mine())
         await client.close()
+
+
+async def test_spectator_watches_a_live_match(tmp_path):
+    async with running(server_settings(tmp_path)) as app:
+        url = f"ws://127.0.0.1:{app.port}/"
+        async with Client(url, "player") as player, Client(url, "fan") as fan:
+            announced = await player.play_bot("random")
+            mid = announced.match_id
+            listing = await fan.matches()
+            assert mid in [m.match_id for m in listing.matches]
+            await fan.watch(mid)
+            outcome = await play_match(player, announced, StrategyPlayer(create("random")),
+                                       random.Random(8), timeout=30)
+            seen = fan.states[mid]
+            async with asyncio.timeout(10):
+                while not seen.finished:
+                    await fan.receive()
+            assert seen.seat is None and seen.players == ("player", "random-bot")
+            assert seen.counts == player.states[mid].counts
+            assert seen.result is not None and seen.fairness() == [True, True]
+            # A spectator sees every guess text and response once the match is over.
+            mine = player.states[mid].mine()
+            assert [t.guess for t in seen.history[0]] == [t.guess for t in mine]
+            assert outcome.outcome in ("win", "loss", "draw")

@@ -30,6 +30,7 @@ from clients.sdk.messages import (
     Pong,
     Queued,
     RematchOffer,
+    RematchSent,
     Resigned,
     Resumed,
     RoomCreated,
@@ -40,6 +41,8 @@ from clients.sdk.messages import (
     UnknownEvent,
     UnknownMessage,
     Unqueued,
+    Unwatched,
+    Watching,
     Welcome,
     parse,
 )
@@ -72,6 +75,7 @@ __all__ = [
     "Pong",
     "Queued",
     "RematchOffer",
+    "RematchSent",
     "Resigned",
     "Resumed",
     "RoomCreated",
@@ -84,6 +88,8 @@ __all__ = [
     "UnknownEvent",
     "UnknownMessage",
     "Unqueued",
+    "Unwatched",
+    "Watching",
     "Welcome",
     "parse",
 ]

@@ -45,11 +45,13 @@ from clients.sdk.messages import (
     Queued,
     RoomCreated,
     Unqueued,
+    Watching,
     Welcome,
     parse,
 )
 from clients.sdk.state import MatchState
 from moo.protocol import SUBPROTOCOLS, Codec
+from moo.rules import Rules
 
 __all__ = ["Client", "ConnectionLost", "ServerError"]
 
@@ -322,6 +324,13 @@ class Client:
                 state = self.states[msg.match_id] = MatchState(msg.match_id)
             if not state.apply(msg):
                 return  # a replay of something already applied: nobody needs it twice
+        elif isinstance(msg, Watching):
+            state = self.states.setdefault(msg.match_id, MatchState(msg.match_id))
+            if len(msg.players) == 2:
+                state.players = (msg.players[0], msg.players[1])
+            if msg.config:
+                state.config = msg.config
+                state.rules = Rules.from_dict(dict(msg.config.get("rules") or {}))
         elif isinstance(msg, MatchAnnounced):
             state = self.states.get(msg.match_id)
             if state is None:

@@ -37,6 +37,7 @@ __all__ = [
     "Pong",
     "Queued",
     "RematchOffer",
+    "RematchSent",
     "Resigned",
     "Resumed",
     "RoomCreated",
@@ -47,6 +48,8 @@ __all__ = [
     "UnknownEvent",
     "UnknownMessage",
     "Unqueued",
+    "Unwatched",
+    "Watching",
     "Welcome",
     "parse",
 ]
@@ -123,6 +126,32 @@ class RoomCreated(Message):
 
 @dataclass(frozen=True)
 class RematchOffer(Message):
+    match_id: str = ""
+
+
+@dataclass(frozen=True)
+class RematchSent(Message):
+    """Our rematch offer is registered; the ``match`` follows when the opponent asks too.
+
+    Not in docs/protocol.md v1 (the server sends it as the reply to ``rematch``).
+    """
+
+    match_id: str = ""
+
+
+@dataclass(frozen=True)
+class Watching(Message):
+    """Reply to ``watch`` (not in docs/protocol.md v1): who plays, then the replayed events."""
+
+    match_id: str = ""
+    players: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unwatched(Message):
+    """Reply to ``unwatch`` (not in docs/protocol.md v1)."""
+
     match_id: str = ""
 
 
@@ -446,6 +475,16 @@ def parse(msg: dict[str, Any]) -> Message:
         return RoomCreated(raw=msg, ref=ref, code=str(msg.get("code", "")))
     if kind == "rematch_offer":
         return RematchOffer(raw=msg, ref=ref, match_id=str(msg.get("match_id", "")))
+    if kind == "rematch_sent":
+        return RematchSent(raw=msg, ref=ref, match_id=str(msg.get("match_id", "")))
+    if kind == "watching":
+        return Watching(
+            raw=msg, ref=ref, match_id=str(msg.get("match_id", "")),
+            players=tuple(str(p) for p in msg.get("players") or ()),
+            config=dict(msg.get("config") or {}),
+        )
+    if kind == "unwatched":
+        return Unwatched(raw=msg, ref=ref, match_id=str(msg.get("match_id", "")))
     if kind == "matches":
         return MatchesList(
             raw=msg,
