@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import sys
 from typing import Any
 
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
@@ -72,3 +74,16 @@ def test_unknown_strategy_is_a_usage_error(tmp_path):
     done = run_bot(tmp_path, "no-such-strategy", "--url", "ws://127.0.0.1:9/")
     assert done.returncode == 2
     assert "unknown strategy" in done.stderr
+
+
+def test_the_sdk_example_from_the_docs_runs(tmp_path):
+    example = ROOT / "examples" / "sdk_first_consistent.py"
+    doc = (ROOT / "docs" / "sdk.md").read_text()
+    assert example.read_text().split('"""', 2)[2].strip() in doc  # the doc shows this code
+    with moo_serve(tmp_path) as url:
+        done = subprocess.run([sys.executable, str(example), url], cwd=ROOT,
+                              env=client_env(tmp_path), capture_output=True, text=True,
+                              timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert re.match(r"(win|loss|draw): solved, counts \(\d+, \d+\), fair: \[True, True\]",
+                    done.stdout), done.stdout

