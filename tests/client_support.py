@@ -31,10 +31,15 @@ def client_env(tmp_path: Path) -> dict[str, str]:
 
 
 @contextmanager
-def moo_serve(tmp_path: Path, *extra: str, timeout: float = 20.0) -> Iterator[str]:
-    """Run ``moo serve`` on a free port with its database in ``tmp_path``; yields its URL."""
+def moo_serve(
+    tmp_path: Path, *extra: str, port: int = 0, timeout: float = 20.0
+) -> Iterator[str]:
+    """Run ``moo serve`` (on a free port unless given) with its database in ``tmp_path``.
+
+    Yields its URL; stops it with SIGTERM (a graceful restart: clients get close code 1012).
+    """
     proc = subprocess.Popen(
-        moo_command("serve", "--port", "0", "--db", str(tmp_path / "serve.sqlite3"),
+        moo_command("serve", "--port", str(port), "--db", str(tmp_path / "serve.sqlite3"),
                     "--bot-delay-ms", "0", "--log-level", "INFO", *extra),
         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
         env=client_env(tmp_path),

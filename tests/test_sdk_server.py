@@ -13,10 +13,12 @@ from clients.sdk import (
     Client,
     Connected,
     Disconnected,
+    GuessMade,
     Leaderboard,
     MatchesList,
     ServerError,
 )
+from tests.client_support import moo_serve
 from tests.server_support import running, server_settings
 
 
@@ -122,3 +124,56 @@ async def test_spectator_watches_a_live_match(tmp_path):
             mine = player.states[mid].mine()
             assert [t.guess for t in seen.history[0]] == [t.guess for t in mine]
             assert outcome.outcome in ("win", "loss", "draw")
+
+
+async def test_free_pacing_shows_responses_at_once(tmp_path):
+    async with (
+        running(server_settings(tmp_path)) as app,
+        Client(f"ws://127.0.0.1:{app.port}/", "freebird") as client,
+    ):
+        announced = await client.play_bot("random", pacing="free")
+        assert announced.pacing == "free"
+        mid = announced.match_id
+        await client.set_secret(mid, "0123")
+        state = client.states[mid]
+        async with asyncio.timeout(5):
+            while not state.owes_guess:
+                await client.receive()
+        mine = await client.guess(mid, "4567")
+        assert isinstance(mine, GuessMade) and mine.bulls is not None and mine.cows is not None
+        outcome = await play_match(client, announced, StrategyPlayer(create("random")),
+                                   random.Random(9), timeout=30)
+        assert outcome.outcome in ("win", "loss", "draw")
+        assert state.mine()[0].guess == "4567"
+
+
+async def test_client_rides_through_a_server_restart(tmp_path):
+    """SIGTERM closes with 1012; the SDK reconnects to the restarted server and resumes."""
+    with moo_serve(tmp_path) as url:
+        client = Client(url, "survivor", backoff_initial=0.1, max_attempts=20)
+        await client.connect()
+        announced = await client.play_bot("random")
+        mid = announced.match_id
+        await client.set_secret(mid, "0123")
+        state = client.states[mid]
+        async with asyncio.timeout(5):
+            while not state.owes_guess:
+                await client.receive()
+        await client.guess(mid, "4567")
+        async with asyncio.timeout(5):
+            while state.rounds_done < 1:
+                await client.receive()
+    # The server is gone now; start it again on the same port with the same database.
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    with moo_serve(tmp_path, port=port):
+        seen: list[object] = []
+        async with asyncio.timeout(20):
+            while not any(isinstance(m, Connected) and m.reconnect for m in seen):
+                seen.append(await client.receive())
+        closes = [m for m in seen if isinstance(m, Disconnected)]
+        assert closes and closes[0].code == 1012
+        outcome = await play_match(client, announced, StrategyPlayer(create("random")),
+                                   random.Random(10), timeout=30)
+        assert outcome.outcome in ("win", "loss", "draw"), outcome
+        assert state.mine()[0].guess == "4567" and state.counts[0] == outcome.guesses
+        await client.close()
