@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pexpect
@@ -9,7 +10,7 @@ import pytest
 
 from clients.terminal import choices_text, parse_entry
 from moo.rules import DEFAULT_RULES, Response, parse_response
-from tests.client_support import ROOT, client_env, moo_serve
+from tests.client_support import ROOT, client_env, moo_command, moo_serve
 
 RULES = DEFAULT_RULES
 PROMPT = r"TYPE 4 NUMBERS\? "
@@ -185,3 +186,56 @@ def test_online_resign_needs_confirmation(tmp_path):
         child.expect(pexpect.EOF)
         child.close()
         assert child.exitstatus == 0
+
+
+def play_a_match(child: pexpect.spawn, opponent: str, secret: str = "0123") -> tuple[str, int]:
+    """Type a secret, then solve by first-consistent guesses; returns (banner, tries)."""
+    child.expect(rf"MATCH \S+: YOU \(\S+\) VS {opponent}")
+    child.expect(r"CHOOSE YOUR SECRET.*\? ")
+    child.sendline(secret)
+    child.expect(f"YOUR SECRET IS {secret}")
+    left = list(RULES.secrets)
+    tries = 0
+    while True:
+        i = child.expect([r"GUESS (\d+): TYPE 4 NUMBERS\? ",
+                          r"\*\*\* (YOU WIN!|YOU LOSE\.|A DRAW\.) \*\*\*"])
+        if i == 1:
+            return child.match.group(1), tries
+        guess = left[0]
+        child.sendline(guess)
+        tries += 1
+        child.expect(rf"ROUND {tries}: {guess} -> (\S+)")
+        left = RULES.consistent(left, guess, parse_response(child.match.group(1)))
+        assert tries < 15
+
+
+def test_room_with_a_bot_guest_and_a_rematch(tmp_path):
+    with moo_serve(tmp_path) as url:
+        child = spawn(tmp_path, "--url", url, "--create-room", "--name", "host")
+        child.expect(r"ROOM CODE: (\S+)")
+        code = child.match.group(1)
+        child.expect(rf"moo play --room {code}")
+        guest = subprocess.Popen(
+            moo_command("bot", "random", "--url", url, "--room", code, "--games", "2",
+                        "--name", "guest"),
+            cwd=ROOT, env=client_env(tmp_path), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        try:
+            _, tries1 = play_a_match(child, "guest")
+            child.expect(rf"GAME 1: TRIES = {tries1}, AVERAGE")
+            child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+            child.sendline("yes")
+            _, tries2 = play_a_match(child, "guest", secret="9876")
+            child.expect(rf"GAME 2: TRIES = {tries2}, AVERAGE = ")
+            child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+            child.sendline("no")
+            child.expect("2 GAMES PLAYED")
+            child.expect(pexpect.EOF)
+            out, err = guest.communicate(timeout=30)
+        finally:
+            if guest.poll() is None:
+                guest.kill()
+        assert guest.returncode == 0, err
+        assert out.count(" guest vs host: ") == 2
+        assert "2 matches:" in out
