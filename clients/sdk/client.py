@@ -184,6 +184,8 @@ class Client:
             with contextlib.suppress(Exception):
                 await ws.close()
         if self._reader is not None:
+            if not self._reader.done() and ws is not None and ws.close_code is not None:
+                self._reader.cancel()  # it is backing off between reconnect attempts
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(self._reader, 5.0)
             if not self._reader.done():
@@ -318,12 +320,13 @@ class Client:
         self._pending.clear()
 
     def _dispatch(self, msg: Message) -> None:
+        fresh = True
         if isinstance(msg, MatchEvent):
             state = self.states.get(msg.match_id)
             if state is None:
                 state = self.states[msg.match_id] = MatchState(msg.match_id)
-            if not state.apply(msg):
-                return  # a replay of something already applied: nobody needs it twice
+            # A replay of something already applied: nobody needs to see it twice.
+            fresh = state.apply(msg)
         elif isinstance(msg, Watching):
             state = self.states.setdefault(msg.match_id, MatchState(msg.match_id))
             if len(msg.players) == 2:
@@ -335,10 +338,14 @@ class Client:
             state = self.states.get(msg.match_id)
             if state is None:
                 state = self.states[msg.match_id] = MatchState(msg.match_id)
+            elif state.last_seq > 0 and msg.ref is None:
+                # The server answers a (re)connect's ``resume`` with ``match`` again; it is not
+                # a new match, and ``wait_match`` must not mistake it for one.
+                fresh = False
             state.seat = msg.seat
             state.config = msg.config
             state.rules = msg.rules
-        if isinstance(msg, ErrorReply) and msg.ref is None and msg.code == "rate_limited" \
+        elif isinstance(msg, ErrorReply) and msg.ref is None and msg.code == "rate_limited" \
                 and self._pending:
             # The server refused a request without saying which (it has not decoded it yet):
             # fail the oldest one so its caller sees the refusal instead of a timeout.
@@ -348,7 +355,8 @@ class Client:
             fut = self._pending.pop(msg.ref, None)
             if fut is not None and not fut.done():
                 fut.set_result(msg)
-        self._events.put_nowait(msg)
+        if fresh:
+            self._events.put_nowait(msg)
 
     # -- the event stream --------------------------------------------------------------------------
     async def events(self) -> AsyncIterator[Message]:
