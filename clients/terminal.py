@@ -335,7 +335,10 @@ class OnlineMatch:
         msg_task: asyncio.Task[Message] | None = None
         try:
             while not self.done:
-                self.prompt()
+                if not self.client.pending_messages():
+                    # Show what already happened before asking for the next move: the state
+                    # runs ahead of the screen, so a prompt now could precede the round's news.
+                    self.prompt()
                 if line_task is None:
                     line_task = asyncio.ensure_future(self.lines.get())
                 if msg_task is None:
@@ -629,8 +632,11 @@ class OnlineMatch:
             bad = [("YOUR" if i == me else f"{self.opp}'S") for i in (0, 1) if not fair[i]]
             say(f"FAIRNESS CHECK FAILED: {' AND '.join(bad)} SECRET DOES NOT MATCH ITS"
                 " COMMITMENT!")
-        if st.phase == "finished" and counts[me]:
+        if st.solved(me):
             say(self.tally.add(counts[me]))
+        else:
+            # As in 1971, the average is over games you finished by finding the secret.
+            say("YOU DID NOT FIND THE SECRET: THIS GAME DOES NOT COUNT TOWARD YOUR AVERAGE.")
 
 
 async def _find_match(client: Client, args: argparse.Namespace, screen: Screen,
