@@ -32,7 +32,8 @@ def client_env(tmp_path: Path) -> dict[str, str]:
 
 @contextmanager
 def moo_serve(
-    tmp_path: Path, *extra: str, port: int = 0, timeout: float = 20.0
+    tmp_path: Path, *extra: str, port: int = 0, timeout: float = 20.0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """Run ``moo serve`` (on a free port unless given) with its database in ``tmp_path``.
 
@@ -42,7 +43,7 @@ def moo_serve(
         moo_command("serve", "--port", str(port), "--db", str(tmp_path / "serve.sqlite3"),
                     "--bot-delay-ms", "0", "--log-level", "INFO", *extra),
         cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-        env=client_env(tmp_path),
+        env={**client_env(tmp_path), **(env or {})},
     )
     assert proc.stderr is not None
     found = threading.Event()

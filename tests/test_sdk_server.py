@@ -10,8 +10,11 @@ import pytest
 from bots.base import create
 from clients.botrunner import StrategyPlayer, play_match
 from clients.sdk import (
+    ChallengeReceived,
+    ChallengeSent,
     Client,
     Connected,
+    Declined,
     Disconnected,
     GuessMade,
     Leaderboard,
@@ -177,3 +180,38 @@ async def test_client_rides_through_a_server_restart(tmp_path):
         assert outcome.outcome in ("win", "loss", "draw"), outcome
         assert state.mine()[0].guess == "4567" and state.counts[0] == outcome.guesses
         await client.close()
+
+
+async def test_challenge_accept_and_decline(tmp_path):
+    async with running(server_settings(tmp_path)) as app:
+        url = f"ws://127.0.0.1:{app.port}/"
+        async with Client(url, "alice") as alice, Client(url, "bob") as bob:
+            sent = await alice.challenge("bob")
+            assert isinstance(sent, ChallengeSent) and sent.to == "bob"
+            async with asyncio.timeout(5):
+                got = await bob.receive()
+                while not isinstance(got, ChallengeReceived):
+                    got = await bob.receive()
+            assert got.sender == "alice" and got.challenge_id == sent.challenge_id
+            await bob.decline(got.challenge_id)
+            async with asyncio.timeout(5):
+                declined = await alice.receive()
+                while not isinstance(declined, Declined):
+                    declined = await alice.receive()
+            assert declined.challenge_id == sent.challenge_id
+
+            sent = await alice.challenge("bob", pacing="free")
+            async with asyncio.timeout(5):
+                got = await bob.receive()
+                while not isinstance(got, ChallengeReceived):
+                    got = await bob.receive()
+            assert got.pacing == "free"
+            for_bob = await bob.accept(got.challenge_id)
+            for_alice = await alice.wait_match(timeout=5)
+            assert for_bob.match_id == for_alice.match_id
+            assert {for_bob.seat, for_alice.seat} == {0, 1} and for_bob.pacing == "free"
+            results = await asyncio.gather(
+                play_match(alice, for_alice, StrategyPlayer(create("random")), random.Random(1)),
+                play_match(bob, for_bob, StrategyPlayer(create("random")), random.Random(2)),
+            )
+            assert {r.outcome for r in results} in ({"win", "loss"}, {"draw"})
