@@ -87,6 +87,7 @@ class MatchOutcome:
     guesses: int
     opponent_guesses: int
     solved: bool
+    opponent_solved: bool
     secret: str
     opponent_secret: str | None
     fair: bool | None
@@ -95,8 +96,11 @@ class MatchOutcome:
 
     def line(self) -> str:
         head = f"{self.match_id:<10} {self.player} vs {self.opponent}"
-        tail = f"{self.outcome.upper():<5} {self.reason:<9} guesses {self.guesses}" \
-               f" (opponent {self.opponent_guesses})"
+        tail = (
+            f"{self.outcome.upper():<5} {self.reason:<9} guesses {self.guesses}"
+            f"{' solved' if self.solved else ''}, opponent {self.opponent_guesses}"
+            f"{' solved' if self.opponent_solved else ''}"
+        )
         extra = f"  [bot {self.failure}]" if self.failure else ""
         if self.fair is False:
             extra += "  [COMMITMENT MISMATCH]"
@@ -186,6 +190,7 @@ async def play_match(
         guesses=state.counts[seat],
         opponent_guesses=state.counts[1 - seat],
         solved=state.solved(seat),
+        opponent_solved=state.solved(1 - seat),
         secret=state.secret or secret,
         opponent_secret=(result.secrets[1 - seat] if result and len(result.secrets) == 2
                          else None),
