@@ -38,6 +38,7 @@ from clients.sdk import (
     MatchState,
     Message,
     Resigned,
+    Resumed,
     RoundRevealed,
     SecretSet,
     ServerError,
@@ -550,6 +551,8 @@ class OnlineMatch:
             say(f"{self.opp} HAS DROPPED OUT.{tail}")
         elif isinstance(msg, Back) and msg.seat != me:
             say(f"{self.opp} IS BACK.")
+        elif isinstance(msg, Resumed):
+            say("THE SERVER RESTARTED; THE CLOCKS WERE STOPPED WHILE IT WAS DOWN.")
         elif isinstance(msg, Resigned):
             say("YOU RESIGNED." if msg.seat == me else f"{self.opp} RESIGNED.")
         elif isinstance(msg, TimedOut):
@@ -682,8 +685,10 @@ async def play_online(args: argparse.Namespace) -> int:
     lines = LineReader()
     tokens = TokenStore()
     name = args.name or _default_name()
+    # A person is waiting: retry often (every 2 s at most) for about a minute, the server's
+    # default grace window, rather than backing off to long silences.
     client = Client(args.url, name, token=tokens.get(args.url, name), encoding=args.encoding,
-                    client_name="moo-play")
+                    client_name="moo-play", backoff_max=2.0, max_attempts=35)
     try:
         welcome = await client.connect()
     except ServerError as exc:

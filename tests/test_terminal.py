@@ -262,3 +262,31 @@ def test_clocks_are_shown_and_running_out_loses(tmp_path):
         child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
         child.sendline("no")
         child.expect(pexpect.EOF)
+
+
+def test_online_game_survives_a_server_restart(tmp_path):
+    with moo_serve(tmp_path) as url:
+        child = spawn(tmp_path, "--url", url, "--bot", "random", "--name", "steady")
+        child.expect(r"CHOOSE YOUR SECRET.*\? ")
+        child.sendline("0123")
+        child.expect(r"GUESS 1: TYPE 4 NUMBERS\? ")
+        child.sendline("4567")
+        child.expect(r"ROUND 1: 4567 -> ")
+        child.expect(r"GUESS 2: TYPE 4 NUMBERS\? ")
+    # The server stopped (SIGTERM: close code 1012); the client keeps trying to reconnect.
+    child.expect("CONNECTION LOST. RECONNECTING")
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    with moo_serve(tmp_path, port=port):
+        child.expect("RECONNECTED")
+        child.expect("THE SERVER RESTARTED")
+        child.expect(r"GUESS 2: TYPE 4 NUMBERS\? ")
+        child.sendline("history")
+        child.expect(r"1  4567 ")
+        child.sendline("quit")
+        child.expect(r"RESIGN THIS MATCH \(YES OR NO\)\? ")
+        child.sendline("yes")
+        child.expect(r"\*\*\* YOU LOSE\. \*\*\* BY RESIGNATION")
+        child.expect("FAIRNESS CHECK: BOTH SECRETS MATCH")
+        child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+        child.sendline("no")
+        child.expect(pexpect.EOF)
