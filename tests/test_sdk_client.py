@@ -12,6 +12,7 @@ from clients.botrunner import StrategyPlayer, play_match
 from clients.sdk import (
     Client,
     Connected,
+    ConnectionLost,
     Created,
     Disconnected,
     Finished,
@@ -226,3 +227,30 @@ async def test_wait_match_after_queue_pairs_two_clients():
         await b.queue()
         ma, mb = await asyncio.gather(a.wait_match(timeout=5), b.wait_match(timeout=5))
         assert ma.match_id == mb.match_id and {ma.seat, mb.seat} == {0, 1}
+
+
+async def test_gives_up_after_max_attempts_and_close_is_prompt():
+    async with FakeServer() as server:
+        client = Client(server.url, "lonely", backoff_initial=0.01, backoff_max=0.02,
+                        max_attempts=3)
+        await client.connect()
+    # The server is gone for good: three quick attempts, then the stream ends.
+    kinds = []
+    async with asyncio.timeout(5):
+        async for msg in client:
+            kinds.append(type(msg))
+    assert Disconnected in kinds
+    with pytest.raises(ConnectionLost):
+        await client.ping()
+    async with asyncio.timeout(1):
+        await client.close()
+
+    async with FakeServer() as server:
+        patient = Client(server.url, "patient", backoff_initial=5, backoff_max=5)
+        await patient.connect()
+    async with asyncio.timeout(5):
+        while not isinstance(await patient.receive(), Disconnected):
+            pass
+    async with asyncio.timeout(1):  # does not wait out the 5 s backoff
+        await patient.close()
+    assert not patient.online

@@ -178,13 +178,14 @@ class Client:
     async def close(self) -> None:
         """Close for good: no reconnect; the event stream ends."""
         self._closing = True
+        was_online = self._online.is_set()
         self._online.clear()
         ws = self._ws
         if ws is not None:
             with contextlib.suppress(Exception):
                 await ws.close()
         if self._reader is not None:
-            if not self._reader.done() and ws is not None and ws.close_code is not None:
+            if not was_online and not self._reader.done():
                 self._reader.cancel()  # it is backing off between reconnect attempts
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(self._reader, 5.0)
@@ -205,7 +206,8 @@ class Client:
         )
         try:
             self._codec = Codec(ws.subprotocol or SUBPROTOCOLS[0])
-            hello: dict[str, Any] = {"type": "hello", "name": self.name, "id": 0}
+            hello: dict[str, Any] = {"type": "hello", "name": self.name, "id": 0,
+                                     "client": self.client_name[:64]}
             if self.bot:
                 hello["bot"] = True
             if self.token:
