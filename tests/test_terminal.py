@@ -290,3 +290,35 @@ def test_online_game_survives_a_server_restart(tmp_path):
         child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
         child.sendline("no")
         child.expect(pexpect.EOF)
+
+
+def test_quick_pair_through_the_queue(tmp_path):
+    with moo_serve(tmp_path) as url:
+        # Nobody there: waiting, then leaving the queue at once is fine.
+        alone = spawn(tmp_path, "--url", url, "--name", "early")
+        alone.expect(r"WAITING FOR AN OPPONENT \(lockstep; TYPE QUIT TO STOP\)")
+        alone.sendline("quit")
+        alone.expect("GOODBYE")
+        alone.expect(pexpect.EOF)
+        alone.close()
+        assert alone.exitstatus == 0
+        # A person and a queued bot are paired.
+        child = spawn(tmp_path, "--url", url, "--name", "queuer")
+        child.expect("WAITING FOR AN OPPONENT")
+        bot = subprocess.Popen(
+            moo_command("bot", "random", "--url", url, "--games", "1", "--name", "qbot"),
+            cwd=ROOT, env=client_env(tmp_path), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        try:
+            banner, _ = play_a_match(child, "qbot")
+            child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+            child.sendline("no")
+            child.expect(pexpect.EOF)
+            out, err = bot.communicate(timeout=60)
+        finally:
+            if bot.poll() is None:
+                bot.kill()
+        assert bot.returncode == 0, err
+        expected = {"YOU WIN!": "LOSS", "YOU LOSE.": "WIN", "A DRAW.": "DRAW"}[banner]
+        assert f"qbot vs queuer: {expected}" in out
