@@ -704,13 +704,26 @@ async def play_online(args: argparse.Namespace) -> int:
     screen.say(f"MOO ARENA ({welcome.server}). HELLO, {client.name}.")
     tally = Tally()
     previous: str | None = None
+    # Matches this name left unfinished (the program was closed or crashed): finish them
+    # first; the SDK has already asked to resume them, and the replay brings the screen up to
+    # date before the next prompt.
+    unfinished = [m.match_id for m in welcome.matches if m.phase != "finished"]
     try:
         while True:
+            announced: MatchAnnounced | None
             try:
-                announced = await _find_match(client, args, screen, previous, lines)
+                if unfinished:
+                    screen.say(f"YOU HAVE AN UNFINISHED MATCH ({unfinished.pop(0)}): "
+                               "BACK TO IT.")
+                    announced = await client.wait_match(timeout=client.request_timeout)
+                else:
+                    announced = await _find_match(client, args, screen, previous, lines)
             except ServerError as exc:
                 screen.say(f"THE SERVER SAID NO: {exc.message}")
                 return 1
+            except TimeoutError:
+                screen.say("THE SERVER DID NOT SEND THAT MATCH BACK.")
+                continue
             if announced is None:
                 break
             game = OnlineMatch(client, announced, lines, screen, args, tally)

@@ -322,3 +322,28 @@ def test_quick_pair_through_the_queue(tmp_path):
         assert bot.returncode == 0, err
         expected = {"YOU WIN!": "LOSS", "YOU LOSE.": "WIN", "A DRAW.": "DRAW"}[banner]
         assert f"qbot vs queuer: {expected}" in out
+
+
+def test_closing_the_terminal_mid_match_and_coming_back(tmp_path):
+    with moo_serve(tmp_path) as url:
+        first = spawn(tmp_path, "--url", url, "--bot", "random", "--name", "comeback")
+        first.expect(r"CHOOSE YOUR SECRET.*\? ")
+        first.sendline("0123")
+        first.expect(r"GUESS 1: TYPE 4 NUMBERS\? ")
+        first.sendline("4567")
+        first.expect(r"ROUND 1: 4567 -> ")
+        first.expect(r"GUESS 2: TYPE 4 NUMBERS\? ")
+        first.terminate(force=True)  # the window is closed: no resignation, no goodbye
+        # Same name, same remembered token: the match is waiting within the grace window.
+        again = spawn(tmp_path, "--url", url, "--bot", "random", "--name", "comeback")
+        again.expect(r"YOU HAVE AN UNFINISHED MATCH \((\S+)\): BACK TO IT")
+        again.expect(r"MATCH \S+: YOU \(comeback\) VS random-bot")
+        again.expect(r"ROUND 1: 4567 -> ")  # the replay shows what happened so far
+        again.expect(r"GUESS 2: TYPE 4 NUMBERS\? ")
+        again.sendline("quit")
+        again.expect(r"RESIGN THIS MATCH \(YES OR NO\)\? ")
+        again.sendline("yes")
+        again.expect(r"SECRETS: YOURS 0123, ")
+        again.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+        again.sendline("no")
+        again.expect(pexpect.EOF)
