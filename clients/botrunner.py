@@ -134,13 +134,19 @@ async def play_match(
 
     try:
         await player.new_match(rules, rng)
-    except BotFailure as exc:
-        await give_up(str(exc))
-    with contextlib.suppress(ServerError):
-        await client.set_secret(mid, secret)
+    except Exception as exc:  # a broken strategy or program loses this match, nothing more
+        await give_up(f"{type(exc).__name__}: {exc}" if not isinstance(exc, BotFailure)
+                      else str(exc))
+    secret_tries = 0
 
     async with asyncio.timeout(timeout):
         while not state.finished:
+            if state.needs_secret and secret_tries < 3:
+                # Checked every time round, so a secret lost to a dropped connection is re-sent.
+                secret_tries += 1
+                with contextlib.suppress(ServerError, ConnectionLost, TimeoutError):
+                    await client.set_secret(mid, secret)
+                continue
             if failure is None:
                 try:
                     # Tell the player what it has not heard yet (ours first: it's our move).
@@ -164,11 +170,14 @@ async def play_match(
                             elif exc.code == "rate_limited":
                                 asked_for = None  # refused before it counted: guess again
                             # not_your_turn and the like: our view was stale; wait for events.
-                        except ConnectionLost:
+                        except (ConnectionLost, TimeoutError):
                             asked_for = None  # ask again once resumed, if still owed
                         continue
                 except BotFailure as exc:
                     await give_up(str(exc))
+                    continue
+                except Exception as exc:  # an in-process strategy that raised
+                    await give_up(f"{type(exc).__name__}: {exc}")
                     continue
             try:
                 await client.receive()

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from bots.base import create
+from bots.base import Strategy, create
 from clients.botrunner import StrategyPlayer, play_match
 from clients.sdk import (
     Client,
@@ -254,3 +254,24 @@ async def test_gives_up_after_max_attempts_and_close_is_prompt():
     async with asyncio.timeout(1):  # does not wait out the 5 s backoff
         await patient.close()
     assert not patient.online
+
+
+async def test_a_strategy_that_raises_resigns_only_its_match():
+    class Broken(Strategy):
+        name = "broken"
+
+        def new_match(self, rules, rng):
+            pass
+
+        def next_guess(self):
+            raise RuntimeError("no consistent code left")
+
+        def observe(self, guess, response):
+            pass
+
+    async with FakeServer() as server, Client(server.url, "broken") as client:
+        outcome = await play_match(client, await client.play_bot("random"),
+                                   StrategyPlayer(Broken()), random.Random(1), timeout=10)
+        assert outcome.outcome == "loss" and outcome.reason == "resign"
+        assert outcome.failure == "RuntimeError: no consistent code left"
+        assert outcome.secret == client.states[outcome.match_id].secret  # the secret was set
