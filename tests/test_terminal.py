@@ -347,3 +347,33 @@ def test_closing_the_terminal_mid_match_and_coming_back(tmp_path):
         again.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
         again.sendline("no")
         again.expect(pexpect.EOF)
+
+
+def test_free_pacing_online(tmp_path):
+    with moo_serve(tmp_path) as url:
+        child = spawn(tmp_path, "--url", url, "--bot", "random", "--pacing", "free",
+                      "--name", "racer")
+        child.expect("FREE PACING: GUESS AT YOUR OWN SPEED")
+        child.expect(r"CHOOSE YOUR SECRET.*\? ")
+        child.sendline("0123")
+        left = list(RULES.secrets)
+        tries = 0
+        saw_opponent = False
+        while True:
+            i = child.expect([r"GUESS (\d+): TYPE 4 NUMBERS\? ",
+                              r"\*\*\* (YOU WIN!|YOU LOSE\.|A DRAW\.) \*\*\*"])
+            saw_opponent = saw_opponent or "random-bot: GUESS " in child.before
+            if i == 1:
+                break
+            guess = left[0]
+            child.sendline(guess)
+            tries += 1
+            # Free pacing: our response comes at once, not with a round.
+            child.expect(r"  -> (\S+)\s+(B*,C*)")
+            saw_opponent = saw_opponent or "random-bot: GUESS " in child.before
+            left = RULES.consistent(left, guess, parse_response(child.match.group(1)))
+            assert tries < 15
+        assert saw_opponent  # the bot's guesses and responses are shown as they happen
+        child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+        child.sendline("no")
+        child.expect(pexpect.EOF)
