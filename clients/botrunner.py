@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import random
 import secrets
@@ -93,6 +94,8 @@ class MatchOutcome:
     fair: bool | None
     failure: str | None = None
     seconds: float = 0.0
+    #: Left unfinished by an earlier run of this name and finished now (not in --games).
+    resumed: bool = False
 
     def line(self) -> str:
         head = f"{self.match_id:<10} {self.player} vs {self.opponent}"
@@ -102,6 +105,8 @@ class MatchOutcome:
             f"{' solved' if self.opponent_solved else ''}"
         )
         extra = f"  [bot {self.failure}]" if self.failure else ""
+        if self.resumed:
+            extra += "  [resumed from an earlier run]"
         if self.fair is False:
             extra += "  [COMMITMENT MISMATCH]"
         return f"{head}: {tail}{extra}"
@@ -279,6 +284,9 @@ async def _connection(
         tokens.put(args.url, client.name, client.token)
     previous: str | None = None
     try:
+        # Finish what this name left unfinished (a crashed run, same token) before new games;
+        # they are reported but do not count toward --games.
+        await _finish_unfinished(run, client, player, rng)
         for _ in range(games):
             try:
                 if args.vs_bot:
@@ -305,6 +313,28 @@ async def _connection(
     finally:
         await player.close()
         await client.close()
+
+
+async def _finish_unfinished(run: _Run, client: Client, player: Player,
+                             rng: random.Random) -> None:
+    welcome = client.welcome
+    for ref in welcome.matches if welcome else ():
+        if ref.phase == "finished":
+            continue
+        state = client.states[ref.match_id]
+        try:
+            # The SDK has sent ``resume``; wait until the replay has told us the rules.
+            async with asyncio.timeout(client.request_timeout):
+                while not state.config and not state.finished:
+                    await client.receive()
+        except (TimeoutError, ConnectionLost):
+            continue
+        if state.finished:
+            continue
+        announced = MatchAnnounced(raw={}, match_id=ref.match_id, seat=ref.seat,
+                                   opponent=state.opponent, config=state.config)
+        outcome = await play_match(client, announced, player, rng)
+        run.report(dataclasses.replace(outcome, resumed=True))
 
 
 async def run_bots(args: argparse.Namespace) -> _Run:
@@ -369,4 +399,5 @@ def main(args: argparse.Namespace) -> int:
             + (f", {total['bot_failures']} bot failures" if total["bot_failures"] else ""),
             flush=True,
         )
-    return 0 if total["matches"] == args.games and not run.errors else 1
+    played = sum(not o.resumed for o in run.outcomes)
+    return 0 if played == args.games and not run.errors else 1

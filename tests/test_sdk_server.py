@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 
 import pytest
 
 from bots.base import create
-from clients.botrunner import StrategyPlayer, play_match
+from clients.botrunner import StrategyPlayer, _connection, _Run, play_match
 from clients.sdk import (
     ChallengeReceived,
     ChallengeSent,
@@ -21,6 +22,7 @@ from clients.sdk import (
     MatchesList,
     ServerError,
 )
+from clients.sdk.tokens import TokenStore
 from tests.client_support import moo_serve
 from tests.server_support import running, server_settings
 
@@ -215,3 +217,34 @@ async def test_challenge_accept_and_decline(tmp_path):
                 play_match(bob, for_bob, StrategyPlayer(create("random")), random.Random(2)),
             )
             assert {r.outcome for r in results} in ({"win", "loss"}, {"draw"})
+
+
+async def test_bot_runner_finishes_a_match_left_by_a_crashed_run(tmp_path):
+    async with running(server_settings(tmp_path)) as app:
+        url = f"ws://127.0.0.1:{app.port}/"
+        crashed = Client(url, "phoenix-bot", bot=True, reconnect=False)
+        await crashed.connect()
+        assert crashed.token is not None
+        TokenStore().put(url, "phoenix-bot", crashed.token)
+        announced = await crashed.play_bot("random")
+        mid = announced.match_id
+        await crashed.set_secret(mid, "0123")
+        state = crashed.states[mid]
+        async with asyncio.timeout(5):
+            while not state.owes_guess:
+                await crashed.receive()
+        await crashed.guess(mid, "4567")
+        assert crashed.connection is not None
+        crashed.connection.transport.abort()  # the process "dies" mid-match
+        await crashed.close()
+
+        args = argparse.Namespace(url=url, encoding="json", cmd=None, strategy="random",
+                                  move_timeout=10.0, vs_bot="random", room=None, pool="any",
+                                  pacing=None, json=False)
+        run = _Run(args)
+        await _connection(run, "phoenix-bot", 0, 1, TokenStore())
+        assert not run.errors
+        [outcome] = run.outcomes
+        assert outcome.match_id == mid and outcome.resumed
+        assert outcome.outcome in ("win", "loss", "draw") and outcome.reason == "solved"
+        assert outcome.secret == "0123"
