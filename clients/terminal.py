@@ -670,7 +670,7 @@ async def _find_match(client: Client, args: argparse.Namespace, screen: Screen,
         line = line_task.result()
         if line is None or COMMANDS.get(line.strip().lower()) == "quit":
             match_task.cancel()
-            if not args.room and not args.create_room and previous is None:
+            if not args.room and not args.create_room:  # waiting in the queue: leave it
                 try:
                     await client.unqueue()
                 except (ServerError, ConnectionLost):
