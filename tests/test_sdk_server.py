@@ -50,6 +50,9 @@ async def test_play_the_servers_bot_to_the_end(tmp_path, encoding):
         assert isinstance(await client.matches(), MatchesList)
         board = await client.leaderboard()
         assert isinstance(board, Leaderboard)
+        [me] = [row for row in board.players if row.name == client.name]
+        assert me.games == 1 and me.wins + me.draws + me.losses == 1
+        assert (await client.leaderboard(by="average")).by == "average"
 
 
 async def test_invalid_guess_is_explained_and_not_counted(tmp_path):
