@@ -379,6 +379,12 @@ def main(args: argparse.Namespace) -> int:
     if args.games < 1 or args.concurrency < 1:
         print("moo bot: --games and --concurrency must be at least 1", file=sys.stderr)
         return 2
+    if args.room and args.concurrency > 1:
+        print("moo bot: a room seats one opponent: --room needs --concurrency 1", file=sys.stderr)
+        return 2
+    if args.room and args.vs_bot:
+        print("moo bot: choose --room or --vs-bot, not both", file=sys.stderr)
+        return 2
     if not args.cmd:
         try:
             _make_player(args)
