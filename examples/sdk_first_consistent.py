@@ -5,13 +5,15 @@ Run ``moo serve`` in one terminal, then ``python examples/sdk_first_consistent.p
 """
 
 import asyncio
+import secrets
 import sys
 
 from clients.sdk import Client, ServerError
 
 
 async def main(url: str) -> None:
-    async with Client(url, "sdk-demo", bot=True) as client:
+    name = f"sdk-demo-{secrets.token_hex(2)}"              # a name is owned by its token
+    async with Client(url, name, bot=True) as client:
         announced = await client.play_bot("random")        # the reply: a MatchAnnounced
         mid, rules = announced.match_id, announced.rules
         state = client.states[mid]                         # kept up to date by the SDK
