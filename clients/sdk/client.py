@@ -301,7 +301,8 @@ class Client:
                     self._events.put_nowait(exc.reply)
                     return False
                 continue
-            except (OSError, InvalidHandshake, InvalidURI, TimeoutError, ConnectionClosed) as exc:
+            except (OSError, InvalidHandshake, InvalidURI, TimeoutError, ConnectionClosed,
+                    ValueError) as exc:
                 log.info("reconnect attempt %d failed: %s", attempt, exc)
                 continue
             self._ws = ws
