@@ -275,3 +275,21 @@ async def test_a_strategy_that_raises_resigns_only_its_match():
         assert outcome.outcome == "loss" and outcome.reason == "resign"
         assert outcome.failure == "RuntimeError: no consistent code left"
         assert outcome.secret == client.states[outcome.match_id].secret  # the secret was set
+
+
+async def test_without_the_stream_state_and_replies_are_enough():
+    async with FakeServer() as server, Client(server.url, "quiet", buffer_events=False) as c:
+        announced = await c.play_bot("random")
+        mid = announced.match_id
+        await c.set_secret(mid, "0123")
+        state = c.states[mid]
+        left = list(state.rules.secrets)
+        while not state.finished:
+            await server.wait_until(lambda: state.owes_guess or state.finished)
+            mine = state.mine()
+            if mine and mine[-1].guess is not None and mine[-1].response is not None:
+                left = state.rules.consistent(left, mine[-1].guess, mine[-1].response)
+            if state.owes_guess:
+                await c.guess(mid, left[0])
+        assert state.outcome in ("win", "loss", "draw")
+        assert c.pending_messages() <= 1  # at most the Connected notice

@@ -113,6 +113,7 @@ class Client:
         client_name: str = "moo-sdk",
         rate_per_s: float | None = 18.0,
         rate_burst: int = 30,
+        buffer_events: bool = True,
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {sorted(ENCODINGS)}, got {encoding!r}")
@@ -127,6 +128,9 @@ class Client:
         self.backoff_max = backoff_max
         self.request_timeout = request_timeout
         self.client_name = client_name
+        #: False for programs that only await replies and read :attr:`states`: then server
+        #: messages are not queued for :meth:`events`, which nobody would drain.
+        self.buffer_events = buffer_events
         #: match_id -> what we know about it (matches we sit in or watch).
         self.states: dict[str, MatchState] = {}
         self.welcome: Welcome | None = None
@@ -358,7 +362,7 @@ class Client:
             fut = self._pending.pop(msg.ref, None)
             if fut is not None and not fut.done():
                 fut.set_result(msg)
-        if fresh:
+        if fresh and self.buffer_events:
             self._events.put_nowait(msg)
 
     # -- the event stream --------------------------------------------------------------------------
