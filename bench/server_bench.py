@@ -161,15 +161,20 @@ class Player:
             if reply.get("ref") == ref:
                 return reply
 
-    async def guess(self) -> None:
+    async def guess(self, stop: float) -> bool:
         """One guess: (lockstep) wait for the previous round's reveal, send, await the ack.
 
-        Waiting for the reveal *before* the next guess, not after this one, means a player whose
-        opponent has stopped never waits for a round that will not come.
+        The reveal is awaited *before* the next guess and only until ``stop`` (perf_counter
+        time), so a player whose opponent has already stopped does not wait for a round that
+        will never come. Returns False when it gave up.
         """
-        if self.lockstep_rounds:
-            while self.round_seen < self.n:
-                self._note(await self.recv())
+        if self.lockstep_rounds and self.round_seen < self.n:
+            try:
+                async with asyncio.timeout(max(0.0, stop - time.perf_counter())):
+                    while self.round_seen < self.n:
+                        self._note(await self.recv())
+            except TimeoutError:
+                return False
         self.n += 1
         ref = next(self._ids)
         msg = {"type": "guess", "match_id": self.match_id, "guess": GUESSES[self.n % len(GUESSES)],
@@ -186,6 +191,7 @@ class Player:
         if reply.get("type") == "error":
             raise RuntimeError(f"guess refused: {reply}")
         self.acked += 1
+        return True
 
     def _note(self, msg: dict[str, Any]) -> None:
         if msg.get("kind") == "round":
@@ -239,8 +245,8 @@ async def saturate(players: list[Player], seconds: float) -> tuple[int, float]:
     before = sum(p.acked for p in players)
 
     async def run(p: Player) -> None:
-        while time.perf_counter() < stop:
-            await p.guess()
+        while time.perf_counter() < stop and await p.guess(stop):
+            pass
 
     t0 = time.perf_counter()
     async with asyncio.timeout(seconds + 60):
@@ -256,8 +262,7 @@ async def steady(players: list[Player], seconds: float, interval: float) -> None
     async def run(p: Player) -> None:
         await asyncio.sleep(random.uniform(0, interval))
         due = time.perf_counter()
-        while due < stop:
-            await p.guess()
+        while due < stop and await p.guess(stop):
             due += interval
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
 
