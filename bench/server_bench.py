@@ -336,6 +336,7 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             procs.append(proc)
         await sync()
         setup_s = time.perf_counter() - t0
+        rss_setup = server.rss_kib()
         connections = 2 * args.matches
         print(f"{kind}: {connections} connections ready in {setup_s:.1f}s", file=sys.stderr)
         out: dict[str, Any] = {"server": kind, "connections": connections,
@@ -370,8 +371,11 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 "server_cpu_s": round(cpu, 2),
                 "server_cpu_us_per_guess": round(cpu / max(1, acked) * 1e6, 1),
             }
-        out["rss_kib"] = {"idle": rss0, "after_steady": rss1}
+        out["rss_kib"] = {"idle": rss0, "after_setup": rss_setup, "after_steady": rss1}
+        # after setup: connections, players and matches (secrets set), no guesses yet;
+        # after steady: plus the in-memory event logs of every match's guesses so far
         out["kib_per_connection"] = round((rss1 - rss0) / connections, 1)
+        out["kib_per_connection_after_setup"] = round((rss_setup - rss0) / connections, 1)
         return out
     finally:
         for proc in procs:
