@@ -250,8 +250,15 @@ static int64_t solve3(const uint16_t *S, int d, int *best_guess) {
 /*
  * value of S at depth d (d == number of guesses in hist).  Exact if < beta; otherwise a lower
  * bound >= beta.  *best_guess receives the best guess when the result is exact.
+ *
+ * With probe != 0 the node is not searched: the result is only the one-ply lower bound
+ * min over guesses of ([g in S] cost[d+1] + sum of the parts' capacity bounds), remembered in
+ * the transposition table.  The parent probes every part of a guess before descending into
+ * any of them, so a guess whose parts are each a little worse than their size suggests is
+ * rejected without a deep search (the deep search of a part would have repeated that same
+ * scan anyway).
  */
-static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_guess) {
+static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_guess, int probe) {
     *best_guess = -1;
     if (n == 0) return 0;
     if (n == 1) { *best_guess = S[0]; return cost[d + 1]; }
@@ -270,6 +277,7 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
         if (e->exact) { *best_guess = e->guess; return e->value; }
         if (e->value >= beta) return e->value;
         if (e->value > lb) lb = e->value;
+        if (probe) return lb;                      /* already probed (or better) */
     }
 
     /* A member splitting the rest into singletons reaches the capacity bound when n <= NRESP:
@@ -299,11 +307,12 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
     sym_setup(sy, S, n, hist, d);
     Cand *cands = cand_buf[d];
     int nc = 0;
+    int64_t min_skipped = INF;                     /* smallest bound of a guess left out */
     /* Partition dedup for small sets: a guess whose partition of S (as a set of parts, plus
      * which part is "solved") equals an earlier one has the same value. */
     enum { DEDUP_MAX = 48, DHASH = 8192 };
     static uint64_t dedup[MAXD + 2][DHASH];
-    int use_dedup = n <= DEDUP_MAX;
+    int use_dedup = !probe && n <= DEDUP_MAX;
     if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
     for (int g = 0; g < N; g++) {
         if (!is_canonical(sy, g)) continue;
@@ -312,15 +321,18 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
         memset(cnt, 0, sizeof(int) * NR);
         for (int i = 0; i < n; i++) cnt[r[S[i]]]++;
         int64_t b = 0;
-        int parts = 0, largest = 0;
+        int largest = 0;
         for (int k = 0; k < NR; k++) {
             if (!cnt[k]) continue;
-            parts++;
             if (cnt[k] > largest) largest = cnt[k];
             b += k == SOLVED ? cost[d + 1] : LB(d + 1, cnt[k]);
         }
         if (largest == n && !cnt[SOLVED]) continue;    /* learns nothing */
-        if (b >= beta) continue;
+        if (b >= beta || probe) {
+            if (b < min_skipped) min_skipped = b;
+            if (probe && b <= lb) break;               /* cannot go lower than lb */
+            continue;
+        }
         if (use_dedup) {
             /* Canonical partition signature: each element labelled by the first element
              * of its class; the solved class marked. */
@@ -347,12 +359,18 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
         cands[nc].guess = g;
         nc++;
     }
+    if (probe) {
+        int64_t v = min_skipped > lb ? min_skipped : lb;
+        if (v > LB(d, n)) tt_store(S, n, d, v, 0, -1);
+        return v;
+    }
     st_guesses += (uint64_t)nc;
     qsort(cands, (size_t)nc, sizeof(Cand), cmp_cand);
 
-    /* Try guesses in bound order; each part's capacity bound is replaced by its exact value,
-     * largest part first, until the running total can no longer beat the best. */
-    int64_t best = beta, fail_lb = INF;
+    /* Try guesses in bound order.  For each: probe every part (one-ply bound), then replace
+     * each part's bound by its exact value, largest part first, until the running total can
+     * no longer beat the best. */
+    int64_t best = beta, fail_lb = min_skipped;
     int bestg = -1;
     uint16_t *buf = part_buf[d];
     for (int c = 0; c < nc; c++) {
@@ -379,14 +397,25 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
             order[b2] = x;
         }
         hist[d] = g;
-        int ok = 1;
-        for (int a = 0; a < no; a++) {
+        int ok = 1, child_best;
+        int64_t plb[NRMAX];
+        /* Pass 1: one-ply bounds of all parts (cheap for parts of <= 3, or known ones). */
+        for (int a = 0; a < no && ok; a++) {
             int k = order[a];
-            int64_t plb = LB(d + 1, cnt[k]);
-            int child_best;
-            int64_t v = search(buf + start[k], cnt[k], d + 1, best - (total - plb), &child_best);
-            total += v - plb;
-            if (total >= best) { ok = 0; break; }
+            int64_t base = LB(d + 1, cnt[k]);
+            plb[k] = base;
+            if (cnt[k] <= 3) continue;
+            int64_t v = search(buf + start[k], cnt[k], d + 1, best - (total - base), &child_best, 1);
+            plb[k] = v;
+            total += v - base;
+            if (total >= best) ok = 0;
+        }
+        /* Pass 2: exact values. */
+        for (int a = 0; a < no && ok; a++) {
+            int k = order[a];
+            int64_t v = search(buf + start[k], cnt[k], d + 1, best - (total - plb[k]), &child_best, 0);
+            total += v - plb[k];
+            if (total >= best) ok = 0;
         }
         if (ok) {
             best = total;
@@ -401,9 +430,11 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
         tt_store(S, n, d, best, 1, bestg);
         return best;
     }
-    /* Every guess failed against beta: the smallest of their lower bounds is a lower bound
-     * for S (guesses never examined have bound >= the last one examined, or were >= beta). */
-    if (fail_lb < beta) fail_lb = beta;
+    /* Every guess failed against beta.  Each guess's total was a lower bound >= beta when it
+     * stopped; guesses never tried had bounds >= the one that stopped the loop or were
+     * skipped at generation (min_skipped).  The smallest of all these bounds S. */
+    if (fail_lb < beta) fail_lb = beta;                /* (cannot happen; defensive) */
+    if (fail_lb > INF / 2) fail_lb = beta;             /* no useful guess at all */
     if (fail_lb < lb) fail_lb = lb;
     tt_store(S, n, d, fail_lb, 0, -1);
     return fail_lb;
@@ -564,7 +595,8 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     arena_cap = (tt_mask + 1) * 16;
     arena = malloc(sizeof(uint16_t) * arena_cap);
     if (!codes || !index_of || !resp || !lbtab || !tt || !arena) { free_tables(); return PyErr_NoMemory(); }
-    tt_clear();
+    tt_used = 0;            /* calloc'ed: already empty, and untouched pages stay free */
+    arena_used = 0;
     st_nodes = st_tt_hits = st_tt_stores = st_guesses = 0;
     PyObject *out = PyList_New(0);
     for (int j = 0; j <= MAXD + 1; j++) {
@@ -619,7 +651,7 @@ static PyObject *py_solve(PyObject *self, PyObject *args) {
     int guess = -1;
     int64_t v;
     Py_BEGIN_ALLOW_THREADS
-    v = search(S, n, (int)nh, beta, &guess);
+    v = search(S, n, (int)nh, beta, &guess, 0);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return Py_BuildValue("(LiO)", (long long)v, guess, v < beta ? Py_True : Py_False);

@@ -194,11 +194,12 @@ class Solver:
         cand = self.cells(first)[response]
         t0 = time.perf_counter()
         before = _native.stats()["nodes"]
-        value = self.value(cand, [self.index[first]])
-        tail = self.paths(cand, [self.index[first]])
-        paths = {s: [first, *p] for s, p in tail.items()}
-        if response == self.rules.solved:
-            paths = {first: [first]}
+        if response == self.rules.solved:  # the first guess itself: nothing to search
+            value, paths = self.objective.costs[1], {first: [first]}
+        else:
+            value = self.value(cand, [self.index[first]])
+            tail = self.paths(cand, [self.index[first]])
+            paths = {s: [first, *p] for s, p in tail.items()}
         second = None
         if response != self.rules.solved:
             second = next(iter(paths.values()))[1]
