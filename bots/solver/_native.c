@@ -40,7 +40,9 @@
 static int L = 0, NSYM = 0, N = 0, NR = 0, SOLVED = 0, NRESP = 0;
 static uint8_t (*codes)[MAXL];        /* codes[i][pos] = symbol index */
 static int32_t *index_of;             /* packed base-NSYM code -> index, -1 if not a code */
-static uint8_t *resp;                 /* resp[g * N + s] = bulls * (L+1) + cows */
+static uint8_t *resp;                 /* resp[g * N + s]: compact id of (bulls, cows); symmetric */
+static int rid_code[NRMAX];           /* compact id -> bulls * (L+1) + cows */
+static uint16_t *count_buf;           /* N * NR response counts, all zero between scans */
 static int64_t cost[MAXD + 2];
 static int64_t cap[MAXD + 2];         /* cap[j]: at most cap[j] secrets solved within j guesses */
 static int64_t *lbtab;                /* lbtab[d * (N+1) + n]: capacity lower bound */
@@ -64,6 +66,8 @@ static int packed(const uint8_t *c) {
     return p;
 }
 
+/* Scores are symmetric for distinct-symbol codes (bulls and common symbols both are), so row s
+ * of the table also lists the responses of every guess against secret s. */
 static int score_codes(const uint8_t *a, const uint8_t *b) {
     int bulls = 0, common = 0;
     for (int i = 0; i < L; i++) {
@@ -304,7 +308,7 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
     /* Generate guesses: canonical under symmetry, useful (they split S or hit it), with a
      * distinct partition, and with a lower bound that can still beat beta. */
     Sym *sy = &sym_buf[d];
-    sym_setup(sy, S, n, hist, d);
+    if (!probe) sym_setup(sy, S, n, hist, d);
     Cand *cands = cand_buf[d];
     int nc = 0;
     int64_t min_skipped = INF;                     /* smallest bound of a guess left out */
@@ -314,25 +318,35 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
     static uint64_t dedup[MAXD + 2][DHASH];
     int use_dedup = !probe && n <= DEDUP_MAX;
     if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
+    /* Response counts of every guess at once: walk the table rows of the members of S
+     * (sequential memory) instead of n scattered reads per guess. */
+    for (int i = 0; i < n; i++) {
+        const uint8_t *row = resp + (size_t)S[i] * N;
+        uint16_t *c = count_buf;
+        for (int g = 0; g < N; g++) c[g * NR + row[g]]++;
+    }
+    const int64_t *lbrow = lbtab + (size_t)(d + 1) * (N + 1);
     for (int g = 0; g < N; g++) {
-        if (!is_canonical(sy, g)) continue;
-        const uint8_t *r = resp + (size_t)g * N;
-        int cnt[NRMAX];
-        memset(cnt, 0, sizeof(int) * NR);
-        for (int i = 0; i < n; i++) cnt[r[S[i]]]++;
-        int64_t b = 0;
-        int largest = 0;
+        uint16_t *c = count_buf + (size_t)g * NR;
+        /* Bound: the solved class costs cost[d+1], every other part its capacity bound
+         * (lbrow[0] == 0 for empty classes).  Clear the counts as they are read. */
+        int64_t b = c[SOLVED] ? cost[d + 1] : 0;
+        int largest = 0, hit = c[SOLVED];
+        c[SOLVED] = 0;
         for (int k = 0; k < NR; k++) {
-            if (!cnt[k]) continue;
-            if (cnt[k] > largest) largest = cnt[k];
-            b += k == SOLVED ? cost[d + 1] : LB(d + 1, cnt[k]);
+            int x = c[k];
+            b += lbrow[x];
+            if (x > largest) largest = x;
+            c[k] = 0;
         }
-        if (largest == n && !cnt[SOLVED]) continue;    /* learns nothing */
+        if (largest == n && !hit) continue;            /* learns nothing */
         if (b >= beta || probe) {
+            /* Equivalent guesses have equal bounds: no symmetry test needed for a minimum. */
             if (b < min_skipped) min_skipped = b;
-            if (probe && b <= lb) break;               /* cannot go lower than lb */
             continue;
         }
+        if (!is_canonical(sy, g)) continue;
+        const uint8_t *r = resp + (size_t)g * N;
         if (use_dedup) {
             /* Canonical partition signature: each element labelled by the first element
              * of its class; the solved class marked. */
@@ -576,8 +590,18 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
             resp[(size_t)g * N + s] = (uint8_t)r;
             seen[r] = 1;
         }
+    /* Renumber the responses that occur 0..NRESP-1 so per-guess count vectors are short. */
+    int compact[NRMAX];
     NRESP = 0;
-    for (int k = 0; k < NR; k++) NRESP += seen[k];
+    for (int k = 0; k < NR; k++) {
+        compact[k] = seen[k] ? NRESP : -1;
+        if (seen[k]) rid_code[NRESP++] = k;
+    }
+    for (size_t i = 0; i < (size_t)N * N; i++) resp[i] = (uint8_t)compact[resp[i]];
+    SOLVED = compact[SOLVED];
+    NR = NRESP;
+    free(count_buf);
+    count_buf = calloc((size_t)N * NR, sizeof(uint16_t));
     int pc[MAXL];
     nperms = 0;
     gen_perms(pc, 0, 0);
@@ -678,7 +702,7 @@ static PyObject *py_partition(PyObject *self, PyObject *args) {
         int m = 0;
         for (int i = 0; i < n; i++) if (r[S[i]] == k) tmp[m++] = S[i];
         if (!m) continue;
-        PyObject *key = PyLong_FromLong(k);
+        PyObject *key = PyLong_FromLong(rid_code[k]);
         PyObject *val = PyBytes_FromStringAndSize((const char *)tmp, (Py_ssize_t)m * 2);
         if (!key || !val || PyDict_SetItem(out, key, val) < 0) { Py_CLEAR(out); }
         Py_XDECREF(key); Py_XDECREF(val);
@@ -693,7 +717,7 @@ static PyObject *py_response(PyObject *self, PyObject *args) {
     int s, g;
     if (!PyArg_ParseTuple(args, "ii", &s, &g)) return NULL;
     if (!resp || s < 0 || s >= N || g < 0 || g >= N) { PyErr_SetString(PyExc_ValueError, "bad code index"); return NULL; }
-    return PyLong_FromLong(resp[(size_t)g * N + s]);
+    return PyLong_FromLong(rid_code[resp[(size_t)g * N + s]]);
 }
 
 static PyObject *py_lower_bound(PyObject *self, PyObject *args) {
