@@ -28,9 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXL 6          /* longest code supported */
-#define MAXSYM 10       /* largest alphabet supported */
-#define MAXD 24         /* deepest guess number tracked */
+#include "_native.h"
 #define NRMAX ((MAXL + 1) * (MAXL + 1))
 #define INF ((int64_t)1 << 60)
 
