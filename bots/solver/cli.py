@@ -14,11 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from moo.rules import Rules, format_response, parse_response
 
-from .core import CellResult, Objective, load_tree, minimum_objective, strongest_objective
+from .core import (
+    CellResult,
+    Objective,
+    distribution,
+    dump_tree,
+    load_tree,
+    minimum_objective,
+    strongest_objective,
+)
 from .full import FullResult, solve_cells
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -36,8 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "('1,7,63,...') or a strategy dump file; default: the minimum strategy")
     parser.add_argument("--length", type=int, default=4, help="code length (default 4)")
     parser.add_argument("--alphabet", default="0123456789", help="symbols (default 0-9)")
-    parser.add_argument("--no-tiebreak", action="store_true",
-                        help="minimum: any optimal tree, no preference for shallow ones")
+    parser.add_argument("--tiebreak", action="store_true",
+                        help="minimum: among optimal trees prefer few secrets at deep levels "
+                        "(slower); default: the first optimal guess in bound order")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -54,17 +64,17 @@ def _opponent(args: argparse.Namespace, rules: Rules) -> list[int]:
     if rules == Rules() and shipped.exists():
         return _dist(len(p) for p in load_tree(shipped).values())
     # Small games: solve the minimum strategy first, it takes seconds.
-    res = solve_cells(rules, minimum_objective(), jobs=args.jobs)
+    res = solve_cells(rules, minimum_objective(tiebreak=False), jobs=args.jobs)
     return res.distribution
 
 
-def _dist(depths: object) -> list[int]:
-    from .core import distribution
-
-    return distribution(depths)  # type: ignore[arg-type]
+def _dist(depths: Iterable[int]) -> list[int]:
+    return distribution(depths)
 
 
-def _progress(quiet: bool):  # type: ignore[no-untyped-def]
+def _progress(quiet: bool) -> Callable[[int, int, CellResult | None, float], None]:
+    """Plain-text progress on stderr: one line per finished cell (no terminal tricks)."""
+
     def report(done: int, total: int, cell: CellResult | None, elapsed: float) -> None:
         if quiet:
             return
@@ -92,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
     rules = Rules(length=args.length, alphabet=args.alphabet)
     objective: Objective
     if args.objective == "minimum":
-        objective = minimum_objective(tiebreak=not args.no_tiebreak)
+        objective = minimum_objective(tiebreak=args.tiebreak)
     else:
         objective = strongest_objective(_opponent(args, rules))
     cells = None
@@ -105,8 +115,6 @@ def main(args: argparse.Namespace) -> int:
     res = solve_cells(rules, objective, jobs=max(1, args.jobs), cells=cells,
                       progress=_progress(args.quiet or args.cell is not None))
     if args.out:
-        from .core import dump_tree
-
         dump_tree(res.paths, args.out)
     if args.json:
         print(json.dumps(_summary(res, full=cells is None), indent=2))

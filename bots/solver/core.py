@@ -15,9 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bots.solver import _native
 from moo.rules import Response, Rules
-
-from . import _native
 
 __all__ = [
     "CellResult",
@@ -49,7 +48,7 @@ class Objective:
     opponent: tuple[int, ...] = ()
 
 
-def minimum_objective(tiebreak: bool = True) -> Objective:
+def minimum_objective(tiebreak: bool = False) -> Objective:
     """Fewest total guesses; with ``tiebreak`` equal totals prefer fewer secrets deep down.
 
     The secondary term grows by a factor 8 per level, which makes it behave almost like
