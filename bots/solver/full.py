@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +86,7 @@ def solve_cells(
     jobs: int = 1,
     cells: Sequence[Response] | None = None,
     progress: Callable[[int, int, CellResult | None, float], None] | None = None,
+    heartbeat: float = 30.0,
 ) -> FullResult:
     """Solve the given cells (default: all) with ``jobs`` processes; verify the union."""
     t0 = time.perf_counter()
@@ -100,16 +102,30 @@ def solve_cells(
         if progress:
             progress(len(results), len(todo), res, time.perf_counter() - t0)
 
+    # Heartbeat: the big cells run for minutes without finishing anything; the native engine
+    # releases the GIL, so a thread can keep the progress line alive meanwhile.
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(heartbeat):
+            if progress:
+                progress(len(results), len(todo), None, time.perf_counter() - t0)
+
+    ticker = threading.Thread(target=beat, daemon=True)
     if progress:
         progress(0, len(todo), None, 0.0)
-    if local is not None:
-        for response in todo:
-            done(local.solve_cell(response))
-    else:
-        ctx = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
-        with ctx.Pool(jobs, initializer=_init_worker, initargs=(rules, objective)) as pool:
-            for res in pool.imap_unordered(_solve_one, todo):
-                done(res)
+        ticker.start()
+    try:
+        if local is not None:
+            for response in todo:
+                done(local.solve_cell(response))
+        else:
+            ctx = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
+            with ctx.Pool(jobs, initializer=_init_worker, initargs=(rules, objective)) as pool:
+                for res in pool.imap_unordered(_solve_one, todo):
+                    done(res)
+    finally:
+        stop.set()
     order = {r: i for i, r in enumerate(rules.responses)}
     results.sort(key=lambda c: order.get(c.response, 99))
     paths: dict[str, list[str]] = {}
