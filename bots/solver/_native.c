@@ -48,7 +48,7 @@ static int perms[720][MAXL];          /* all position permutations */
 static int nperms = 0;
 
 /* Statistics, reset by stats(). */
-static uint64_t st_nodes, st_tt_hits, st_tt_stores, st_guesses;
+static uint64_t st_nodes, st_tt_hits, st_tt_stores, st_guesses, st_tt_compactions;
 
 /* Per-depth scratch, so the recursion never allocates. */
 typedef struct { int64_t bound; int32_t guess; } Cand;
@@ -119,6 +119,33 @@ static TTEntry *tt_find(const uint16_t *S, int n, int d, uint64_t h) {
     }
 }
 
+static void tt_compact(void) {
+    TTEntry *old = tt;
+    uint16_t *old_arena = arena;
+    TTEntry *fresh = calloc(tt_mask + 1, sizeof(TTEntry));
+    uint16_t *fresh_arena = malloc(sizeof(uint16_t) * arena_cap);
+    st_tt_compactions++;
+    if (!fresh || !fresh_arena) { free(fresh); free(fresh_arena); tt_clear(); return; }
+    tt = fresh;
+    arena = fresh_arena;
+    tt_used = 0;
+    arena_used = 0;
+    for (size_t i = 0; i <= tt_mask; i++) {
+        TTEntry *o = &old[i];
+        if (!o->key || !o->exact) continue;
+        if (tt_used * 2 >= tt_mask + 1 || arena_used + o->n > arena_cap / 2) break;
+        const uint16_t *S = old_arena + o->off;
+        TTEntry *e = tt_find(S, o->n, o->depth, o->key);
+        *e = *o;
+        e->off = arena_used;
+        memcpy(arena + arena_used, S, (size_t)o->n * sizeof(uint16_t));
+        arena_used += o->n;
+        tt_used++;
+    }
+    free(old);
+    free(old_arena);
+}
+
 static void tt_store(const uint16_t *S, int n, int d, int64_t value, int exact, int guess) {
     uint64_t h = hash_set(S, n, d);
     TTEntry *e = tt_find(S, n, d, h);
@@ -127,9 +154,10 @@ static void tt_store(const uint16_t *S, int n, int d, int64_t value, int exact, 
         if (exact || value > e->value) { e->value = value; e->exact = (uint8_t)exact; e->guess = guess; }
         return;
     }
-    /* Full?  Start over: simpler than replacement and it only happens on huge searches. */
+    /* Full?  Keep the exact values (the optimal tree is read back from them), drop the
+     * lower bounds; start over only if the exact ones alone fill half the table. */
     if (tt_used * 10 >= (tt_mask + 1) * 7 || arena_used + (size_t)n > arena_cap) {
-        tt_clear();
+        tt_compact();
         e = tt_find(S, n, d, h);
     }
     memcpy(arena + arena_used, S, (size_t)n * sizeof(uint16_t));
@@ -619,7 +647,7 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     if (!codes || !index_of || !resp || !lbtab || !tt || !arena) { free_tables(); return PyErr_NoMemory(); }
     tt_used = 0;            /* calloc'ed: already empty, and untouched pages stay free */
     arena_used = 0;
-    st_nodes = st_tt_hits = st_tt_stores = st_guesses = 0;
+    st_nodes = st_tt_hits = st_tt_stores = st_guesses = st_tt_compactions = 0;
     PyObject *out = PyList_New(0);
     for (int j = 0; j <= MAXD + 1; j++) {
         PyObject *v = PyLong_FromLongLong(cap[j]);
@@ -728,11 +756,12 @@ static PyObject *py_lower_bound(PyObject *self, PyObject *args) {
 
 static PyObject *py_stats(PyObject *self, PyObject *args) {
     (void)self; (void)args;
-    return Py_BuildValue("{sKsKsKsKsn}", "nodes", (unsigned long long)st_nodes,
+    return Py_BuildValue("{sKsKsKsKsnsK}", "nodes", (unsigned long long)st_nodes,
                          "tt_hits", (unsigned long long)st_tt_hits,
                          "tt_stores", (unsigned long long)st_tt_stores,
                          "guesses", (unsigned long long)st_guesses,
-                         "tt_used", (Py_ssize_t)tt_used);
+                         "tt_used", (Py_ssize_t)tt_used,
+                         "tt_compactions", (unsigned long long)st_tt_compactions);
 }
 
 static PyObject *py_clear(PyObject *self, PyObject *args) {

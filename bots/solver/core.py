@@ -134,7 +134,7 @@ class Solver:
     process; parallel solving uses processes (see :mod:`bots.solver.parallel`).
     """
 
-    def __init__(self, rules: Rules, objective: Objective, tt_log2: int = 22) -> None:
+    def __init__(self, rules: Rules, objective: Objective, tt_log2: int = 23) -> None:
         if rules.repeats_in_guess:
             raise ValueError("the solver handles distinct-symbol guesses only")
         self.rules = rules
