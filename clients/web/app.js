@@ -298,6 +298,14 @@ function setStrategies(names) {
 }
 
 function onMatch(msg) {
+  if (S.m && !S.m.watch && S.m.id === msg.match_id) {
+    // The server re-announces a match we already show when we resume it: keep its history.
+    S.m.seat = msg.seat;
+    S.m.opponent = msg.opponent;
+    S.m.config = S.m.config || msg.config || null;
+    render();
+    return;
+  }
   if (S.m && S.m.watch) send({ type: "unwatch", match_id: S.m.id });
   S.queued = false;
   S.room = null;
