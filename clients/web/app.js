@@ -794,9 +794,11 @@ function historyRow(m, seat, e) {
 function statusText(m) {
   const opp = m.seat === null ? null : m.players[1 - m.seat];
   if (m.watch) {
-    if (m.phase === "secrets") return "Players are choosing their secrets…";
+    if (m.phase === "secrets") return "Watching live · the players are choosing their secrets…";
     if (m.phase === "playing") {
-      return m.config && m.config.pacing === "free" ? "Free race in progress." : `Round ${m.rounds + 1}`;
+      return m.config && m.config.pacing === "free"
+        ? "Watching live · free race in progress"
+        : `Watching live · round ${m.rounds + 1}`;
     }
     return "";
   }
@@ -829,7 +831,14 @@ function resultTexts(m) {
   switch (r.reason) {
     case "solved":
       if (r.winner === null || r.winner === undefined) detail = `Both cracked it in ${counts[0]} guesses.`;
-      else detail = `${names[r.winner]} cracked it in ${counts[r.winner]} guess${counts[r.winner] === 1 ? "" : "es"}; ${names[1 - r.winner]} had ${counts[1 - r.winner]}.`;
+      else {
+        const w = r.winner;
+        const plural = (k) => `${k} guess${k === 1 ? "" : "es"}`;
+        const other = r.solved && r.solved[1 - w]
+          ? `${names[1 - w]} needed ${plural(counts[1 - w])}.`
+          : `${names[1 - w]} had not cracked it after ${plural(counts[1 - w])}.`;
+        detail = `${names[w]} cracked it in ${plural(counts[w])}; ${other}`;
+      }
       break;
     case "resign": detail = `${loser} resigned.`; break;
     case "timeout": detail = loser ? `${loser} ran out of time.` : "Both ran out of time."; break;
@@ -927,7 +936,7 @@ function renderMatch() {
     list.dataset.seat = seat;
     list.replaceChildren(...m.guesses[seat].map((e) => historyRow(m, seat, e)));
     list.nextElementSibling.hidden = m.guesses[seat].length > 0;
-    if (m.guesses[seat].length) list.lastElementChild.scrollIntoView({ block: "nearest" });
+    list.scrollTop = list.scrollHeight; // newest guess in view, without scrolling the page
   });
   $("#match-status").textContent = statusText(m);
 
