@@ -75,10 +75,18 @@ class MooServer:
     may be called again on the same port and database, which is how tests restart it mid-match.
     """
 
-    def __init__(self, db: Path, *, port: int = 0, extra: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        db: Path,
+        *,
+        port: int = 0,
+        extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.db = db
         self.port = port
         self.extra = list(extra or [])
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[str] | None = None
         self.log: list[str] = []
         self._reader: threading.Thread | None = None
@@ -99,6 +107,7 @@ class MooServer:
         self.proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
+            env={**os.environ, **self.env},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -10,6 +10,7 @@ Without Chromium these tests fail under CI (CI=true) and skip with the reason el
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -289,3 +290,73 @@ def test_reload_and_server_restart_resume_the_match(browser: Any, server: MooSer
     solve(page)
     assert_fair(page)
     assert page.moo_errors == []
+
+
+def test_quick_match_free_race_with_clocks_challenges_and_resign(
+    browser: Any, tmp_path: Path
+) -> None:
+    clocks = {"MOO_CLOCK_TOTAL_MS": "600000", "MOO_CLOCK_GUESS_MS": "120000"}
+    with MooServer(tmp_path / "moo.sqlite3", env=clocks) as srv:
+        ann = new_page(browser, srv.url)
+        bob = new_page(browser, srv.url)
+        login(ann, "ann")
+        login(bob, "bob")
+
+        # Quick match, free pacing: both queue and are paired.
+        for page in (ann, bob):
+            page.check("input[name=pacing][value=free]", force=True)
+            page.click("#btn-queue")
+        for page in (ann, bob):
+            page.wait_for_selector("#entry[data-mode=secret]")
+        # The secret deadline runs while secrets are chosen.
+        assert ann.is_visible("#side-0 .clock.running")
+        set_secret(ann, "0123")
+        set_secret(bob, "4567")
+        for page in (ann, bob):
+            page.wait_for_selector("#entry[data-mode=guess]")
+            # Configured clocks show (per-guess limit 2:00, within the 10:00 total) and run.
+            page.wait_for_selector("#side-0 .clock.running")
+            for side in ("#side-0", "#side-1"):
+                assert re.fullmatch(r"2:00|1:[45]\d", page.text_content(f"{side} .clock"))
+
+        # Free race: ann's response shows at once, before bob has guessed.
+        type_guess(ann, "4567")
+        ann.wait_for_selector("#hist-0 .hist-row[data-n='1'][data-bulls='4']")
+        assert rows(ann, 0)[0]["badge"] == "4B"
+        ann.wait_for_selector("#match-status:has-text('You cracked it in 1')")
+        bob.wait_for_selector("#hist-1 .hist-row[data-n='1'][data-bulls='4']")
+        type_guess(bob, "5678")
+        for page in (ann, bob):
+            page.wait_for_selector("#view-match[data-phase=finished]")
+            assert_fair(page)
+        assert ann.text_content("#result-title") == "You win!"
+
+        # A challenge by name: declined first, then accepted.
+        for page in (ann, bob):
+            page.click("#btn-leave")
+            page.wait_for_selector("body[data-view=play]")
+        ann.fill("#challenge-input", "bob")
+        ann.click("#challenge-form button[type=submit]")
+        ann.wait_for_selector("#challenge-status:has-text('Challenge sent to bob')")
+        bob.wait_for_selector("#toast:has-text('ann challenges you')")
+        bob.click("#toast-no")
+        ann.wait_for_selector("#challenge-status:has-text('bob declined')")
+        ann.click("#challenge-form button[type=submit]")
+        bob.wait_for_selector("#toast:has-text('ann challenges you')")
+        bob.click("#toast-yes")
+        for page in (ann, bob):
+            page.wait_for_selector("#entry[data-mode=secret]")
+
+        # Resigning takes two taps.
+        set_secret(ann, "1234")
+        set_secret(bob, "5678")
+        bob.wait_for_selector("#entry[data-mode=guess]")
+        bob.click("#btn-resign")
+        assert bob.get_attribute("#btn-resign", "data-armed") == "true"
+        bob.click("#btn-resign")
+        for page in (ann, bob):
+            page.wait_for_selector("#view-match[data-phase=finished]")
+        assert bob.text_content("#result-title") == "You lose"
+        assert ann.text_content("#result-detail") == "bob resigned."
+        for page in (ann, bob):
+            assert page.moo_errors == []

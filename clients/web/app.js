@@ -56,6 +56,7 @@ const S = {
   liveMatches: [],
   board: { by: "rating", players: [] },
   offer: null,              // incoming challenge {challenge_id, from}
+  challenge: null,          // our outgoing challenge {id, to, state}
   pingTimer: null,
   tickTimer: null,
 };
@@ -237,8 +238,12 @@ function handle(msg) {
     case "challenge":
       S.offer = msg;
       return renderToast();
+    case "challenge_sent":
+      S.challenge = { id: msg.challenge_id, to: msg.to, state: "sent" };
+      return renderLobby();
     case "declined":
-      return lobbyError("Your challenge was declined.");
+      if (S.challenge && S.challenge.id === msg.challenge_id) S.challenge.state = "declined";
+      return renderLobby();
     default:
       return; // pong, challenge_sent and anything newer: nothing to show
   }
@@ -309,6 +314,8 @@ function onMatch(msg) {
   if (S.m && S.m.watch) send({ type: "unwatch", match_id: S.m.id });
   S.queued = false;
   S.room = null;
+  S.challenge = null;
+  S.offer = null;
   S.m = newMatch(msg.match_id, msg.seat);
   S.m.opponent = msg.opponent;
   S.m.config = msg.config || null;
@@ -363,6 +370,12 @@ function onError(msg, ctx) {
   if (type === "resign") return;
   if (msg.code === "unknown_strategy" && /available: /.test(text)) {
     setStrategies(text.split("available: ")[1].split(",").map((x) => x.trim()).filter(Boolean));
+  }
+  if (type === "challenge") {
+    S.challenge = null;
+    lobbyError(text);
+    renderLobby();
+    return;
   }
   if (type === "queue" || type === "play_bot" || type === "room_create" || type === "room_join"
       || type === "accept") {
@@ -656,6 +669,13 @@ function render() {
 }
 
 function renderLobby() {
+  const cs = $("#challenge-status");
+  cs.hidden = !S.challenge;
+  if (S.challenge) {
+    cs.textContent = S.challenge.state === "declined"
+      ? `${S.challenge.to} declined your challenge.`
+      : `Challenge sent to ${S.challenge.to} — waiting for an answer…`;
+  }
   $("#queue-status").hidden = !S.queued;
   $("#btn-queue").hidden = S.queued;
   $("#room-status").hidden = !S.room;
@@ -1083,6 +1103,18 @@ function wire() {
     lobbyError("");
     send({ type: "room_join", code });
   });
+  $("#challenge-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const opponent = $("#challenge-input").value.trim();
+    if (!opponent) {
+      lobbyError("Enter the name of a player who is online.");
+      $("#challenge-input").focus();
+      return;
+    }
+    if (!requireOnline()) return;
+    lobbyError("");
+    send({ type: "challenge", opponent, pacing: pacing() });
+  });
   $("#btn-refresh-matches").addEventListener("click", refreshMatches);
   for (const r of document.querySelectorAll('input[name="board-by"]')) {
     r.addEventListener("change", () => {
@@ -1104,10 +1136,24 @@ function wire() {
     renderPad();
     $("#code-input").focus();
   });
+  // Resigning takes two taps (no blocking dialog): the first arms the button for 4 seconds.
+  let disarm = null;
   $("#btn-resign").addEventListener("click", () => {
     const m = S.m;
+    const btn = $("#btn-resign");
     if (!m || m.watch) return;
-    if (!confirm("Resign this match? It counts as a loss.")) return;
+    clearTimeout(disarm);
+    if (btn.dataset.armed !== "true") {
+      btn.dataset.armed = "true";
+      btn.textContent = "Really resign? Tap again";
+      disarm = setTimeout(() => {
+        btn.dataset.armed = "false";
+        btn.textContent = "Resign";
+      }, 4000);
+      return;
+    }
+    btn.dataset.armed = "false";
+    btn.textContent = "Resign";
     send({ type: "resign", match_id: m.id });
   });
   $("#btn-stop-watch").addEventListener("click", leaveMatch);
