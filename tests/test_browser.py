@@ -235,6 +235,14 @@ def test_one_page_plays_a_bot_to_the_end(browser: Any, server: MooServer) -> Non
     page.wait_for_selector("body[data-view=match]")
     assert page.text_content("#side-1 .pname") == "random-bot"
     set_secret(page, "5031")
+    # The lobby stays reachable mid-match; the match tab leads back, and a second match is
+    # refused while this one is on.
+    page.click("#nav .tab[data-tab=play]")
+    page.wait_for_selector("body[data-view=play]")
+    page.click("#btn-bot")
+    assert "already in a match" in page.text_content("#lobby-error")
+    page.click("#tab-match")
+    page.wait_for_selector("body[data-view=match] #entry[data-mode=guess]")
     solve(page)
     page.wait_for_selector("#view-match[data-phase=finished]")
     assert_fair(page)

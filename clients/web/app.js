@@ -49,7 +49,8 @@ const S = {
   retryAt: 0,
   nextId: 1,
   pending: new Map(),       // id -> {type, ...context}
-  tab: "play",
+  tab: "play",              // play | watch | board | match
+  needLogin: false,
   queued: false,
   room: null,
   m: null,                  // the match on screen (see newMatch)
@@ -279,10 +280,12 @@ function onWelcome(msg) {
     const mine = open.find((x) => stored && x.match_id === stored.id) || open[0];
     if (mine) {
       S.m = newMatch(mine.match_id, mine.seat);
+      S.tab = "match";
       save(LS.match, { id: mine.match_id, watch: false });
       send({ type: "resume", match_id: mine.match_id, last_seq: 0 }, { matchId: mine.match_id });
     } else if (stored && stored.watch) {
       S.m = newMatch(stored.id, null);
+      S.tab = "match";
       send({ type: "watch", match_id: stored.id, last_seq: 0 }, { matchId: stored.id });
     } else if (stored) {
       save(LS.match, null);
@@ -324,6 +327,7 @@ function onMatch(msg) {
   players[1 - msg.seat] = msg.opponent;
   S.m.players = players;
   save(LS.match, { id: msg.match_id, watch: false });
+  S.tab = "match";
   render();
   focusEntry();
 }
@@ -503,13 +507,16 @@ function onEvent(ev, ctx) {
   const m = S.m;
   if (!m || ev.match_id !== m.id) return;
   const wasPlaying = m.phase;
+  const couldEnter = canEnter(m);
   if (!applyEvent(m, ev)) return;
   if (ctx && (ctx.type === "guess" || ctx.type === "secret")) {
     showCodeError("");
   }
   if (ev.kind === "finished") verifyFairness(m);
   renderMatch();
-  if (wasPlaying !== m.phase && m.phase === "playing") focusEntry();
+  if ((wasPlaying !== m.phase && m.phase === "playing") || (!couldEnter && canEnter(m))) {
+    focusEntry();
+  }
 }
 
 async function verifyFairness(m) {
@@ -543,6 +550,14 @@ function pacing() {
 
 function lobbyError(text) {
   $("#lobby-error").textContent = text || "";
+}
+
+function requireFree() {
+  // The page shows one match at a time: finish (or resign) the one you sit in first.
+  if (!S.m || S.m.watch || S.m.phase === "finished") return true;
+  lobbyError("You are already in a match — finish or resign it first.");
+  $("#lobby-error").scrollIntoView({ block: "nearest" });
+  return false;
 }
 
 function requireOnline() {
@@ -597,6 +612,8 @@ function focusEntry() {
 function leaveMatch() {
   const m = S.m;
   if (m && m.watch) send({ type: "unwatch", match_id: m.id });
+  S.tab = m && m.watch ? "watch" : "play";
+  if (S.tab === "watch") refreshMatches();
   S.m = null;
   save(LS.match, null);
   showCodeError("");
@@ -607,8 +624,8 @@ function refreshMatches() { send({ type: "matches" }); }
 function refreshBoard() { send({ type: "leaderboard", by: S.board.by }); }
 
 function setTab(tab) {
+  if (tab !== "match" && S.m && S.m.phase === "finished") leaveMatch();
   S.tab = tab;
-  if (S.m && S.m.phase === "finished") leaveMatch();
   if (tab === "watch") refreshMatches();
   if (tab === "board") refreshBoard();
   render();
@@ -616,6 +633,7 @@ function setTab(tab) {
 
 function showLogin(error) {
   S.welcomed = false;
+  S.needLogin = true;
   render();
   $("#login-error").textContent = error || "";
   $("#name-input").value = S.name || "";
@@ -641,9 +659,14 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+function setText(node, text) {
+  // Live regions re-announce on every write: only write what changed.
+  if (node.textContent !== text) node.textContent = text;
+}
+
 function currentView() {
-  if (!S.name || (!S.welcomed && S.conn === "offline" && S.stopReconnect)) return "login";
-  if (S.m) return "match";
+  if (!S.name || S.needLogin) return "login";
+  if (S.tab === "match") return S.m ? "match" : "play";
   return S.tab;
 }
 
@@ -657,8 +680,15 @@ function render() {
   $("#nav").hidden = !signedIn;
   $("#btn-logout").hidden = !signedIn;
   $("#me-name").textContent = signedIn ? S.name : "";
+  const matchTab = $("#tab-match");
+  matchTab.hidden = !S.m;
+  if (S.m) {
+    const live = S.m.phase !== "finished";
+    matchTab.querySelector(".tab-text").textContent = S.m.watch ? "Watching" : "Your match";
+    matchTab.classList.toggle("live", live);
+  }
   for (const b of document.querySelectorAll("#nav .tab")) {
-    if (b.dataset.tab === S.tab && view !== "match") b.setAttribute("aria-current", "page");
+    if (b.dataset.tab === view) b.setAttribute("aria-current", "page");
     else b.removeAttribute("aria-current");
   }
   if (view === "play") renderLobby();
@@ -706,8 +736,10 @@ function renderWatch() {
 }
 
 function watchMatch(id) {
-  if (!requireOnline()) return;
+  if (!requireOnline() || !requireFree()) return;
+  if (S.m && S.m.watch && S.m.id !== id) send({ type: "unwatch", match_id: S.m.id });
   S.m = newMatch(id, null);
+  S.tab = "match";
   save(LS.match, { id, watch: true });
   send({ type: "watch", match_id: id, last_seq: 0 }, { matchId: id });
   render();
@@ -830,8 +862,9 @@ function statusText(m) {
     const away = m.away[1 - m.seat] ? ` ${opp} has dropped out — they have a grace period to come back.` : "";
     if (m.solved[m.seat]) return `You cracked it in ${m.counts[m.seat]}! Waiting for ${opp}…${away}`;
     if (owes(m, m.seat)) {
-      const prefix = m.config && m.config.pacing === "free" ? "Your move" : `Round ${m.rounds + 1}: your guess`;
-      return `${prefix}.${away}`;
+      if (m.config && m.config.pacing === "free") return `Your move.${away}`;
+      const theyGuessed = m.counts[1 - m.seat] > m.rounds ? ` ${opp} has guessed —` : "";
+      return `Round ${m.rounds + 1}:${theyGuessed} your guess.${away}`;
     }
     return `Waiting for ${opp}'s guess…${away}`;
   }
@@ -958,7 +991,7 @@ function renderMatch() {
     list.nextElementSibling.hidden = m.guesses[seat].length > 0;
     list.scrollTop = list.scrollHeight; // newest guess in view, without scrolling the page
   });
-  $("#match-status").textContent = statusText(m);
+  setText($("#match-status"), statusText(m));
 
   // Entry: secret first, then guesses; hidden for spectators and at the end.
   const entry = $("#entry");
@@ -989,8 +1022,8 @@ function renderMatch() {
   panel.hidden = m.phase !== "finished";
   if (m.phase === "finished" && m.result) {
     const { title, detail } = resultTexts(m);
-    $("#result-title").textContent = title;
-    $("#result-detail").textContent = detail;
+    setText($("#result-title"), title);
+    setText($("#result-detail"), detail);
     const outcome = m.result.winner === null || m.result.winner === undefined ? "draw"
       : m.watch ? "over" : m.result.winner === m.seat ? "win" : "loss";
     panel.dataset.outcome = outcome;
@@ -1040,6 +1073,7 @@ function wire() {
       save(LS.match, null);
     }
     S.name = name;
+    S.needLogin = false;
     save(LS.name, name);
     S.tab = "play";
     connect();
@@ -1070,7 +1104,7 @@ function wire() {
     b.addEventListener("click", () => setTab(b.dataset.tab));
   }
   $("#btn-queue").addEventListener("click", () => {
-    if (!requireOnline()) return;
+    if (!requireOnline() || !requireFree()) return;
     lobbyError("");
     send({ type: "queue", pacing: pacing() });
     S.queued = true;
@@ -1082,12 +1116,12 @@ function wire() {
     renderLobby();
   });
   $("#btn-bot").addEventListener("click", () => {
-    if (!requireOnline()) return;
+    if (!requireOnline() || !requireFree()) return;
     lobbyError("");
     send({ type: "play_bot", strategy: $("#bot-select").value, pacing: pacing() });
   });
   $("#btn-room-create").addEventListener("click", () => {
-    if (!requireOnline()) return;
+    if (!requireOnline() || !requireFree()) return;
     lobbyError("");
     send({ type: "room_create", pacing: pacing() });
   });
@@ -1099,7 +1133,7 @@ function wire() {
       $("#room-input").focus();
       return;
     }
-    if (!requireOnline()) return;
+    if (!requireOnline() || !requireFree()) return;
     lobbyError("");
     send({ type: "room_join", code });
   });
@@ -1111,7 +1145,7 @@ function wire() {
       $("#challenge-input").focus();
       return;
     }
-    if (!requireOnline()) return;
+    if (!requireOnline() || !requireFree()) return;
     lobbyError("");
     send({ type: "challenge", opponent, pacing: pacing() });
   });
