@@ -368,3 +368,62 @@ def test_quick_match_free_race_with_clocks_challenges_and_resign(
         assert ann.text_content("#result-detail") == "bob resigned."
         for page in (ann, bob):
             assert page.moo_errors == []
+
+
+def test_page_rules_and_hash_agree_with_python(browser: Any, server: MooServer) -> None:
+    """rules.js gives the same verdicts and messages as moo/rules.py, and the same hashes."""
+    from moo.commitment import commit
+    from moo.errors import InvalidCode
+    from moo.rules import Rules
+
+    variants = [
+        DEFAULT_RULES,
+        Rules(length=5, alphabet="ABCDEFGH"),
+        Rules(length=3, alphabet="abcdef", repeats_in_guess=True),
+        Rules(length=4, alphabet="13579xyz"),
+    ]
+    samples = ["0123", "0012", "12", "01234", "ab12", " 9876 ", "", "abcde", "ABCDE", "AABC",
+               "aab", "aaa", "xy13", "x'1\\", "1379", "12a4567"]
+    expected = []
+    for rules in variants:
+        for text in samples:
+            for secret in (False, True):
+                try:
+                    code = rules.check_secret(text) if secret else rules.check_guess(text)
+                    expected.append(["ok", code])
+                except InvalidCode as exc:
+                    expected.append([exc.code, str(exc)])
+    page = new_page(browser, server.url)
+    got = page.evaluate(
+        """async ([variants, samples]) => {
+             const r = await import('/rules.js');
+             const out = [];
+             for (const rules of variants) {
+               for (const text of samples) {
+                 for (const secret of [false, true]) {
+                   try { out.push(['ok', r.checkCode(rules, text, {secret})]); }
+                   catch (e) { out.push([e.code, e.message]); }
+                 }
+               }
+             }
+             return out;
+           }""",
+        [[r.to_dict() for r in variants], samples],
+    )
+    assert got == expected
+
+    pairs = [("0123", "a1" * 16), ("9876", ""), ("ABCDE", "é✓" * 40)]
+    hashes = page.evaluate(
+        """async (pairs) => {
+             const r = await import('/rules.js');
+             const hex = (b) => [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
+             const out = [];
+             for (const [secret, salt] of pairs) {
+               out.push([await r.commitment(secret, salt),
+                         hex(r.sha256Fallback(new TextEncoder().encode(salt + secret)))]);
+             }
+             return out;
+           }""",
+        [list(p) for p in pairs],
+    )
+    assert hashes == [[commit(s, salt), commit(s, salt)] for s, salt in pairs]
