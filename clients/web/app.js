@@ -684,7 +684,7 @@ function render() {
   matchTab.hidden = !S.m;
   if (S.m) {
     const live = S.m.phase !== "finished";
-    matchTab.querySelector(".tab-text").textContent = S.m.watch ? "Watching" : "Your match";
+    matchTab.querySelector(".tab-text").textContent = S.m.watch ? "Watching" : "Match";
     matchTab.classList.toggle("live", live);
   }
   for (const b of document.querySelectorAll("#nav .tab")) {
