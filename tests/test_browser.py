@@ -355,19 +355,22 @@ def test_quick_match_free_race_with_clocks_challenges_and_resign(
         for page in (ann, bob):
             page.wait_for_selector("#entry[data-mode=secret]")
 
-        # Resigning takes two taps.
+        # bob drops out: ann sees him away with the grace countdown; resigning takes two taps.
         set_secret(ann, "1234")
         set_secret(bob, "5678")
-        bob.wait_for_selector("#entry[data-mode=guess]")
-        bob.click("#btn-resign")
-        assert bob.get_attribute("#btn-resign", "data-armed") == "true"
-        bob.click("#btn-resign")
-        for page in (ann, bob):
-            page.wait_for_selector("#view-match[data-phase=finished]")
-        assert bob.text_content("#result-title") == "You lose"
-        assert ann.text_content("#result-detail") == "bob resigned."
-        for page in (ann, bob):
-            assert page.moo_errors == []
+        ann.wait_for_selector("#entry[data-mode=guess]")
+        assert bob.moo_errors == []
+        bob.context.close()
+        ann.wait_for_selector("#side-1.away .away-note:has-text('to return')")
+        assert "bob has dropped out" in ann.text_content("#match-status")
+        ann.click("#btn-resign")
+        assert ann.get_attribute("#btn-resign", "data-armed") == "true"
+        assert ann.is_visible("#entry")  # nothing was sent yet
+        ann.click("#btn-resign")
+        ann.wait_for_selector("#view-match[data-phase=finished]")
+        assert ann.text_content("#result-title") == "You lose"
+        assert ann.text_content("#result-detail") == "ann resigned."
+        assert ann.moo_errors == []
 
 
 def test_page_rules_and_hash_agree_with_python(browser: Any, server: MooServer) -> None:

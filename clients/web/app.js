@@ -80,6 +80,7 @@ function newMatch(id, seat) {
     rounds: 0,
     solved: [false, false],
     away: [false, false],
+    awaySince: [null, null],
     clocks: [{ left: null, since: null }, { left: null, since: null }],
     secretDeadline: null,
     lastAt: 0,
@@ -474,9 +475,11 @@ function applyEvent(m, ev) {
       break;
     case "away":
       m.away[ev.seat] = true;
+      m.awaySince[ev.seat] = at;
       break;
     case "back":
       m.away[ev.seat] = false;
+      m.awaySince[ev.seat] = null;
       break;
     case "resumed":
       for (const i of [0, 1]) {
@@ -486,6 +489,7 @@ function applyEvent(m, ev) {
           c.since = at;
         }
         m.away[i] = true;
+        m.awaySince[i] = at;
       }
       if (m.secretDeadline !== null) m.secretDeadline += Math.max(0, at - previousAt);
       break;
@@ -795,8 +799,18 @@ function clockFor(m, i) {
 function renderClocks() {
   const m = S.m;
   if (!m) return;
-  for (const i of [0, 1]) {
-    const node = $(`#side-${i} .clock`);
+  // The sides are drawn you-first; clocks follow the seat shown on each side.
+  for (const pos of [0, 1]) {
+    const i = Number($(`#side-${pos}`).dataset.seat ?? pos);
+    const note = $(`#side-${pos} .away-note`);
+    const grace = m.config ? m.config.grace_ms : null;
+    const showAway = m.away[i] && m.phase !== "finished" && m.awaySince[i] !== null && grace;
+    note.hidden = !showAway;
+    if (showAway) {
+      const left = m.awaySince[i] + grace - (Date.now() - m.offset);
+      note.textContent = `away · ${clockText(left)} to return`;
+    }
+    const node = $(`#side-${pos} .clock`);
     const c = m.phase === "finished" && !(m.config && (m.config.clock_total_ms || m.config.clock_guess_ms))
       ? null : clockFor(m, i);
     node.hidden = c === null;
@@ -1234,9 +1248,15 @@ function wire() {
   window.addEventListener("online", () => {
     if (!S.ws && S.name && !S.stopReconnect) connect();
   });
+  let ticks = 0;
   S.tickTimer = setInterval(() => {
+    ticks += 1;
     if (S.retryTimer) updateRetryBanner();
     if (S.m && currentView() === "match") renderClocks();
+    // The live list refreshes itself while it is on screen.
+    if (ticks % 20 === 0 && currentView() === "watch" && S.welcomed && !document.hidden) {
+      refreshMatches();
+    }
   }, 250);
 }
 
