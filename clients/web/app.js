@@ -132,6 +132,10 @@ function connect() {
     return;
   }
   S.ws = ws;
+  // A connection that hangs before its welcome is dropped and retried like any other.
+  setTimeout(() => {
+    if (S.ws === ws && !S.welcomed) ws.close();
+  }, 12000);
   ws.addEventListener("open", () => {
     if (S.ws !== ws) return;
     const hello = { type: "hello", name: S.name, client: "moo-web/1" };
@@ -320,6 +324,9 @@ function onMatch(msg) {
   S.room = null;
   S.challenge = null;
   S.offer = null;
+  $("#rematch-note").textContent = "";
+  $("#rematch-note").hidden = true;
+  lobbyError("");
   S.m = newMatch(msg.match_id, msg.seat);
   S.m.opponent = msg.opponent;
   S.m.config = msg.config || null;
@@ -350,11 +357,18 @@ function onError(msg, ctx) {
     return;
   }
   if (type === "resume" || type === "watch") {
-    // The match is gone (or not visible): forget it.
-    if (S.m && ctx.matchId === S.m.id && !S.m.events) {
+    // The match is gone (it ended while we were away, or is not visible): forget it.
+    if (S.m && ctx.matchId === S.m.id) {
+      const who = S.m.watch ? null : S.m.players[1 - S.m.seat];
+      const seen = S.m.events > 0;
+      S.tab = S.m.watch ? "watch" : "play";
       S.m = null;
       save(LS.match, null);
       render();
+      if (seen) {
+        lobbyError(who ? `Your match with ${who} ended while you were away.`
+          : "That match has ended.");
+      }
     }
     return;
   }
