@@ -317,7 +317,7 @@ def test_quick_match_free_race_with_clocks_challenges_and_resign(
         for page in (ann, bob):
             page.wait_for_selector("#entry[data-mode=secret]")
         # The secret deadline runs while secrets are chosen.
-        assert ann.is_visible("#side-0 .clock.running")
+        ann.wait_for_selector("#side-0 .clock.running")
         set_secret(ann, "0123")
         set_secret(bob, "4567")
         for page in (ann, bob):

@@ -243,7 +243,9 @@ function handle(msg) {
       return;
     case "challenge":
       S.offer = msg;
-      return renderToast();
+      renderToast();
+      $("#toast-yes").focus();
+      return;
     case "challenge_sent":
       S.challenge = { id: msg.challenge_id, to: msg.to, state: "sent" };
       return renderLobby();
@@ -647,6 +649,10 @@ function setTab(tab) {
   if (tab === "watch") refreshMatches();
   if (tab === "board") refreshBoard();
   render();
+  // The button pressed may belong to a view that is now hidden: keep focus in the content.
+  if (!document.activeElement || document.activeElement.closest("[hidden]")) {
+    $("#main").focus({ preventScroll: true });
+  }
 }
 
 function showLogin(error) {
