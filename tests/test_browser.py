@@ -42,8 +42,17 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooServer]:
+    """One server for the tests that only need a server (they use distinct names)."""
+    db = tmp_path_factory.mktemp("moo") / "moo.sqlite3"
+    with MooServer(db, extra=["--bot-delay-ms", "0"]) as srv:
+        yield srv
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[MooServer]:
+    """A server of the test's own, which it may stop and start."""
     with MooServer(tmp_path / "moo.sqlite3", extra=["--bot-delay-ms", "0"]) as srv:
         yield srv
 
@@ -152,8 +161,9 @@ def assert_fair(page: Any) -> None:
 
 
 def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
-    browser: Any, server: MooServer
+    browser: Any, shared_server: MooServer
 ) -> None:
+    server = shared_server
     ann = new_page(browser, server.url)
     bob = new_page(browser, server.url, viewport={"width": 390, "height": 844}, is_mobile=True,
                    has_touch=True)
@@ -227,7 +237,8 @@ def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
         assert page.moo_errors == []
 
 
-def test_one_page_plays_a_bot_to_the_end(browser: Any, server: MooServer) -> None:
+def test_one_page_plays_a_bot_to_the_end(browser: Any, shared_server: MooServer) -> None:
+    server = shared_server
     page = new_page(browser, server.url)
     login(page, "carol")
     page.select_option("#bot-select", "random")
@@ -373,7 +384,8 @@ def test_quick_match_free_race_with_clocks_challenges_and_resign(
         assert ann.moo_errors == []
 
 
-def test_page_rules_and_hash_agree_with_python(browser: Any, server: MooServer) -> None:
+def test_page_rules_and_hash_agree_with_python(browser: Any, shared_server: MooServer) -> None:
+    server = shared_server
     """rules.js gives the same verdicts and messages as moo/rules.py, and the same hashes."""
     from moo.commitment import commit
     from moo.errors import InvalidCode
