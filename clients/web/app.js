@@ -900,6 +900,8 @@ function statusText(m) {
       const theyGuessed = m.counts[1 - m.seat] > m.rounds ? ` ${opp} has guessed —` : "";
       return `Round ${m.rounds + 1}:${theyGuessed} your guess.${away}`;
     }
+    const cap = m.config ? m.config.guess_cap : 64;
+    if (m.counts[m.seat] >= cap) return `You have used all ${cap} guesses. Waiting for ${opp}…${away}`;
     return `Waiting for ${opp}'s guess…${away}`;
   }
   return "";
@@ -1265,8 +1267,16 @@ function wire() {
       submitCode();
     }
   });
-  window.addEventListener("online", () => {
-    if (!S.ws && S.name && !S.stopReconnect) connect();
+  // Phones suspend background tabs: come back at once instead of waiting out the backoff.
+  const wake = () => {
+    if (!S.ws && S.name && !S.stopReconnect && !S.needLogin) {
+      S.retries = 0;
+      connect();
+    }
+  };
+  window.addEventListener("online", wake);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) wake();
   });
   let ticks = 0;
   S.tickTimer = setInterval(() => {
