@@ -178,6 +178,16 @@ def take(out: Path, url: str, port: int) -> list[Path]:
                     break
                 page.click("#btn-leave")
             page.wait_for_selector("#hist-1 .hist-row")
+            # The player's own notes on the pad, as a person would deduce them from the history:
+            # digits in no remaining candidate marked out (✗), digits in all of them in (✓).
+            left = consistent(_rows(page))
+            marks = [(d, 1) for d in DEFAULT_RULES.alphabet if all(d not in c for c in left)][:3]
+            marks += [(d, 2) for d in DEFAULT_RULES.alphabet if all(d in c for c in left)][:2]
+            page.click("#btn-notes")
+            for key, taps in marks:
+                for _ in range(taps):
+                    page.click(f"#pad .key[data-key='{key}']")
+            page.click("#btn-notes")
             shot(page, "playing", full=True)
 
             # The same match on a phone, light and dark: the page resumes it by the token.

@@ -254,6 +254,18 @@ def test_one_page_plays_a_bot_to_the_end(browser: Any, shared_server: MooServer)
     assert "already in a match" in page.text_content("#lobby-error")
     page.click("#tab-match")
     page.wait_for_selector("body[data-view=match] #entry[data-mode=guess]")
+    # Notes mode: pad taps mark digits (✗, then ✓, then nothing) and type nothing.
+    page.click("#btn-notes")
+    page.click("#pad .key[data-key='7']")
+    assert page.get_attribute("#pad .key[data-key='7']", "data-note") == "out"
+    page.click("#pad .key[data-key='7']")
+    assert page.get_attribute("#pad .key[data-key='7']", "data-note") == "in"
+    page.click("#pad .key[data-key='8']")
+    assert page.input_value("#code-input") == ""
+    page.click("#btn-notes")
+    assert page.get_attribute("#btn-notes", "aria-pressed") == "false"
+    label = page.get_attribute("#pad .key[data-key='8']", "aria-label")
+    assert label == "8, marked not in the code"
     solve(page)
     page.wait_for_selector("#view-match[data-phase=finished]")
     assert_fair(page)

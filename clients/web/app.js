@@ -58,6 +58,7 @@ const S = {
   board: { by: "rating", players: [] },
   offer: null,              // incoming challenge {challenge_id, from}
   challenge: null,          // our outgoing challenge {id, to, state}
+  notesMode: false,         // pad taps mark digits instead of typing them
   pingTimer: null,
   tickTimer: null,
 };
@@ -87,6 +88,7 @@ function newMatch(id, seat) {
     offset: 0,                  // Date.now() - server time, from the latest event
     result: null,
     fairness: null,             // [{ok, computed}] once checked
+    notes: {},                  // symbol -> "out" | "in": the player's own marks on the pad
     rematchAsked: false,
     rematchOffered: false,
     events: 0,
@@ -982,16 +984,40 @@ function renderPad() {
     pad.append(back);
     pad.dataset.alphabet = rules.alphabet;
   }
+  const noting = S.notesMode && m && m.phase === "playing";
+  pad.classList.toggle("noting", !!noting);
   for (const b of pad.querySelectorAll(".key")) {
     const k = b.dataset.key;
-    if (k === "Backspace") b.disabled = !enabled || !value;
-    else b.disabled = !enabled || (distinct && value.includes(k)) || [...value].length >= rules.length;
+    const note = m && m.phase === "playing" ? m.notes[k] : undefined;
+    if (k === "Backspace") {
+      b.disabled = noting || !enabled || !value;
+      continue;
+    }
+    if (note) b.dataset.note = note;
+    else delete b.dataset.note;
+    b.setAttribute("aria-label", note === "out" ? `${k}, marked not in the code`
+      : note === "in" ? `${k}, marked in the code` : k);
+    b.disabled = noting ? false
+      : !enabled || (distinct && value.includes(k)) || [...value].length >= rules.length;
   }
+  const notesBtn = $("#btn-notes");
+  notesBtn.hidden = !m || m.watch || m.phase !== "playing";
+  notesBtn.setAttribute("aria-pressed", noting ? "true" : "false");
+  notesBtn.textContent = noting ? "Notes on — tap digits to mark" : "Notes";
   $("#code-submit").disabled = !enabled;
   input.disabled = !enabled;
 }
 
 function typeKey(key) {
+  if (S.notesMode && S.m && S.m.phase === "playing" && key !== "Backspace") {
+    // Notes: none -> out (✗) -> in (✓) -> none.
+    const notes = S.m.notes;
+    if (!notes[key]) notes[key] = "out";
+    else if (notes[key] === "out") notes[key] = "in";
+    else delete notes[key];
+    renderPad();
+    return;
+  }
   const input = $("#code-input");
   const rules = rulesOf(S.m);
   if (key === "Backspace") input.value = [...input.value].slice(0, -1).join("");
@@ -1198,6 +1224,10 @@ function wire() {
   });
   $("#code-input").addEventListener("input", () => {
     showCodeError("");
+    renderPad();
+  });
+  $("#btn-notes").addEventListener("click", () => {
+    S.notesMode = !S.notesMode;
     renderPad();
   });
   $("#btn-random").addEventListener("click", () => {
