@@ -195,8 +195,9 @@ def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
     assert "4567" in bob.text_content("#my-secret")
 
     # Eve finds the match in the live list and watches it.
+    match_id = ann.evaluate("window.moo.state.m.id")
     eve.click("#nav .tab[data-tab=watch]")
-    eve.click("#live-list .live-item button[data-watch]")
+    eve.click(f"#live-list .live-item[data-match='{match_id}'] button[data-watch]")
     eve.wait_for_selector("body[data-view=match]")
     eve.wait_for_selector("#view-match[data-mode=watch][data-phase=playing]")
     assert eve.is_hidden("#entry")
@@ -226,7 +227,7 @@ def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
     assert ann.get_attribute("#result-panel", "data-outcome") == "win"
 
     # Rematch: ann asks, bob sees the offer and accepts; both are seated in a new match.
-    first = ann.evaluate("window.moo.state.m.id")
+    first = match_id
     ann.click("#btn-rematch")
     bob.wait_for_selector("#btn-rematch:has-text('Accept rematch')")
     bob.click("#btn-rematch")
