@@ -704,6 +704,7 @@ function render() {
   }
   const signedIn = view !== "login";
   $("#nav").hidden = !signedIn;
+  $("#conn").hidden = !signedIn && S.conn === "offline";
   $("#btn-logout").hidden = !signedIn;
   $("#me-name").textContent = signedIn ? S.name : "";
   const matchTab = $("#tab-match");
@@ -1221,6 +1222,13 @@ function wire() {
   $("#entry").addEventListener("submit", (e) => {
     e.preventDefault();
     submitCode();
+  });
+  $("#code-input").addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      $("#code-input").value = "";
+      showCodeError("");
+      renderPad();
+    }
   });
   $("#code-input").addEventListener("input", () => {
     showCodeError("");
