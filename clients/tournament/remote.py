@@ -164,9 +164,8 @@ class BotConnection:
             if msg.get("match_id") == self.current:
                 self.events.put_nowait(msg)
             return
-        if kind == "match":
-            if self.match_waiter is not None and not self.match_waiter.done():
-                self.match_waiter.set_result(msg)
+        if kind == "match" and self.match_waiter is not None and not self.match_waiter.done():
+            self.match_waiter.set_result(msg)
         ref = msg.get("ref")
         if isinstance(ref, int) and ref in self.waiters:
             fut = self.waiters[ref]
@@ -192,6 +191,8 @@ class _Pool:
     def __init__(self, engine: RemoteEngine, label: str) -> None:
         self.engine, self.label = engine, label
         self.conns: list[BotConnection] = []
+        #: broken connections, closed when the engine closes
+        self.closing: list[BotConnection] = []
         self.counter = itertools.count(1)
 
     async def acquire(self, need: float) -> BotConnection:
@@ -221,7 +222,7 @@ class _Pool:
         conn.current = None
         if conn.broken is not None and conn in self.conns:
             self.conns.remove(conn)
-            asyncio.ensure_future(conn.close())
+            self.closing.append(conn)
 
     def _name(self) -> str:
         n = next(self.counter)
@@ -338,7 +339,7 @@ class RemoteEngine:
         )
 
     async def close(self) -> None:
-        conns = [c for pool in self.pools.values() for c in pool.conns]
+        conns = [c for pool in self.pools.values() for c in pool.conns + pool.closing]
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
         for strategy in self.all_strategies:
             close_strategy(strategy)

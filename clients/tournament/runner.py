@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -157,7 +159,36 @@ def make_strategy(spec: str) -> Strategy:
         if factory is None:
             raise MooError("clients.external has no external-program strategy adapter")
         return factory(spec)
+    module_part, sep, attr = spec.rpartition(":")
+    if sep and module_part.endswith(".py"):
+        return _from_file(module_part, attr)
+    if sep and os.getcwd() not in sys.path and "" not in sys.path:
+        # `moo` is a console script: make the user's own modules in the current directory
+        # importable, as `python -m` would
+        sys.path.insert(0, os.getcwd())
     return create(spec)
+
+
+def _from_file(path: str, attr: str) -> Strategy:
+    """``path/to/mybot.py:MyBot``: load a strategy class straight from a file."""
+    import importlib.util
+
+    name = "moo_user_" + re.sub(r"\W", "_", os.path.abspath(path))
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None or not os.path.exists(path):
+            raise MooError(f"cannot load strategy file {path!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise MooError(f"{path!r} has no strategy class {attr!r}")
+    strategy = factory()
+    if not isinstance(strategy, Strategy):
+        raise MooError(f"{path}:{attr} does not implement bots.base.Strategy")
+    return strategy
 
 
 def choose_secret(strategy: Strategy, rules: Rules, rng: random.Random) -> str:
