@@ -1,0 +1,556 @@
+"""Live matches: the owner of every :class:`~moo.match.Match` the server is running.
+
+The arena is where the pure state machine meets the network and the disk. For every accepted
+action it (1) lets the match validate and apply it, (2) hands the new events to the store, and
+(3) only when the store reports them committed, fans out each viewer's :meth:`Match.view` to the
+seats and spectators and re-arms the match's single timer from ``next_deadline()``. Nothing is
+sent about an event before it is durable, so a crash can never take back something a client
+saw. Each viewer class (seat 0, seat 1, spectators) is encoded once per wire format per event,
+however many spectators watch.
+
+Hosted bots are seats driven by a :class:`~bots.base.Strategy`; they act through the very same
+path as remote players (and so are subject to the same rules and durability).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bots.base import Strategy, create
+from moo.commitment import new_salt
+from moo.errors import (
+    MatchFinished,
+    MooError,
+    NotAvailable,
+    NotYourSeat,
+    StorageError,
+    UnknownMatch,
+)
+from moo.match import Event, Match, MatchConfig, Viewer
+from moo.protocol import Codec
+from moo.rules import Response
+from server.connection import Connection, error_message
+from server.settings import Settings
+from server.storage import StatDelta, Store, StoredMatch
+
+__all__ = ["Arena", "LiveMatch", "bot_player_name", "match_config"]
+
+log = logging.getLogger("moo.arena")
+
+_JSON = Codec("moo.v1.json")
+_MSGPACK = Codec("moo.v1.msgpack")
+_VIEWERS: tuple[Viewer, Viewer, Viewer] = (0, 1, "spectator")
+
+
+def bot_player_name(strategy: str) -> str:
+    """The reserved player name of a hosted bot (``random`` plays as ``random-bot``)."""
+    return f"{strategy}-bot"
+
+
+def match_config(settings: Settings, pacing: str | None) -> MatchConfig:
+    return MatchConfig(
+        pacing=pacing or settings.pacing,
+        guess_cap=settings.guess_cap,
+        clock_total_ms=settings.clock_total_ms or None,
+        clock_guess_ms=settings.clock_guess_ms or None,
+        secret_ms=settings.secret_ms or None,
+        grace_ms=settings.grace_ms,
+        show_guesses=settings.show_guesses,
+    )
+
+
+@dataclass(eq=False)
+class HostedBot:
+    """A server-side seat: the strategy plus how far it has followed its own results."""
+
+    strategy_name: str
+    strategy: Strategy
+    rng: random.Random
+    observed: int = 0
+    pending: asyncio.TimerHandle | None = None
+
+
+@dataclass(eq=False)
+class LiveMatch:
+    match: Match
+    bots: list[HostedBot | None]
+    conns: list[Connection | None] = field(default_factory=lambda: [None, None])
+    spectators: set[Connection] = field(default_factory=set)
+    #: highest seq known to be committed; only events up to it were ever sent
+    durable_seq: int = 0
+    timer: asyncio.TimerHandle | None = None
+    deadline: int | None = None
+    rematch: set[int] = field(default_factory=set)
+    broken: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.match.match_id
+
+
+class Arena:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.live: dict[str, LiveMatch] = {}
+        #: finished matches kept briefly for rematch offers: match_id -> (players, pacing, bots)
+        self.recent: dict[str, LiveMatch] = {}
+        self.by_player: dict[str, set[str]] = {}
+        #: called with the two player names when a rematch is agreed
+        self.on_rematch: Callable[[LiveMatch], None] | None = None
+        self.stopping = False
+
+    # -- creating and restoring -------------------------------------------------------------
+    def new_match_id(self) -> str:
+        while True:
+            match_id = "m" + secrets.token_hex(6)
+            if match_id not in self.live:
+                return match_id
+
+    def create(
+        self,
+        players: tuple[str, str],
+        conns: tuple[Connection | None, Connection | None],
+        pacing: str | None,
+        bots: tuple[str | None, str | None] = (None, None),
+        refs: tuple[Any, Any] = (None, None),
+    ) -> LiveMatch:
+        """Start a match; both seats get ``match`` then the events once they are durable."""
+        if self.stopping:
+            raise NotAvailable("the server is shutting down; try again in a moment")
+        config = match_config(self.settings, pacing)
+        match, events = Match.create(self.new_match_id(), players, config, self.clock())
+        lm = LiveMatch(match=match, bots=[self._hosted(b) if b else None for b in bots])
+        self._register(lm)
+        meta = {"players": list(players), "bots": list(bots)}
+
+        def announce() -> None:
+            for seat, conn in enumerate(conns):
+                if conn is not None and not conn.closing:
+                    self._attach(lm, seat, conn)
+                    conn.send(self._match_message(lm, seat, refs[seat]))
+
+        self._persist(lm, events, before_fanout=announce, meta=meta)
+        return lm
+
+    def _hosted(self, strategy: str) -> HostedBot:
+        return HostedBot(strategy, create(strategy), random.Random())
+
+    def _register(self, lm: LiveMatch) -> None:
+        self.live[lm.id] = lm
+        for name in lm.match.players:
+            self.by_player.setdefault(name, set()).add(lm.id)
+
+    def restore(self, stored: Iterable[StoredMatch]) -> int:
+        """Bring unfinished matches back after a restart, without charging the downtime."""
+        count = 0
+        for sm in stored:
+            events = _until_gap(sm.events)
+            try:
+                match = Match.replay(events)
+            except (ValueError, KeyError, TypeError):
+                log.exception("cannot replay match %s; left as it is", sm.match_id)
+                continue
+            bots = [
+                self._hosted(b) if isinstance(b, str) else None for b in sm.meta.get("bots", [])
+            ]
+            while len(bots) < 2:
+                bots.append(None)
+            lm = LiveMatch(match=match, bots=bots, durable_seq=match.seq)
+            self._register(lm)
+            for bot in bots:
+                if bot is not None:
+                    bot.strategy.new_match(match.config.rules, bot.rng)
+            self._persist(lm, match.resume_clocks(self.clock()))
+            # hosted bots are back at once: their seats are never away for long
+            for seat, bot in enumerate(bots):
+                if bot is not None:
+                    self._persist(lm, match.reconnect(seat, self.clock()))
+            count += 1
+        return count
+
+    # -- the one path every action takes ----------------------------------------------------
+    def _persist(
+        self,
+        lm: LiveMatch,
+        events: list[Event],
+        *,
+        actor: tuple[Connection, Any] | None = None,
+        before_fanout: Callable[[], None] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        if not events:
+            return
+        finished = lm.match.finished and events[-1]["kind"] == "finished"
+        stats = self._stats(lm.match) if finished else ()
+
+        def done(exc: BaseException | None) -> None:
+            if exc is not None:
+                self._storage_failed(lm, exc, actor)
+                return
+            lm.durable_seq = events[-1]["seq"]
+            if before_fanout is not None:
+                before_fanout()
+            self._fanout(lm, events, actor)
+            if finished:
+                self._retire(lm)
+            else:
+                self._after_change(lm)
+
+        try:
+            self.store.append(lm.id, events, done, meta=meta, finished=finished, stats=stats)
+        except StorageError as exc:
+            done(exc)
+
+    def _storage_failed(
+        self, lm: LiveMatch, exc: BaseException, actor: tuple[Connection, Any] | None
+    ) -> None:
+        """Nothing after the failure was acknowledged: drop the match from memory.
+
+        Its durable prefix stays on disk and comes back on the next start; meanwhile nobody
+        is told anything that might be lost.
+        """
+        if lm.broken:
+            return
+        lm.broken = True
+        log.error("storage failed for match %s: %s", lm.id, exc)
+        err = exc if isinstance(exc, MooError) else StorageError(str(exc))
+        targets = [c for c in lm.conns if c is not None]
+        if actor is not None and actor[0] not in targets:
+            targets.append(actor[0])
+        for conn in targets:
+            msg = error_message(err, actor[1] if actor and conn is actor[0] else None)
+            msg["match_id"] = lm.id
+            conn.send(msg)
+        self._drop(lm)
+
+    def _stats(self, match: Match) -> list[StatDelta]:
+        result = match.result or {}
+        winner = result.get("winner")
+        duration = match.events[-1]["at"] - match.events[0]["at"]
+        out = []
+        for seat, s in enumerate(match.seats):
+            outcome = "draw" if winner is None else "win" if winner == seat else "loss"
+            out.append(StatDelta(s.name, outcome, s.solved_at, duration))
+        return out
+
+    def _fanout(
+        self, lm: LiveMatch, events: list[Event], actor: tuple[Connection, Any] | None
+    ) -> None:
+        match = lm.match
+        recipients: list[tuple[Connection, Viewer]] = [
+            (c, seat) for seat, c in enumerate(lm.conns) if c is not None
+        ]
+        recipients.extend((c, "spectator") for c in lm.spectators)
+        ref_pending = actor is not None and actor[1] is not None
+        for event in events:
+            cache: dict[tuple[Viewer, bool], str | bytes | None] = {}
+            for conn, viewer in recipients:
+                if ref_pending and actor is not None and conn is actor[0]:
+                    ref_pending = False
+                    view = match.view(event, viewer)
+                    if view is not None:
+                        msg = _event_message(lm.id, view)
+                        msg["ref"] = actor[1]
+                        conn.send(msg)
+                    continue
+                key = (viewer, conn.binary)
+                if key not in cache:
+                    view = match.view(event, viewer)
+                    cache[key] = None if view is None else (
+                        (_MSGPACK if conn.binary else _JSON).encode(_event_message(lm.id, view))
+                    )
+                frame = cache[key]
+                if frame is not None:
+                    conn.send_frame(frame)
+
+    def _after_change(self, lm: LiveMatch) -> None:
+        self._arm_timer(lm)
+        for seat, bot in enumerate(lm.bots):
+            if bot is not None:
+                self._poke_bot(lm, seat, bot)
+
+    # -- timers ------------------------------------------------------------------------------
+    def _arm_timer(self, lm: LiveMatch) -> None:
+        deadline = lm.match.next_deadline()
+        if deadline == lm.deadline and (lm.timer is not None or deadline is None):
+            return
+        if lm.timer is not None:
+            lm.timer.cancel()
+            lm.timer = None
+        lm.deadline = deadline
+        if deadline is None or self.stopping:
+            return
+        delay = max(0.0, (deadline - self.clock() + 1) / 1000.0)
+        lm.timer = asyncio.get_running_loop().call_later(delay, self._on_timer, lm)
+
+    def _on_timer(self, lm: LiveMatch) -> None:
+        lm.timer = None
+        lm.deadline = None
+        if lm.broken or lm.id not in self.live:
+            return
+        events = lm.match.tick(self.clock())
+        if events:
+            self._persist(lm, events)
+        else:
+            self._arm_timer(lm)
+
+    # -- hosted bots ---------------------------------------------------------------------------
+    def _poke_bot(self, lm: LiveMatch, seat: int, bot: HostedBot) -> None:
+        if bot.pending is not None or lm.match.finished or self.stopping:
+            return
+        match = lm.match
+        wants = (match.phase == "secrets" and match.seats[seat].secret is None) or (
+            match.owes_move(seat)
+        )
+        if wants:
+            delay = self.settings.bot_delay_ms / 1000.0
+            bot.pending = asyncio.get_running_loop().call_later(
+                delay, self._bot_act, lm, seat, bot
+            )
+
+    def _bot_act(self, lm: LiveMatch, seat: int, bot: HostedBot) -> None:
+        bot.pending = None
+        if lm.broken or lm.id not in self.live or self.stopping:
+            return
+        match = lm.match
+        now = self.clock()
+        try:
+            if match.phase == "secrets" and match.seats[seat].secret is None:
+                secret = bot.rng.choice(match.config.rules.secrets)
+                events = match.set_secret(seat, secret, new_salt(), now)
+            elif match.owes_move(seat):
+                own = match.seats[seat].guesses
+                if bot.observed == 0 and not own:
+                    bot.strategy.new_match(match.config.rules, bot.rng)
+                for guess, bulls, cows in own[bot.observed :]:
+                    bot.strategy.observe(guess, Response(bulls, cows))
+                bot.observed = len(own)
+                events = match.guess(seat, bot.strategy.next_guess(), now)
+            else:
+                return
+        except MooError as exc:
+            log.warning("hosted bot %s in %s: %s", bot.strategy_name, lm.id, exc)
+            return
+        except Exception:
+            log.exception("hosted bot %s failed in %s; it resigns", bot.strategy_name, lm.id)
+            events = match.resign(seat, now) if not match.finished else []
+        self._persist(lm, events)
+
+    # -- seats, spectators, connections ------------------------------------------------------
+    def get(self, match_id: str) -> LiveMatch:
+        lm = self.live.get(match_id)
+        if lm is None or lm.broken:
+            raise UnknownMatch(f"no live match {match_id!r}")
+        return lm
+
+    def seat_of(self, lm: LiveMatch, conn: Connection) -> int:
+        seat = lm.match.seat_of(conn.player) if conn.player else None
+        if seat is None or lm.bots[seat] is not None:
+            raise NotYourSeat("you do not sit in this match")
+        return seat
+
+    def act(self, conn: Connection, msg: dict[str, Any]) -> None:
+        """``secret`` / ``guess`` / ``resign`` from a seated connection."""
+        lm = self.get(msg["match_id"])
+        seat = self.seat_of(lm, conn)
+        if lm.conns[seat] is not conn:
+            self._attach(lm, seat, conn)
+            self._persist(lm, lm.match.reconnect(seat, self.clock()))
+        now = self.clock()
+        kind = msg["type"]
+        if kind == "secret":
+            events = lm.match.set_secret(seat, msg["secret"], new_salt(), now)
+        elif kind == "guess":
+            events = lm.match.guess(seat, msg["guess"], now)
+        else:
+            events = lm.match.resign(seat, now)
+        self._persist(lm, events, actor=(conn, msg.get("id")))
+
+    def _attach(self, lm: LiveMatch, seat: int, conn: Connection) -> None:
+        old = lm.conns[seat]
+        if old is not None and old is not conn:
+            old.matches.discard(lm.id)
+        lm.conns[seat] = conn
+        conn.matches.add(lm.id)
+
+    def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
+        lm = self.get(match_id)
+        seat = self.seat_of(lm, conn)
+        self._attach(lm, seat, conn)
+        conn.send(self._match_message(lm, seat, ref))
+        self._replay(lm, conn, seat, last_seq)
+        self._persist(lm, lm.match.reconnect(seat, self.clock()))
+
+    def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
+        lm = self.get(match_id)
+        lm.spectators.add(conn)
+        conn.spectating.add(lm.id)
+        conn.send(
+            {
+                "type": "watching",
+                "match_id": lm.id,
+                "players": list(lm.match.players),
+                "config": lm.match.config.to_dict(),
+                **({"ref": ref} if ref is not None else {}),
+            }
+        )
+        self._replay(lm, conn, "spectator", last_seq)
+
+    def unwatch(self, conn: Connection, match_id: str) -> None:
+        lm = self.live.get(match_id)
+        if lm is not None:
+            lm.spectators.discard(conn)
+        conn.spectating.discard(match_id)
+
+    def _replay(self, lm: LiveMatch, conn: Connection, viewer: Viewer, last_seq: int) -> None:
+        for event in lm.match.events[max(0, last_seq) : lm.durable_seq]:
+            view = lm.match.view(event, viewer)
+            if view is not None:
+                conn.send(_event_message(lm.id, view))
+
+    def detach(self, conn: Connection) -> None:
+        """A connection is gone: its seats start their grace window, its watching stops."""
+        for match_id in list(conn.spectating):
+            self.unwatch(conn, match_id)
+        for match_id in list(conn.matches):
+            lm = self.live.get(match_id)
+            if lm is None:
+                continue
+            for seat, c in enumerate(lm.conns):
+                if c is conn:
+                    lm.conns[seat] = None
+                    if not self.stopping and not lm.broken:
+                        self._persist(lm, lm.match.disconnect(seat, self.clock()))
+        conn.matches.clear()
+
+    def player_matches(self, player: str) -> list[dict[str, Any]]:
+        out = []
+        for match_id in sorted(self.by_player.get(player, ())):
+            lm = self.live.get(match_id)
+            if lm is None or lm.broken:
+                continue
+            seat = lm.match.seat_of(player)
+            if seat is None or lm.bots[seat] is not None:
+                continue
+            out.append(
+                {"match_id": lm.id, "seat": seat, "seq": lm.durable_seq, "phase": lm.match.phase}
+            )
+        return out
+
+    def listing(self, limit: int = 100) -> list[dict[str, Any]]:
+        out = []
+        for lm in list(self.live.values())[:limit]:
+            if lm.broken:
+                continue
+            m = lm.match
+            out.append(
+                {
+                    "match_id": lm.id,
+                    "players": list(m.players),
+                    "pacing": m.config.pacing,
+                    "phase": m.phase,
+                    "counts": [s.count for s in m.seats],
+                }
+            )
+        return out
+
+    # -- rematch --------------------------------------------------------------------------------
+    def rematch(self, conn: Connection, match_id: str) -> LiveMatch | None:
+        """Record a rematch wish; returns the finished match once both sides want one."""
+        lm = self.recent.get(match_id)
+        if lm is None:
+            if match_id in self.live:
+                raise NotAvailable("the match is still being played")
+            raise UnknownMatch(f"no recently finished match {match_id!r}")
+        seat = self.seat_of(lm, conn)
+        lm.rematch.add(seat)
+        other = 1 - seat
+        if lm.bots[other] is not None or other in lm.rematch:
+            self.recent.pop(match_id, None)
+            return lm
+        peer = lm.conns[other]
+        if peer is not None and not peer.closing:
+            peer.send({"type": "rematch_offer", "match_id": match_id})
+        return None
+
+    # -- ending ------------------------------------------------------------------------------------
+    def _retire(self, lm: LiveMatch) -> None:
+        self._cancel(lm)
+        self._drop(lm)
+        self.recent[lm.id] = lm
+        while len(self.recent) > 1000:
+            self.recent.pop(next(iter(self.recent)))
+
+    def _cancel(self, lm: LiveMatch) -> None:
+        if lm.timer is not None:
+            lm.timer.cancel()
+            lm.timer = None
+        for bot in lm.bots:
+            if bot is not None and bot.pending is not None:
+                bot.pending.cancel()
+                bot.pending = None
+
+    def _drop(self, lm: LiveMatch) -> None:
+        self._cancel(lm)
+        self.live.pop(lm.id, None)
+        for name in lm.match.players:
+            ids = self.by_player.get(name)
+            if ids is not None:
+                ids.discard(lm.id)
+                if not ids:
+                    del self.by_player[name]
+        for conn in lm.conns:
+            if conn is not None:
+                conn.matches.discard(lm.id)
+        for conn in lm.spectators:
+            conn.spectating.discard(lm.id)
+
+    def stop(self) -> None:
+        """Freeze: no timers or bot moves from now on (the log keeps the state)."""
+        self.stopping = True
+        for lm in self.live.values():
+            self._cancel(lm)
+
+    def _match_message(self, lm: LiveMatch, seat: int, ref: Any) -> dict[str, Any]:
+        msg: dict[str, Any] = {
+            "type": "match",
+            "match_id": lm.id,
+            "seat": seat,
+            "opponent": lm.match.players[1 - seat],
+            "config": lm.match.config.to_dict(),
+        }
+        if ref is not None:
+            msg["ref"] = ref
+        return msg
+
+    def check_finished(self, match_id: str) -> None:
+        if match_id in self.recent:
+            raise MatchFinished("the match is over")
+
+
+def _event_message(match_id: str, view: Event) -> dict[str, Any]:
+    return {"type": "event", "match_id": match_id, **view}
+
+
+def _until_gap(events: list[Event]) -> list[Event]:
+    """The log's prefix without a seq gap (a failed commit can only ever cut the tail)."""
+    out = []
+    for i, event in enumerate(events, start=1):
+        if event.get("seq") != i:
+            break
+        out.append(event)
+    return out

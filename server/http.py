@@ -1,0 +1,107 @@
+"""Plain HTTP on the WebSocket port: ``GET /healthz`` and the browser client's files.
+
+websockets hands every request to ``process_request`` before the upgrade; requests that are
+not WebSocket upgrades are answered here so one port serves people, programs and probes.
+Static files are looked up only among the files that exist under the static root at the time
+of the request, after normalising the path, so ``..``, encoded separators, symlinks out of the
+root and absolute paths can never reach a file outside it.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import os
+from collections.abc import Callable
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+
+__all__ = ["HttpFront", "default_static_dir"]
+
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+    ".wasm": "application/wasm",
+    ".txt": "text/plain; charset=utf-8",
+}
+_MAX_STATIC_BYTES = 8 * 1024 * 1024
+
+
+def default_static_dir() -> Path:
+    """The repository's ``clients/web/`` (also inside an installed package)."""
+    return Path(__file__).resolve().parent.parent / "clients" / "web"
+
+
+def _response(status: HTTPStatus, body: bytes, content_type: str, **extra: str) -> Response:
+    headers = Headers()
+    headers["Content-Type"] = content_type
+    headers["Content-Length"] = str(len(body))
+    headers["Cache-Control"] = "no-cache"
+    headers["X-Content-Type-Options"] = "nosniff"
+    for key, value in extra.items():
+        headers[key.replace("_", "-")] = value
+    return Response(status.value, status.phrase, headers, body)
+
+
+def _text(status: HTTPStatus, text: str) -> Response:
+    return _response(status, (text + "\n").encode(), "text/plain; charset=utf-8")
+
+
+class HttpFront:
+    """Answers non-upgrade requests; returns None for WebSocket upgrades on ``/``."""
+
+    def __init__(self, static_dir: str | Path | None, health: Callable[[], dict[str, Any]]):
+        self.root = Path(static_dir) if static_dir else default_static_dir()
+        self.health = health
+
+    def handle(self, request: Request) -> Response | None:
+        upgrade = request.headers.get("Upgrade", "")
+        if "websocket" in upgrade.lower():
+            return None
+        path = urlsplit(request.path).path
+        if path == "/healthz":
+            body = json.dumps(self.health(), separators=(",", ":")).encode()
+            return _response(HTTPStatus.OK, body, "application/json")
+        return self.static(path)
+
+    def static(self, raw_path: str) -> Response:
+        path = unquote(raw_path)
+        if "\x00" in path or "\\" in path:
+            return _text(HTTPStatus.BAD_REQUEST, "bad path")
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        if any(p == ".." or p.startswith(".") for p in parts):
+            return _text(HTTPStatus.NOT_FOUND, "not found")
+        try:
+            root = self.root.resolve(strict=True)
+        except OSError:
+            return _text(HTTPStatus.NOT_FOUND, "no browser client installed on this server")
+        target = root.joinpath(*parts) if parts else root
+        if target.is_dir():
+            target = target / "index.html"
+        try:
+            real = target.resolve(strict=True)
+        except OSError:
+            return _text(HTTPStatus.NOT_FOUND, "not found")
+        if not real.is_relative_to(root) or not real.is_file():
+            return _text(HTTPStatus.NOT_FOUND, "not found")
+        try:
+            if os.path.getsize(real) > _MAX_STATIC_BYTES:
+                return _text(HTTPStatus.NOT_FOUND, "not found")
+            body = real.read_bytes()
+        except OSError:
+            return _text(HTTPStatus.NOT_FOUND, "not found")
+        kind = _TYPES.get(real.suffix.lower()) or (
+            mimetypes.guess_type(real.name)[0] or "application/octet-stream"
+        )
+        return _response(HTTPStatus.OK, body, kind)

@@ -1,0 +1,194 @@
+"""Server settings: one dataclass whose field defaults are the embedded defaults.
+
+The server must start with no file at all (``./dev serve``), so the defaults live in code;
+``config/default.toml`` repeats them for people to read and a test keeps the two in step.
+Later sources override earlier ones: defaults < ``--config FILE`` < ``MOO_*`` environment
+variables < command-line flags. TOML sections only group keys for readers; every key name is
+unique across sections, so the environment and the CLI can use the bare key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+__all__ = ["SECTIONS", "ConfigError", "Settings", "load_settings"]
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key and the source."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything an operator can tune. Durations are in the unit their name says."""
+
+    # [server]
+    host: str = "127.0.0.1"
+    port: int = 8765
+    static_dir: str = ""  # "" = the repository's clients/web/ when present
+    origins: list[str] = field(default_factory=list)
+    log_level: str = "INFO"
+    # [limits]
+    max_message_bytes: int = 4096
+    max_connections: int = 5000
+    rate_per_s: float = 20.0
+    rate_burst: int = 40
+    handshake_timeout_s: float = 10.0
+    idle_timeout_s: float = 300.0
+    ping_interval_s: float = 20.0
+    send_queue_max: int = 256
+    # [storage]
+    db: str = "var/moo.sqlite3"
+    commit_window_ms: float = 2.0
+    sqlite_synchronous: str = "FULL"
+    # [match]
+    pacing: str = "lockstep"
+    guess_cap: int = 64
+    clock_total_ms: int = 0  # 0 = no clock
+    clock_guess_ms: int = 0  # 0 = no per-guess limit
+    secret_ms: int = 120000  # 0 = no deadline for choosing a secret
+    grace_ms: int = 60000
+    show_guesses: bool = True
+    # [bots]
+    bot_strategies: list[str] = field(default_factory=list)  # [] = every registered one
+    bot_delay_ms: int = 250
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 <= self.port <= 65535:
+            problems.append(f"port must be 0-65535, got {self.port}")
+        if self.max_message_bytes < 256:
+            problems.append("max_message_bytes must be at least 256")
+        if self.rate_per_s <= 0 or self.rate_burst < 1:
+            problems.append("rate_per_s must be > 0 and rate_burst >= 1")
+        if self.send_queue_max < 8:
+            problems.append("send_queue_max must be at least 8")
+        if self.pacing not in ("lockstep", "free"):
+            problems.append(f"pacing must be 'lockstep' or 'free', got {self.pacing!r}")
+        if self.sqlite_synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            problems.append("sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA")
+        if self.commit_window_ms < 0 or self.grace_ms < 0 or self.bot_delay_ms < 0:
+            problems.append("durations must not be negative")
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+
+#: TOML section -> keys, in the order config/default.toml lists them.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "server": ("host", "port", "static_dir", "origins", "log_level"),
+    "limits": (
+        "max_message_bytes", "max_connections", "rate_per_s", "rate_burst",
+        "handshake_timeout_s", "idle_timeout_s", "ping_interval_s", "send_queue_max",
+    ),
+    "storage": ("db", "commit_window_ms", "sqlite_synchronous"),
+    "match": (
+        "pacing", "guess_cap", "clock_total_ms", "clock_guess_ms", "secret_ms", "grace_ms",
+        "show_guesses",
+    ),
+    "bots": ("bot_strategies", "bot_delay_ms"),
+}
+
+
+def _types() -> dict[str, Any]:
+    return get_type_hints(Settings)
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    """Check (TOML) or parse (env/CLI text) one value against the field's type."""
+    kind = _types()[key]
+    text = isinstance(value, str)
+    try:
+        if get_origin(kind) is list or kind is list:
+            if text:
+                return [v.strip() for v in value.split(",") if v.strip()]
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                return list(value)
+            raise TypeError
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            if text and value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text and value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise TypeError
+        if kind is int:
+            if isinstance(value, bool):
+                raise TypeError
+            if isinstance(value, int):
+                return value
+            if text:
+                return int(value)
+            raise TypeError
+        if kind is float:
+            if isinstance(value, bool):
+                raise TypeError
+            if isinstance(value, int | float):
+                return float(value)
+            if text:
+                return float(value)
+            raise TypeError
+        if kind is str:
+            if text:
+                return value
+            raise TypeError
+    except (TypeError, ValueError):
+        pass
+    name = getattr(kind, "__name__", str(kind))
+    if isinstance(kind, types.GenericAlias):
+        name = f"list of {get_args(kind)[0].__name__}"
+    raise ConfigError(f"{source}: {key} must be {name}, got {value!r}")
+
+
+def _from_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from exc
+    out: dict[str, Any] = {}
+    for section, body in data.items():
+        if section not in SECTIONS or not isinstance(body, dict):
+            raise ConfigError(f"{path}: unknown section [{section}]")
+        for key, value in body.items():
+            if key not in SECTIONS[section]:
+                raise ConfigError(f"{path}: unknown key {key!r} in [{section}]")
+            out[key] = _coerce(key, value, str(path))
+    return out
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    names = {f.name for f in fields(Settings)}
+    for var, value in env.items():
+        if not var.startswith("MOO_"):
+            continue
+        key = var[4:].lower()
+        if key in names:
+            out[key] = _coerce(key, value, f"environment {var}")
+    return out
+
+
+def load_settings(
+    config_file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Defaults, then the file, then ``MOO_*`` variables, then ``overrides`` (CLI flags)."""
+    values: dict[str, Any] = {}
+    if config_file:
+        values.update(_from_toml(Path(config_file)))
+    values.update(_from_env(os.environ if env is None else env))
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            values[key] = _coerce(key, value, "command line")
+    try:
+        return dataclasses.replace(Settings(), **values)
+    except TypeError as exc:  # pragma: no cover - keys are checked above
+        raise ConfigError(str(exc)) from exc

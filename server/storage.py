@@ -1,0 +1,481 @@
+"""Durable storage: the append-only event log per match is the source of truth.
+
+Everything else the server knows about a match is rebuilt from its events
+(``Match.replay``), so a crash can lose only what was never acknowledged. The promise to
+clients is *durable before ack*: an accepted action is answered only after the transaction
+holding its events has committed. To make that cheap, writes are group-committed: a single
+writer thread drains every queued operation (from many matches and connections) into one
+transaction, commits once, and then releases all the waiters with one hop back to the event
+loop. Callers therefore never block the loop on disk I/O and never create a task per write.
+
+:class:`Store` is the small interface the rest of the server sees; :class:`SQLiteStore` is
+the one backend today. Another backend (PostgreSQL, a replicated log over MQTT) implements
+the same few methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from moo.errors import NameTaken, StorageError
+
+__all__ = [
+    "Done",
+    "PlayerRecord",
+    "PlayerStats",
+    "SQLiteStore",
+    "StatDelta",
+    "Store",
+    "StoredMatch",
+]
+
+log = logging.getLogger("moo.storage")
+
+Event = dict[str, Any]
+T = TypeVar("T")
+#: Called on the event loop once an operation is durable (exc None) or has failed.
+Done = Callable[[BaseException | None], None]
+
+
+@dataclass(frozen=True)
+class PlayerRecord:
+    name: str
+    bot: bool
+    created_ms: int
+
+
+@dataclass(frozen=True)
+class StatDelta:
+    """One player's part in one finished match."""
+
+    player: str
+    outcome: str  # "win" | "draw" | "loss"
+    guesses: int | None  # guesses needed when the player solved the opponent's secret
+    duration_ms: int
+
+
+@dataclass(frozen=True)
+class PlayerStats:
+    player: str
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    solved: int
+    avg_guesses: float | None
+    avg_time_ms: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "player": self.player,
+            "games": self.games,
+            "wins": self.wins,
+            "draws": self.draws,
+            "losses": self.losses,
+            "solved": self.solved,
+            "avg_guesses": self.avg_guesses,
+            "avg_time_ms": self.avg_time_ms,
+        }
+
+
+@dataclass(frozen=True)
+class StoredMatch:
+    match_id: str
+    meta: dict[str, Any]
+    events: list[Event]
+
+
+class Store(ABC):
+    """What the arena and the lobby need from persistence, and nothing more."""
+
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Commit everything queued, then release resources."""
+
+    @abstractmethod
+    def append(
+        self,
+        match_id: str,
+        events: Sequence[Event],
+        done: Done,
+        *,
+        meta: dict[str, Any] | None = None,
+        finished: bool = False,
+        stats: Sequence[StatDelta] = (),
+    ) -> None:
+        """Queue events for durable append; ``done`` runs on the loop after the commit.
+
+        ``meta`` (players, config, ...) is stored with the match's first append; ``finished``
+        marks the match over and applies ``stats`` in the same transaction, so statistics can
+        never disagree with the log.
+        """
+
+    @abstractmethod
+    async def unfinished_matches(self) -> list[StoredMatch]: ...
+
+    @abstractmethod
+    async def match_events(self, match_id: str) -> list[Event] | None: ...
+
+    @abstractmethod
+    async def register_player(self, name: str, token_hash: str, bot: bool) -> PlayerRecord:
+        """Create a player; raises :class:`NameTaken` if the name is in use."""
+
+    @abstractmethod
+    async def player_by_token(self, token_hash: str) -> PlayerRecord | None: ...
+
+    @abstractmethod
+    async def player_stats(self, name: str) -> PlayerStats | None: ...
+
+    @abstractmethod
+    async def leaderboard(self, by: str, limit: int = 50) -> list[dict[str, Any]]:
+        """Top players by ``rating`` or by ``average`` guesses when solving."""
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS players (
+    name TEXT PRIMARY KEY COLLATE NOCASE,
+    token_hash TEXT UNIQUE,
+    bot INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS matches (
+    match_id TEXT PRIMARY KEY,
+    meta TEXT NOT NULL,
+    finished INTEGER NOT NULL DEFAULT 0,
+    created_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS matches_unfinished ON matches(finished) WHERE finished = 0;
+CREATE TABLE IF NOT EXISTS events (
+    match_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (match_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS stats (
+    player TEXT PRIMARY KEY COLLATE NOCASE,
+    games INTEGER NOT NULL DEFAULT 0,
+    wins INTEGER NOT NULL DEFAULT 0,
+    draws INTEGER NOT NULL DEFAULT 0,
+    losses INTEGER NOT NULL DEFAULT 0,
+    solved INTEGER NOT NULL DEFAULT 0,
+    solved_guesses INTEGER NOT NULL DEFAULT 0,
+    time_ms INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+class _Op:
+    """One unit of work for the writer thread; runs inside a savepoint of a shared batch."""
+
+    __slots__ = ("done", "fn", "future", "result")
+
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], Any],
+        done: Done | None = None,
+        future: asyncio.Future[Any] | None = None,
+    ) -> None:
+        self.fn = fn
+        self.done = done
+        self.future = future
+        self.result: Any = None
+
+
+class SQLiteStore(Store):
+    """SQLite in WAL mode with one writer thread doing group commit."""
+
+    def __init__(
+        self, path: str | Path, *, commit_window_ms: float = 2.0, synchronous: str = "FULL"
+    ) -> None:
+        self.path = Path(path)
+        self.window = commit_window_ms / 1000.0
+        self.synchronous = synchronous.upper()
+        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        #: batches committed and operations in them, for the benchmark and /healthz
+        self.commits = 0
+        self.ops = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def open(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        ready: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name="moo-sqlite", daemon=True
+        )
+        self._thread.start()
+        await ready
+
+    async def close(self) -> None:
+        if self._thread is None or self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+    # -- the writer thread ----------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.executescript(_SCHEMA)
+        return conn
+
+    def _run(self, ready: asyncio.Future[None]) -> None:
+        assert self._loop is not None
+        loop = self._loop
+        try:
+            conn = self._connect()
+        except Exception as exc:
+            loop.call_soon_threadsafe(_settle, ready, None, StorageError(f"cannot open db: {exc}"))
+            return
+        loop.call_soon_threadsafe(_settle, ready, None, None)
+        stop = False
+        while not stop:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            deadline = time.monotonic() + self.window
+            while True:
+                try:
+                    timeout = deadline - time.monotonic()
+                    op = self._queue.get(timeout=timeout) if timeout > 0 else (
+                        self._queue.get_nowait()
+                    )
+                except queue.Empty:
+                    break
+                if op is None:
+                    stop = True
+                    break
+                batch.append(op)
+            outcomes = self._commit(conn, batch)
+            try:
+                loop.call_soon_threadsafe(_deliver, outcomes)
+            except RuntimeError:  # loop closed: nobody is waiting any more
+                pass
+        conn.close()
+
+    def _commit(
+        self, conn: sqlite3.Connection, batch: list[_Op]
+    ) -> list[tuple[_Op, BaseException | None]]:
+        errors: list[BaseException | None] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for op in batch:
+                conn.execute("SAVEPOINT op")
+                try:
+                    op.result = op.fn(conn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    errors.append(exc)
+                else:
+                    errors.append(None)
+                conn.execute("RELEASE op")
+            conn.execute("COMMIT")
+        except Exception as exc:
+            log.exception("commit of %d operations failed", len(batch))
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            failure = StorageError(f"storage failed: {exc}")
+            return [(op, failure) for op in batch]
+        self.commits += 1
+        self.ops += len(batch)
+        return list(zip(batch, errors))
+
+    # -- submitting work --------------------------------------------------------------------
+    def _submit(self, op: _Op) -> None:
+        if self._closed or self._thread is None:
+            raise StorageError("storage is closed")
+        self._queue.put(op)
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        assert self._loop is not None
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._submit(_Op(fn, future=future))
+        return await future
+
+    # -- the Store interface ----------------------------------------------------------------
+    def append(
+        self,
+        match_id: str,
+        events: Sequence[Event],
+        done: Done,
+        *,
+        meta: dict[str, Any] | None = None,
+        finished: bool = False,
+        stats: Sequence[StatDelta] = (),
+    ) -> None:
+        rows = [(match_id, int(e["seq"]), _dumps(e)) for e in events]
+        meta_text = _dumps(meta) if meta is not None else None
+        now = int(time.time() * 1000)
+
+        def write(conn: sqlite3.Connection) -> None:
+            if meta_text is not None:
+                conn.execute(
+                    "INSERT INTO matches(match_id, meta, created_ms) VALUES (?, ?, ?)",
+                    (match_id, meta_text, now),
+                )
+            conn.executemany("INSERT INTO events(match_id, seq, body) VALUES (?, ?, ?)", rows)
+            if finished:
+                conn.execute("UPDATE matches SET finished = 1 WHERE match_id = ?", (match_id,))
+                for delta in stats:
+                    _apply_stat(conn, delta)
+
+        self._submit(_Op(write, done=done))
+
+    async def unfinished_matches(self) -> list[StoredMatch]:
+        def read(conn: sqlite3.Connection) -> list[StoredMatch]:
+            out = []
+            for match_id, meta in conn.execute(
+                "SELECT match_id, meta FROM matches WHERE finished = 0 ORDER BY created_ms"
+            ).fetchall():
+                out.append(StoredMatch(match_id, json.loads(meta), _events(conn, match_id)))
+            return out
+
+        return await self._call(read)
+
+    async def match_events(self, match_id: str) -> list[Event] | None:
+        def read(conn: sqlite3.Connection) -> list[Event] | None:
+            found = conn.execute(
+                "SELECT 1 FROM matches WHERE match_id = ?", (match_id,)
+            ).fetchone()
+            return _events(conn, match_id) if found else None
+
+        return await self._call(read)
+
+    async def register_player(self, name: str, token_hash: str, bot: bool) -> PlayerRecord:
+        now = int(time.time() * 1000)
+
+        def write(conn: sqlite3.Connection) -> PlayerRecord:
+            try:
+                conn.execute(
+                    "INSERT INTO players(name, token_hash, bot, created_ms) VALUES (?, ?, ?, ?)",
+                    (name, token_hash, int(bot), now),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise NameTaken(f"the name {name!r} is taken; pick another") from exc
+            return PlayerRecord(name, bot, now)
+
+        return await self._call(write)
+
+    async def player_by_token(self, token_hash: str) -> PlayerRecord | None:
+        def read(conn: sqlite3.Connection) -> PlayerRecord | None:
+            row = conn.execute(
+                "SELECT name, bot, created_ms FROM players WHERE token_hash = ?", (token_hash,)
+            ).fetchone()
+            return PlayerRecord(row[0], bool(row[1]), row[2]) if row else None
+
+        return await self._call(read)
+
+    async def player_stats(self, name: str) -> PlayerStats | None:
+        def read(conn: sqlite3.Connection) -> PlayerStats | None:
+            row = conn.execute(
+                "SELECT player, games, wins, draws, losses, solved, solved_guesses, time_ms"
+                " FROM stats WHERE player = ?",
+                (name,),
+            ).fetchone()
+            if row is None:
+                return None
+            player, games, wins, draws, losses, solved, guesses, time_ms = row
+            return PlayerStats(
+                player, games, wins, draws, losses, solved,
+                guesses / solved if solved else None,
+                time_ms / games if games else None,
+            )
+
+        return await self._call(read)
+
+    async def leaderboard(self, by: str, limit: int = 50) -> list[dict[str, Any]]:
+        # rating: the smoothed score share (a win 1, a draw 1/2; two virtual draws so one
+        # lucky game does not top the board), in points out of 1000.
+        order = (
+            "avg_guesses IS NULL, avg_guesses ASC, games DESC"
+            if by == "average"
+            else "rating DESC, games DESC"
+        )
+
+        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            rows = conn.execute(
+                "SELECT player, games, wins, draws, losses,"
+                " CAST(round(1000.0 * (wins + 0.5 * draws + 1) / (games + 2)) AS INTEGER)"
+                " AS rating,"
+                " CASE WHEN solved > 0 THEN 1.0 * solved_guesses / solved END AS avg_guesses,"
+                " CASE WHEN games > 0 THEN time_ms / 1000.0 / games END AS avg_time_s"
+                f" FROM stats ORDER BY {order}, player LIMIT ?",
+                (limit,),
+            ).fetchall()
+            keys = (
+                "name", "games", "wins", "draws", "losses", "rating", "avg_guesses", "avg_time_s"
+            )
+            return [dict(zip(keys, row)) for row in rows]
+
+        return await self._call(read)
+
+
+def _events(conn: sqlite3.Connection, match_id: str) -> list[Event]:
+    return [
+        json.loads(body)
+        for (body,) in conn.execute(
+            "SELECT body FROM events WHERE match_id = ? ORDER BY seq", (match_id,)
+        )
+    ]
+
+
+def _apply_stat(conn: sqlite3.Connection, d: StatDelta) -> None:
+    conn.execute("INSERT OR IGNORE INTO stats(player) VALUES (?)", (d.player,))
+    conn.execute(
+        "UPDATE stats SET games = games + 1, wins = wins + ?, draws = draws + ?,"
+        " losses = losses + ?, solved = solved + ?, solved_guesses = solved_guesses + ?,"
+        " time_ms = time_ms + ? WHERE player = ?",
+        (
+            int(d.outcome == "win"), int(d.outcome == "draw"), int(d.outcome == "loss"),
+            int(d.guesses is not None), d.guesses or 0, d.duration_ms, d.player,
+        ),
+    )
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():
+        return
+    if exc is None:
+        future.set_result(result)
+    else:
+        future.set_exception(exc)
+
+
+def _deliver(outcomes: list[tuple[_Op, BaseException | None]]) -> None:
+    """Release every waiter of one committed batch, in submission order."""
+    for op, exc in outcomes:
+        if op.future is not None:
+            _settle(op.future, op.result, exc)
+        elif op.done is not None:
+            try:
+                op.done(exc)
+            except Exception:
+                log.exception("durability callback failed")

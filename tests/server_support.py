@@ -1,0 +1,144 @@
+"""Shared helpers for the server tests: a real server on a free port and a raw client.
+
+The client speaks the protocol with nothing but ``websockets`` and the codecs, so the tests
+check the wire contract, not the SDK. Every wait has a timeout: a test fails instead of hanging,
+and nothing waits on a sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+
+from moo.protocol import Codec
+from server.app import App
+from server.settings import Settings
+
+WAIT = 5.0
+ENCODINGS = ["moo.v1.json", "moo.v1.msgpack"]
+
+
+def server_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    base = Settings(
+        host="127.0.0.1",
+        port=0,
+        db=str(tmp_path / "moo.sqlite3"),
+        bot_delay_ms=0,
+        sqlite_synchronous="NORMAL",
+        commit_window_ms=0.5,
+        static_dir=str(tmp_path / "web"),
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[App]:
+    app = App(settings)
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+class Client:
+    """A protocol-level test client; keeps every message it received."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, ws: ClientConnection, codec: Codec) -> None:
+        self.ws = ws
+        self.codec = codec
+        self.inbox: list[dict[str, Any]] = []
+        self.seen: list[dict[str, Any]] = []
+        self.name: str | None = None
+        self.token: str | None = None
+
+    @classmethod
+    async def open(
+        cls, port: int, subprotocol: str = "moo.v1.json", **kwargs: Any
+    ) -> Client:
+        ws = await connect(
+            f"ws://127.0.0.1:{port}/", subprotocols=[subprotocol], **kwargs  # type: ignore[list-item]
+        )
+        return cls(ws, Codec(subprotocol))
+
+    @classmethod
+    async def hello(
+        cls, port: int, name: str, subprotocol: str = "moo.v1.json", **fields: Any
+    ) -> Client:
+        client = await cls.open(port, subprotocol)
+        welcome = await client.request({"type": "hello", "name": name, **fields})
+        assert welcome["type"] == "welcome", welcome
+        client.name = welcome["name"]
+        client.token = welcome.get("token", fields.get("token"))
+        return client
+
+    async def send(self, msg: dict[str, Any]) -> Any:
+        if "id" not in msg:
+            msg = {**msg, "id": next(self._ids)}
+        await self.ws.send(self.codec.encode(msg))
+        return msg["id"]
+
+    async def send_raw(self, frame: str | bytes) -> None:
+        await self.ws.send(frame)
+
+    async def _next(self) -> dict[str, Any]:
+        frame = await self.ws.recv()
+        msg = self.codec.decode(frame)
+        assert isinstance(msg, dict)
+        self.seen.append(msg)
+        return msg
+
+    async def expect(
+        self, pred: Callable[[dict[str, Any]], bool], timeout: float = WAIT
+    ) -> dict[str, Any]:
+        """The first message (buffered or new) satisfying ``pred``; others stay buffered."""
+        for i, msg in enumerate(self.inbox):
+            if pred(msg):
+                return self.inbox.pop(i)
+        async with asyncio.timeout(timeout):
+            while True:
+                msg = await self._next()
+                if pred(msg):
+                    return msg
+                self.inbox.append(msg)
+
+    async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        ref = await self.send(msg)
+        return await self.expect(lambda m: m.get("ref") == ref)
+
+    async def event(self, match_id: str, kind: str, **match: Any) -> dict[str, Any]:
+        return await self.expect(
+            lambda m: m.get("type") == "event"
+            and m.get("match_id") == match_id
+            and m.get("kind") == kind
+            and all(m.get(k) == v for k, v in match.items())
+        )
+
+    async def of_type(self, kind: str) -> dict[str, Any]:
+        return await self.expect(lambda m: m.get("type") == kind)
+
+    async def closed(self, timeout: float = WAIT) -> int | None:
+        """Wait for the server to close us; returns the close code."""
+        async with asyncio.timeout(timeout):
+            try:
+                while True:
+                    await self._next()
+            except Exception:
+                pass
+            await self.ws.wait_closed()
+        return self.ws.close_code
+
+    def events(self, match_id: str) -> list[dict[str, Any]]:
+        return [m for m in self.seen if m.get("type") == "event" and m.get("match_id") == match_id]
+
+    async def close(self) -> None:
+        await self.ws.close()
