@@ -212,3 +212,31 @@ async def test_msgpack_payloads(tmp_path: Path) -> None:
         await pub.stop()
     finally:
         await broker.stop()
+
+
+async def test_moo_watch_follows_one_match_until_its_result(tmp_path: Path) -> None:
+    import io
+
+    from clients.watch import watch
+
+    async with broker_and_server(tmp_path) as (broker, app):
+        p0 = await Client.hello(app.port, "ann")
+        p1 = await Client.hello(app.port, "bob")
+        room = await p0.request({"type": "room_create"})
+        await p1.request({"type": "room_join", "code": room["code"]})
+        mid = (await p0.of_type("match"))["match_id"]
+        out = io.StringIO()
+        ready = asyncio.Event()
+        task = asyncio.create_task(watch(broker.url, mid, out=out, ready=ready))
+        await asyncio.wait_for(ready.wait(), WAIT)
+        await p0.request({"type": "secret", "match_id": mid, "secret": "0123"})
+        await p1.request({"type": "secret", "match_id": mid, "secret": "4567"})
+        await _play_round(p0, p1, mid, "4567", "4567", 1)
+        assert await asyncio.wait_for(task, WAIT) == 0
+        text = out.getvalue()
+        # subscribed after `created`, so seats have no names until the result names them
+        assert "round 1: seat 0 4567 4B | seat 1 4567 2C" in text
+        assert f"[{mid}] RESULT ann wins in 1 (solved)" in text
+        assert "secrets 0123 / 4567" in text
+        await p0.close()
+        await p1.close()
