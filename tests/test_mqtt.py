@@ -235,7 +235,7 @@ async def test_moo_watch_follows_one_match_until_its_result(tmp_path: Path) -> N
         assert await asyncio.wait_for(task, WAIT) == 0
         text = out.getvalue()
         # subscribed after `created`, so seats have no names until the result names them
-        assert "round 1: seat 0 4567 4B | seat 1 4567 2C" in text
+        assert "round 1: seat 0 4567 4B | seat 1 4567 0C" in text
         assert f"[{mid}] RESULT ann wins in 1 (solved)" in text
         assert "secrets 0123 / 4567" in text
         await p0.close()
