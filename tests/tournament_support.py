@@ -53,3 +53,14 @@ class Lexicographic(Strategy):
 
 FIRST = "tests.tournament_support:FirstConsistent"
 LEXI = "tests.tournament_support:Lexicographic"
+
+
+class LastConsistent(FirstConsistent):
+    name = "test-last"
+    summary = "last code consistent with every response"
+
+    def next_guess(self) -> str:
+        return self.left[-1]
+
+
+LAST = "tests.tournament_support:LastConsistent"
