@@ -83,6 +83,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-rate", type=float, default=18.0,
                         help="--url: messages per second per connection, kept under the "
                         "server's rate limit (default 18)")
+    parser.add_argument("--msgpack", action="store_true",
+                        help="--url: speak MessagePack instead of JSON on the wire")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -128,7 +130,8 @@ async def _main(args: argparse.Namespace) -> int:
         from clients.tournament.remote import RemoteEngine
 
         engine = RemoteEngine(
-            args.url, pacing=args.pacing, prefix=args.name_prefix, rate=args.client_rate
+            args.url, pacing=args.pacing, prefix=args.name_prefix, rate=args.client_rate,
+            msgpack=args.msgpack,
         )
         mode = f"through {args.url}"
     else:

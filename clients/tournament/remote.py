@@ -302,7 +302,7 @@ class RemoteEngine:
             if first.get("seat") != 0 or m1.get("seat") != 1:
                 raise RemoteError("the room owner was expected in seat 0")
             c0.current = c1.current = match_id
-            rules = Rules.from_dict(first["config"]["rules"])
+            rules = _interned(Rules.from_dict(first["config"]["rules"]))
             rngs = (seat_rng(job, 0), seat_rng(job, 1))
             for seat in (0, 1):
                 strategies[seat].new_match(rules, rngs[seat])
@@ -345,6 +345,14 @@ class RemoteEngine:
             close_strategy(strategy)
         self.all_strategies.clear()
         self.strategies.clear()
+
+
+_RULES: dict[Rules, Rules] = {}
+
+
+def _interned(rules: Rules) -> Rules:
+    """One Rules object per variant, so its cached code lists are built once, not per match."""
+    return _RULES.setdefault(rules, rules)
 
 
 async def _play_seat(
