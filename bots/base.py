@@ -28,7 +28,7 @@ from typing import ClassVar
 from moo.errors import UnknownStrategy
 from moo.rules import Response, Rules
 
-__all__ = ["Strategy", "available", "create", "register"]
+__all__ = ["Strategy", "available", "create", "describe", "register"]
 
 
 class Strategy(ABC):
@@ -37,6 +37,9 @@ class Strategy(ABC):
     name: ClassVar[str] = ""
     #: One-line description shown by ``moo strategy list`` and the lobby.
     summary: ClassVar[str] = ""
+    #: True when the guesses are a function of the responses alone (a fixed strategy): then
+    #: one game per secret gives its exact guess-count distribution and decisions can be cached.
+    deterministic: ClassVar[bool] = False
 
     @abstractmethod
     def new_match(self, rules: Rules, rng: random.Random) -> None:
@@ -63,6 +66,14 @@ StrategyFactory = Callable[[], Strategy]
 #: ``moo --help`` or the server's start-up do not pay for tables they never use.
 _BUILTIN: dict[str, str] = {
     "random": "bots.random_consistent:RandomConsistent",
+    "first": "bots.first:FirstConsistent",
+    "entropy": "bots.entropy:Entropy",
+    "expected": "bots.expected:ExpectedSize",
+    "parts": "bots.parts:MostParts",
+    "minimax": "bots.minimax:Minimax",
+    "larmouth": "bots.larmouth:Larmouth",
+    "minimum": "bots.tree:Minimum",
+    "strongest": "bots.tree:Strongest",
 }
 _REGISTERED: dict[str, StrategyFactory] = {}
 
@@ -94,12 +105,31 @@ def _load(path: str) -> StrategyFactory:
     return factory  # type: ignore[no-any-return]
 
 
-def create(spec: str) -> Strategy:
-    """A new strategy instance from a registered name or a ``package.module:Class`` path."""
+def create(spec: str, *, relabel: bool = True) -> Strategy:
+    """A new strategy instance from a registered name, a ``package.module:Class`` path or a
+    ``file:PATH`` decision-tree dump.
+
+    By default the strategy is wrapped in :func:`bots.relabel.relabelled`, which draws a random
+    relabelling of the code space from each match's rng so that no secret is a known weak spot
+    of a fixed strategy. ``relabel=False`` gives the bare strategy (evaluation, tree dumps).
+    """
+    strategy = _create(spec)
+    if not relabel:
+        return strategy
+    from bots.relabel import relabelled
+
+    return relabelled(strategy)
+
+
+def _create(spec: str) -> Strategy:
     if spec in _REGISTERED:
         return _REGISTERED[spec]()
     if spec in _BUILTIN:
         return _load(_BUILTIN[spec])()
+    if spec.startswith("file:"):
+        from bots.tree import TreeStrategy
+
+        return TreeStrategy(spec[len("file:") :])
     if ":" in spec and not spec.startswith("cmd:"):
         strategy = _load(spec)()
         if not isinstance(strategy, Strategy):
@@ -108,3 +138,24 @@ def create(spec: str) -> Strategy:
     raise UnknownStrategy(
         f"unknown strategy {spec!r}; available: {', '.join(available())}"
     )
+
+
+def describe(name: str) -> tuple[str, str]:
+    """(summary, problem) of a registered strategy without building it.
+
+    Lazy built-ins are imported but not instantiated, so a table bot whose data file is
+    missing is listed with the problem instead of failing the whole listing.
+    """
+    if name in _REGISTERED:
+        try:
+            return _REGISTERED[name]().summary, ""
+        except Exception as exc:  # a plug-in's failure is reported, not raised
+            return "", str(exc)
+    try:
+        cls = _load(_BUILTIN[name])
+    except UnknownStrategy as exc:
+        return "", str(exc)
+    summary = str(getattr(cls, "summary", ""))
+    check = getattr(cls, "unavailable", None)
+    problem = str(check()) if callable(check) else ""
+    return summary, problem

@@ -1,10 +1,17 @@
-"""One client's WebSocket: framing, codec choice, outgoing queue and closing.
+"""One client's WebSocket: codec, outgoing frames and closing.
 
 Matches never await a client. Everything sent to a connection goes through
-:meth:`Connection.send_frame`, which only appends an already-encoded frame to a bounded
-queue drained by the connection's single writer task; a client that stops reading fills its
-queue and is disconnected (it can reconnect and replay what it missed by ``seq``) instead of
-holding up its opponent, its spectators or the event loop.
+:meth:`Connection.send_frame`, which only appends an already-encoded frame to a bounded list and
+marks the connection for a flush at the end of the current event-loop iteration. The flush
+writes every pending frame in one socket write, synchronously: no task and no wake-up per
+message, and the events of a commit batch (a guess and its round's reveal, several matches'
+events) leave together. While the socket's write buffer is above a high-water mark the frames
+wait; a client that stops reading until ``send_queue_max`` frames pile up is disconnected
+(1008) instead of holding up its opponent, its spectators or the server's memory. It can
+reconnect and replay what it missed by ``seq``.
+
+The writes go through websockets' sans-I/O protocol object (``ws.protocol``), the same one its
+own ``send()`` uses, so framing and state checks stay websockets'.
 """
 
 from __future__ import annotations
@@ -12,16 +19,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from moo.errors import MooError
 from moo.protocol import Codec
 
-__all__ = ["CLOSE_GOING_AWAY", "CLOSE_POLICY", "CLOSE_REPLACED", "CLOSE_RESTART", "Connection"]
+__all__ = [
+    "CLOSE_GOING_AWAY",
+    "CLOSE_POLICY",
+    "CLOSE_REPLACED",
+    "CLOSE_RESTART",
+    "Connection",
+    "error_message",
+]
 
 log = logging.getLogger("moo.connection")
 
@@ -31,6 +44,11 @@ CLOSE_RESTART = 1012
 #: Application close code: the same player connected again and this connection was replaced.
 CLOSE_REPLACED = 4001
 
+#: Bytes in the socket's write buffer above which we stop writing and let frames wait.
+WRITE_HIGH_WATER = 64 * 1024
+#: How often a connection whose buffer is full is looked at again.
+_RETRY_S = 0.05
+
 Frame = str | bytes
 
 
@@ -38,9 +56,9 @@ class Connection:
     """The server side of one WebSocket, after the handshake."""
 
     __slots__ = (
-        "_queue",
-        "_wake",
-        "_writer",
+        "_closer",
+        "_pending",
+        "_scheduled",
         "binary",
         "closing",
         "codec",
@@ -55,18 +73,15 @@ class Connection:
         self.ws = ws
         self.codec = codec
         self.binary = codec.binary
+        self.queue_max = queue_max
         self.player: str | None = None
         #: match ids where this connection holds a seat / watches
         self.matches: set[str] = set()
         self.spectating: set[str] = set()
         self.closing = False
-        self._queue: deque[Frame] = deque(maxlen=None)
-        self._wake = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
-        self.queue_max = queue_max
-
-    def start(self) -> None:
-        self._writer = asyncio.get_running_loop().create_task(self._drain())
+        self._pending: list[Frame] = []
+        self._scheduled = False
+        self._closer: asyncio.Task[None] | None = None
 
     # -- sending ----------------------------------------------------------------------------
     def encode(self, msg: dict[str, Any]) -> Frame:
@@ -78,56 +93,69 @@ class Connection:
     def send_frame(self, frame: Frame) -> None:
         if self.closing:
             return
-        if len(self._queue) >= self.queue_max:
-            log.info("closing %s: send queue full (slow client)", self.player)
+        pending = self._pending
+        if len(pending) >= self.queue_max:
+            log.info("closing %s: %d frames unsent (slow client)", self.player, len(pending))
             self.close(CLOSE_POLICY, "too slow: send queue overflow")
             return
-        self._queue.append(frame)
-        self._wake.set()
+        pending.append(frame)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
 
     def send_error(self, exc: MooError, ref: Any = None) -> None:
         self.send(error_message(exc, ref))
 
-    async def _drain(self) -> None:
-        queue, wake, ws = self._queue, self._wake, self.ws
-        try:
-            while True:
-                await wake.wait()
-                wake.clear()
-                while queue:
-                    await ws.send(queue.popleft())
-        except ConnectionClosed:
-            pass
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # pragma: no cover - defensive: never kill the loop
-            log.exception("writer of %s failed", self.player)
-
-    async def flush(self, timeout: float = 1.0) -> None:
-        """Give queued frames a moment to go out (used before closing on purpose)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                while self._queue and self._writer is not None and not self._writer.done():
-                    await asyncio.sleep(0)
+    def flush(self) -> bool:
+        """Write what is pending now if the socket can take it; True when nothing is left."""
+        self._scheduled = False
+        pending = self._pending
+        if not pending:
+            return True
+        ws = self.ws
+        if ws.protocol.state is not State.OPEN:
+            pending.clear()
+            return True
+        transport = ws.transport
+        if transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+            self._scheduled = True
+            asyncio.get_running_loop().call_later(_RETRY_S, self.flush)
+            return False
+        protocol = ws.protocol
+        for frame in pending:
+            if isinstance(frame, str):
+                protocol.send_text(frame.encode("utf-8"))
+            else:
+                protocol.send_binary(frame)
+        pending.clear()
+        data = b"".join(protocol.data_to_send())
+        if data:
+            transport.write(data)
+        return True
 
     # -- closing ----------------------------------------------------------------------------
     def close(self, code: int, reason: str) -> None:
-        """Close soon, after what is already queued; safe to call from sync code, repeatedly."""
+        """Close soon, after what is already pending; safe from sync code, repeatedly."""
         if self.closing:
             return
         self.closing = True
-        asyncio.get_running_loop().create_task(self._close(code, reason))
+        self._closer = asyncio.get_running_loop().create_task(self._close(code, reason))
 
     async def _close(self, code: int, reason: str) -> None:
-        await self.flush()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                while not self.flush():
+                    await asyncio.sleep(_RETRY_S)
+        self._pending.clear()
         await self.ws.close(code, reason[:120])
 
     async def finish(self) -> None:
+        """The session is over: let a close in progress send its code, then drop the rest."""
         self.closing = True
-        if self._writer is not None:
-            self._writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._writer
+        if self._closer is not None:
+            with contextlib.suppress(Exception):
+                await self._closer
+        self._pending.clear()
 
 
 def error_message(exc: MooError, ref: Any = None) -> dict[str, Any]:

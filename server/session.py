@@ -29,7 +29,13 @@ from moo.errors import (
     RateLimited,
     StorageError,
 )
-from moo.protocol import PROTOCOL_VERSION, codec_for, validate_client
+from moo.protocol import (
+    JSON_SUBPROTOCOL,
+    PROTOCOL_VERSION,
+    SUBPROTOCOLS,
+    Codec,
+    validate_client,
+)
 from server.connection import (
     CLOSE_GOING_AWAY,
     CLOSE_POLICY,
@@ -47,6 +53,9 @@ __all__ = ["hash_token", "run_session", "valid_name"]
 log = logging.getLogger("moo.session")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,24}$")
+#: One codec per subprotocol for the whole server: a codec holds a MessagePack packer whose
+#: buffer would otherwise cost every connection its own pages.
+_CODECS = {name: Codec(name) for name in SUBPROTOCOLS}
 #: Refused messages in a row (over the rate) before the connection is closed with 1008.
 _MAX_STRIKES = 10
 
@@ -62,9 +71,8 @@ def valid_name(name: str) -> bool:
 
 async def run_session(app: App, ws: ServerConnection) -> None:
     settings = app.settings
-    codec = codec_for(ws.subprotocol)
+    codec = _CODECS[ws.subprotocol or JSON_SUBPROTOCOL]
     conn = Connection(ws, codec=codec, queue_max=settings.send_queue_max)
-    conn.start()
     app.connections.add(conn)
     bucket = TokenBucket(settings.rate_per_s, settings.rate_burst)
     strikes = 0

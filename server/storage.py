@@ -178,24 +178,42 @@ CREATE TABLE IF NOT EXISTS stats (
 """
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    # one encoder for the process: json.dumps() with options builds a new one per call
+    return _ENCODER.encode(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class _Append:
+    """An event append as plain data, so a whole batch of them is a few ``executemany`` calls."""
+
+    match_id: str
+    rows: list[tuple[str, int, str]]
+    meta: str | None
+    created_ms: int
+    finished: bool
+    stats: Sequence[StatDelta]
 
 
 class _Op:
-    """One unit of work for the writer thread; runs inside a savepoint of a shared batch."""
+    """One unit of work for the writer thread: an append, or a function run in a savepoint."""
 
-    __slots__ = ("done", "fn", "future", "result")
+    __slots__ = ("append", "done", "fn", "future", "result")
 
     def __init__(
         self,
-        fn: Callable[[sqlite3.Connection], Any],
+        fn: Callable[[sqlite3.Connection], Any] | None,
         done: Done | None = None,
         future: asyncio.Future[Any] | None = None,
+        append: _Append | None = None,
     ) -> None:
         self.fn = fn
         self.done = done
         self.future = future
+        self.append = append
         self.result: Any = None
 
 
@@ -208,7 +226,8 @@ class SQLiteStore(Store):
         self.path = Path(path)
         self.window = commit_window_ms / 1000.0
         self.synchronous = synchronous.upper()
-        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Op] | None] = queue.SimpleQueue()
+        self._pending: list[_Op] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -231,6 +250,7 @@ class SQLiteStore(Store):
     async def close(self) -> None:
         if self._thread is None or self._closed:
             return
+        self._hand_over()
         self._closed = True
         self._queue.put(None)
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
@@ -258,20 +278,20 @@ class SQLiteStore(Store):
             first = self._queue.get()
             if first is None:
                 break
-            batch = [first]
+            batch = list(first)
             deadline = time.monotonic() + self.window
             while True:
                 try:
                     timeout = deadline - time.monotonic()
-                    op = self._queue.get(timeout=timeout) if timeout > 0 else (
+                    ops = self._queue.get(timeout=timeout) if timeout > 0 else (
                         self._queue.get_nowait()
                     )
                 except queue.Empty:
                     break
-                if op is None:
+                if ops is None:
                     stop = True
                     break
-                batch.append(op)
+                batch.extend(ops)
             outcomes = self._commit(conn, batch)
             try:
                 loop.call_soon_threadsafe(_deliver, outcomes)
@@ -282,19 +302,42 @@ class SQLiteStore(Store):
     def _commit(
         self, conn: sqlite3.Connection, batch: list[_Op]
     ) -> list[tuple[_Op, BaseException | None]]:
-        errors: list[BaseException | None] = []
+        """One transaction for the whole batch.
+
+        Appends go in as a handful of ``executemany`` calls: the writer thread must re-take
+        the GIL after every SQLite call, and under load each re-take can wait for the event
+        loop's switch interval, so the number of calls per batch, not rows, sets the commit
+        rate. Only if that bulk insert fails are the appends retried one by one in savepoints,
+        so one bad operation cannot spoil its neighbours.
+        """
+        errors: dict[int, BaseException] = {}
+        appends = [op for op in batch if op.append is not None]
+        others = [op for op in batch if op.append is None]
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for op in batch:
-                conn.execute("SAVEPOINT op")
+            if appends:
                 try:
-                    op.result = op.fn(conn)
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO op")
-                    errors.append(exc)
-                else:
-                    errors.append(None)
-                conn.execute("RELEASE op")
+                    conn.execute("SAVEPOINT bulk")
+                    _write_appends(conn, [op.append for op in appends if op.append])
+                    conn.execute("RELEASE bulk")
+                except sqlite3.Error:
+                    conn.execute("ROLLBACK TO bulk")
+                    conn.execute("RELEASE bulk")
+                    for op in appends:
+                        exc = _in_savepoint(
+                            conn, lambda c, a=op.append: _write_appends(c, [a])  # type: ignore[list-item,misc]
+                        )
+                        if exc is not None:
+                            errors[id(op)] = exc
+            for op in others:
+                assert op.fn is not None
+                box: list[Any] = []
+                fn = op.fn
+                exc = _in_savepoint(conn, lambda c, fn=fn, box=box: box.append(fn(c)))  # type: ignore[misc]
+                if exc is not None:
+                    errors[id(op)] = exc
+                elif box:
+                    op.result = box[0]
             conn.execute("COMMIT")
         except Exception as exc:
             log.exception("commit of %d operations failed", len(batch))
@@ -306,13 +349,23 @@ class SQLiteStore(Store):
             return [(op, failure) for op in batch]
         self.commits += 1
         self.ops += len(batch)
-        return list(zip(batch, errors))
+        return [(op, errors.get(id(op))) for op in batch]
 
     # -- submitting work --------------------------------------------------------------------
     def _submit(self, op: _Op) -> None:
+        """Queue ``op``; everything submitted in one loop iteration is handed over at once."""
         if self._closed or self._thread is None:
             raise StorageError("storage is closed")
-        self._queue.put(op)
+        self._pending.append(op)
+        if len(self._pending) == 1:
+            assert self._loop is not None
+            self._loop.call_soon(self._hand_over)
+
+    def _hand_over(self) -> None:
+        # One queue operation (one cross-thread wake-up) per loop iteration, not per write.
+        ops, self._pending = self._pending, []
+        if ops:
+            self._queue.put(ops)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         assert self._loop is not None
@@ -331,23 +384,15 @@ class SQLiteStore(Store):
         finished: bool = False,
         stats: Sequence[StatDelta] = (),
     ) -> None:
-        rows = [(match_id, int(e["seq"]), _dumps(e)) for e in events]
-        meta_text = _dumps(meta) if meta is not None else None
-        now = int(time.time() * 1000)
-
-        def write(conn: sqlite3.Connection) -> None:
-            if meta_text is not None:
-                conn.execute(
-                    "INSERT INTO matches(match_id, meta, created_ms) VALUES (?, ?, ?)",
-                    (match_id, meta_text, now),
-                )
-            conn.executemany("INSERT INTO events(match_id, seq, body) VALUES (?, ?, ?)", rows)
-            if finished:
-                conn.execute("UPDATE matches SET finished = 1 WHERE match_id = ?", (match_id,))
-                for delta in stats:
-                    _apply_stat(conn, delta)
-
-        self._submit(_Op(write, done=done))
+        append = _Append(
+            match_id,
+            [(match_id, int(e["seq"]), _dumps(e)) for e in events],
+            _dumps(meta) if meta is not None else None,
+            int(time.time() * 1000),
+            finished,
+            tuple(stats),
+        )
+        self._submit(_Op(None, done=done, append=append))
 
     async def unfinished_matches(self) -> list[StoredMatch]:
         def read(conn: sqlite3.Connection) -> list[StoredMatch]:
@@ -436,6 +481,35 @@ class SQLiteStore(Store):
             return [dict(zip(keys, row)) for row in rows]
 
         return await self._call(read)
+
+
+def _write_appends(conn: sqlite3.Connection, appends: list[_Append]) -> None:
+    metas = [(a.match_id, a.meta, a.created_ms) for a in appends if a.meta is not None]
+    if metas:
+        conn.executemany(
+            "INSERT INTO matches(match_id, meta, created_ms) VALUES (?, ?, ?)", metas
+        )
+    rows = [row for a in appends for row in a.rows]
+    conn.executemany("INSERT INTO events(match_id, seq, body) VALUES (?, ?, ?)", rows)
+    for a in appends:
+        if a.finished:
+            conn.execute("UPDATE matches SET finished = 1 WHERE match_id = ?", (a.match_id,))
+            for delta in a.stats:
+                _apply_stat(conn, delta)
+
+
+def _in_savepoint(
+    conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]
+) -> BaseException | None:
+    conn.execute("SAVEPOINT op")
+    try:
+        fn(conn)
+    except Exception as exc:
+        conn.execute("ROLLBACK TO op")
+        conn.execute("RELEASE op")
+        return exc
+    conn.execute("RELEASE op")
+    return None
 
 
 def _events(conn: sqlite3.Connection, match_id: str) -> list[Event]:

@@ -4,44 +4,68 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+
+from websockets.protocol import State
+from websockets.server import ServerProtocol
 
 from moo.protocol import Codec
-from server.connection import Connection
+from server.connection import WRITE_HIGH_WATER, Connection
 from server.ratelimit import TokenBucket
 from tests.server_support import Client, running, server_settings
 
 
-class StuckSocket:
-    """A peer that never reads: every send blocks until the connection is closed."""
+class FakeTransport:
+    """A socket whose peer stopped reading: its write buffer never drains."""
 
     def __init__(self) -> None:
-        self.sent: list[Any] = []
-        self.closed: tuple[int, str] | None = None
-        self.gate = asyncio.Event()
+        self.written: list[bytes] = []
+        self.buffered = 0
 
-    async def send(self, frame: Any) -> None:
-        self.sent.append(frame)
-        await self.gate.wait()
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+        self.buffered += len(data)
+
+
+class FakeSocket:
+    def __init__(self) -> None:
+        self.protocol = ServerProtocol()
+        self.protocol.state = State.OPEN
+        self.transport = FakeTransport()
+        self.closed: tuple[int, str] | None = None
+        self.close_called = asyncio.Event()
 
     async def close(self, code: int, reason: str) -> None:
         self.closed = (code, reason)
-        self.gate.set()
+        self.close_called.set()
+
+
+async def test_frames_of_one_loop_iteration_leave_in_one_write() -> None:
+    ws = FakeSocket()
+    conn = Connection(ws, codec=Codec("moo.v1.json"), queue_max=8)  # type: ignore[arg-type]
+    for i in range(3):
+        conn.send({"type": "pong", "n": i})
+    assert ws.transport.written == []  # nothing written synchronously
+    await asyncio.sleep(0)  # one loop iteration
+    assert len(ws.transport.written) == 1
+    assert ws.transport.written[0].count(b"pong") == 3
 
 
 async def test_a_slow_reader_is_dropped_instead_of_buffered_without_bound() -> None:
-    ws = StuckSocket()
+    ws = FakeSocket()
     conn = Connection(ws, codec=Codec("moo.v1.json"), queue_max=8)  # type: ignore[arg-type]
-    conn.start()
-    for i in range(8 + 1 + 5):  # one frame is stuck in send(); 8 wait; the next overflows
+    ws.transport.buffered = 10 * WRITE_HIGH_WATER  # the peer is not reading
+    for i in range(8):
         conn.send({"type": "pong", "n": i})
-        await asyncio.sleep(0)
+    assert not conn.closing
+    conn.send({"type": "pong", "n": 8})  # one too many
     assert conn.closing
     async with asyncio.timeout(5):
-        while ws.closed is None:
-            await asyncio.sleep(0.01)
-    assert ws.closed[0] == 1008
-    await conn.finish()
+        await ws.close_called.wait()
+    assert ws.closed is not None and ws.closed[0] == 1008
+    assert ws.transport.written == []  # nothing more was pushed at the stuck peer
 
 
 async def test_no_hello_in_time_closes_with_1008(tmp_path: Path) -> None:

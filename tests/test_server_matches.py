@@ -307,3 +307,51 @@ async def test_oversized_frame_closes_with_1009(tmp_path: Path, enc: str) -> Non
         big: str | bytes = "x" * 5000 if enc == "moo.v1.json" else b"x" * 5000
         await c.send_raw(big)
         assert await c.closed() == 1009
+
+
+async def test_pools_pair_humans_and_bots_as_asked(tmp_path: Path, enc: str) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann", enc)
+        bob = await Client.hello(app.port, "bob", enc)
+        prog = await Client.hello(app.port, "prog", enc, bot=True)
+        await ann.request({"type": "queue", "pool": "bots"})
+        await bob.request({"type": "queue", "pool": "bots"})  # two humans wanting bots: no
+        assert len(app.lobby.queue) == 2
+        await bob.request({"type": "unqueue"})
+        await prog.request({"type": "queue", "pool": "any"})
+        m = await prog.of_type("match")
+        assert m["opponent"] == "ann"
+        assert (await ann.of_type("match"))["opponent"] == "prog"
+        await prog.request({"type": "queue", "pool": "humans"})
+        await bob.request({"type": "queue", "pool": "any"})
+        assert (await bob.of_type("match"))["opponent"] == "prog"
+
+
+async def test_rematch_swaps_seats(tmp_path: Path, enc: str) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        p0, p1, mid = await _pair_by_queue(app, enc)
+        err = await p0.request({"type": "rematch", "match_id": mid})
+        assert err["code"] == "not_available"  # still being played
+        await p0.request({"type": "resign", "match_id": mid})
+        fin = await p1.event(mid, "finished")
+        assert fin["winner"] == 1 and fin["reason"] == "resign"
+        sent = await p0.request({"type": "rematch", "match_id": mid})
+        assert sent["type"] == "rematch_sent"
+        assert (await p1.of_type("rematch_offer"))["match_id"] == mid
+        m1 = await p1.request({"type": "rematch", "match_id": mid})
+        assert m1["type"] == "match" and m1["seat"] == 0
+        m0 = await p0.of_type("match")
+        assert m0["seat"] == 1 and m0["match_id"] == m1["match_id"] != mid
+
+
+async def test_a_player_who_does_not_come_back_forfeits(tmp_path: Path, enc: str) -> None:
+    async with running(server_settings(tmp_path, grace_ms=200)) as app:
+        p0, p1, mid = await _pair_by_queue(app, enc)
+        await _secrets(p0, p1, mid)
+        await p1.close()
+        await p0.event(mid, "away", seat=1)
+        timeout = await p0.event(mid, "timeout", seat=1)
+        assert timeout["clock"] == "grace"
+        fin = await p0.event(mid, "finished")
+        assert fin["winner"] == 0 and fin["reason"] == "disconnect"
+        assert mid not in app.arena.live

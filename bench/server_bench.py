@@ -1,0 +1,358 @@
+"""Server benchmarks: the match server against a bare websockets echo server, same harness.
+
+Two scenarios, each run against both servers in the same invocation so that the figures are
+ratios measured under the same (shared, noisy) machine conditions:
+
+* ``saturation``: N concurrent lockstep matches (2N connections), every player guessing as fast
+  as the protocol allows (send a guess, wait for its acknowledgement, wait for the round's
+  reveal, guess again). Reports acknowledged guesses per second; the echo server answers the
+  identical frames with the same connections.
+* ``steady``: N matches, every player guessing every ``interval`` seconds. Reports p50/p99
+  latency from sending a guess to receiving its acknowledgement, and the server's resident
+  memory growth per connection.
+
+Each server runs in its own process (``moo serve`` on a fresh SQLite file in a temporary
+directory, or ``python -m bench.echo_server``); this process is the load generator. Loopback
+only, bounded in connections and seconds, and everything is torn down at the end.
+
+    python -m bench.server_bench --matches 1000 --seconds 10 --steady-seconds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+
+from moo.protocol import Codec
+from moo.rules import DEFAULT_RULES
+
+ROOT = Path(__file__).resolve().parent.parent
+LISTENING = re.compile(rb"listening on ws://[^:]+:(\d+)/")
+SECRETS = ("0123", "4567")
+#: guesses that never solve either secret, so matches last as long as the run
+GUESSES = [c for c in DEFAULT_RULES.secrets if c not in SECRETS][::7]
+
+
+# -- server processes --------------------------------------------------------------------------
+@dataclass
+class ServerProc:
+    kind: str
+    proc: asyncio.subprocess.Process
+    port: int
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    log: list[bytes] = field(default_factory=list)
+    pid: int = 0
+
+    def __post_init__(self) -> None:
+        self.pid = self.pid or self.proc.pid
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def cpu_s(self) -> float:
+        with open(f"/proc/{self.pid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return (int(parts[11]) + int(parts[12])) / ticks
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(15):
+                    await self.proc.wait()
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+async def start(kind: str, synchronous: str, attach: str | None = None) -> ServerProc:
+    if attach:  # "PID:PORT" of a server started by hand (e.g. under a profiler)
+        pid, port = (int(x) for x in attach.split(":"))
+        proc = await asyncio.create_subprocess_exec("tail", f"--pid={pid}", "-f", "/dev/null")
+        server = ServerProc(kind, proc, port)
+        server.pid = pid
+        return server
+    tmp = None
+    env = dict(os.environ)
+    if kind == "moo":
+        tmp = tempfile.TemporaryDirectory(prefix="moo-bench-")
+        cmd = [
+            sys.executable, "-m", "moo", "serve", "--port", "0",
+            "--db", str(Path(tmp.name) / "bench.sqlite3"),
+            "--rate-per-s", "10000", "--rate-burst", "10000", "--max-connections", "20000",
+            "--sqlite-synchronous", synchronous,
+        ]
+        env.update(MOO_GUESS_CAP="10000", MOO_SECRET_MS="0")
+    else:
+        cmd = [sys.executable, "-m", "bench.echo_server", "--port", "0"]
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, cwd=ROOT, env=env, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    lines: list[bytes] = []
+    async with asyncio.timeout(20):
+        while True:
+            line = await proc.stderr.readline()
+            if not line:
+                raise RuntimeError(b"server died:\n" + b"".join(lines))
+            lines.append(line)
+            if found := LISTENING.search(line):
+                break
+    server = ServerProc(kind, proc, int(found.group(1)), tmp, lines)
+
+    async def drain() -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            server.log.append(line)
+
+    asyncio.get_running_loop().create_task(drain())
+    return server
+
+
+# -- the client harness (identical for both servers) --------------------------------------------
+class Player:
+    _ids = itertools.count(1)
+
+    def __init__(self, ws: ClientConnection, codec: Codec, lockstep_rounds: bool) -> None:
+        self.ws = ws
+        self.codec = codec
+        self.lockstep_rounds = lockstep_rounds
+        self.match_id = "echo"
+        self.n = 0
+        self.latencies: list[float] = []
+        self.acked = 0
+        self.round_seen = 0
+
+    async def recv(self) -> dict[str, Any]:
+        msg = self.codec.decode(await self.ws.recv())
+        assert isinstance(msg, dict)
+        return msg
+
+    async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        ref = next(self._ids)
+        await self.ws.send(self.codec.encode({**msg, "id": ref}))
+        while True:
+            reply = await self.recv()
+            if reply.get("ref") == ref:
+                return reply
+
+    async def guess(self) -> None:
+        """One guess: (lockstep) wait for the previous round's reveal, send, await the ack.
+
+        Waiting for the reveal *before* the next guess, not after this one, means a player whose
+        opponent has stopped never waits for a round that will not come.
+        """
+        if self.lockstep_rounds:
+            while self.round_seen < self.n:
+                self._note(await self.recv())
+        self.n += 1
+        ref = next(self._ids)
+        msg = {"type": "guess", "match_id": self.match_id, "guess": GUESSES[self.n % len(GUESSES)],
+               "id": ref}
+        t0 = time.perf_counter()
+        await self.ws.send(self.codec.encode(msg))
+        while True:
+            reply = await self.recv()
+            self._note(reply)
+            # the arena acknowledges with ref; the echo server returns our id
+            if reply.get("ref", reply.get("id")) == ref:
+                break
+        self.latencies.append(time.perf_counter() - t0)
+        if reply.get("type") == "error":
+            raise RuntimeError(f"guess refused: {reply}")
+        self.acked += 1
+
+    def _note(self, msg: dict[str, Any]) -> None:
+        if msg.get("kind") == "round":
+            self.round_seen = max(self.round_seen, int(msg["n"]))
+
+
+async def _bounded(n: int, jobs: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    sem = asyncio.Semaphore(n)
+
+    async def one(job: Callable[[], Awaitable[Any]]) -> Any:
+        async with sem:
+            return await job()
+
+    return await asyncio.gather(*(one(j) for j in jobs))
+
+
+async def setup(server: ServerProc, matches: int, subprotocol: str) -> list[Player]:
+    codec = Codec(subprotocol)
+    url = f"ws://127.0.0.1:{server.port}/"
+    moo = server.kind == "moo"
+
+    async def open_player(i: int) -> Player:
+        ws = await connect(url, subprotocols=[subprotocol], compression=None,  # type: ignore[list-item]
+                           max_size=2**16, ping_interval=None, open_timeout=60)
+        p = Player(ws, codec, lockstep_rounds=moo)
+        if moo:
+            welcome = await p.request({"type": "hello", "name": f"b{i}", "bot": True})
+            assert welcome["type"] == "welcome", welcome
+        return p
+
+    players = await _bounded(64, [partial(open_player, i) for i in range(2 * matches)])
+    if moo:
+        async def pair(a: Player, b: Player) -> None:
+            room = await a.request({"type": "room_create"})
+            m = await b.request({"type": "room_join", "code": room["code"]})
+            a.match_id = b.match_id = m["match_id"]
+            while (await a.recv()).get("type") != "match":
+                pass
+            await a.request({"type": "secret", "match_id": a.match_id, "secret": SECRETS[0]})
+            await b.request({"type": "secret", "match_id": b.match_id, "secret": SECRETS[1]})
+
+        await _bounded(64, [partial(pair, players[2 * i], players[2 * i + 1])
+                            for i in range(matches)])
+    return players
+
+
+async def saturate(players: list[Player], seconds: float) -> tuple[int, float]:
+    stop = time.perf_counter() + seconds
+    before = sum(p.acked for p in players)
+
+    async def run(p: Player) -> None:
+        while time.perf_counter() < stop:
+            await p.guess()
+
+    t0 = time.perf_counter()
+    async with asyncio.timeout(seconds + 60):
+        await asyncio.gather(*(run(p) for p in players))
+    return sum(p.acked for p in players) - before, time.perf_counter() - t0
+
+
+async def steady(players: list[Player], seconds: float, interval: float) -> None:
+    stop = time.perf_counter() + seconds
+    for p in players:
+        p.latencies.clear()
+
+    async def run(p: Player) -> None:
+        await asyncio.sleep(random.uniform(0, interval))
+        due = time.perf_counter()
+        while due < stop:
+            await p.guess()
+            due += interval
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+
+    async with asyncio.timeout(seconds + 60):
+        await asyncio.gather(*(run(p) for p in players))
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    server = await start(kind, args.synchronous, args.attach)
+    try:
+        rss0 = server.rss_kib()
+        t0 = time.perf_counter()
+        players = await setup(server, args.matches, args.subprotocol)
+        setup_s = time.perf_counter() - t0
+        print(f"{kind}: {len(players)} connections ready in {setup_s:.1f}s", file=sys.stderr)
+        out: dict[str, Any] = {"server": kind, "connections": len(players),
+                               "setup_s": round(setup_s, 1)}
+        if args.steady_seconds > 0:
+            cpu0 = server.cpu_s()
+            await steady(players, args.steady_seconds, args.interval)
+            cpu = server.cpu_s() - cpu0
+            lat = [x for p in players for x in p.latencies]
+            out["steady"] = {
+                "guesses": len(lat),
+                "p50_ms": round(_pct(lat, 0.50) * 1000, 2),
+                "p99_ms": round(_pct(lat, 0.99) * 1000, 2),
+                "max_ms": round(max(lat) * 1000, 2) if lat else None,
+                "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else None,
+                "server_cpu_share": round(cpu / args.steady_seconds, 3),
+            }
+        rss1 = server.rss_kib()
+        if args.seconds > 0:
+            cpu0 = server.cpu_s()
+            acked, elapsed = await saturate(players, args.seconds)
+            cpu = server.cpu_s() - cpu0
+            out["saturation"] = {
+                "guesses": acked,
+                "guesses_per_s": round(acked / elapsed),
+                "server_cpu_s": round(cpu, 2),
+                "server_cpu_us_per_guess": round(cpu / max(1, acked) * 1e6, 1),
+            }
+        out["rss_kib"] = {"idle": rss0, "loaded": rss1}
+        out["kib_per_connection"] = round((rss1 - rss0) / len(players), 1)
+        for p in players:
+            await p.ws.close()
+        return out
+    finally:
+        await server.stop()
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "matches": args.matches,
+        "subprotocol": args.subprotocol,
+        "sqlite_synchronous": args.synchronous,
+        "cpus": os.cpu_count(),
+        "loadavg_before": os.getloadavg()[0],
+    }
+    for kind in args.servers.split(","):
+        results[kind] = await scenario(kind, args)
+    if "moo" in results and "echo" in results:
+        moo, echo = results["moo"], results["echo"]
+        if "saturation" in moo:
+            results["saturation_ratio"] = round(
+                moo["saturation"]["guesses_per_s"] / echo["saturation"]["guesses_per_s"], 3
+            )
+        if "steady" in moo:
+            results["steady_p99_ratio"] = round(
+                moo["steady"]["p99_ms"] / echo["steady"]["p99_ms"], 2
+            )
+    results["loadavg_after"] = os.getloadavg()[0]
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matches", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=10.0, help="saturation phase (0: skip)")
+    parser.add_argument("--steady-seconds", type=float, default=20.0, help="0: skip")
+    parser.add_argument("--interval", type=float, default=2.0, help="steady: s between guesses")
+    parser.add_argument("--subprotocol", default="moo.v1.msgpack",
+                        choices=["moo.v1.json", "moo.v1.msgpack"])
+    parser.add_argument("--servers", default="echo,moo", help="comma list: echo,moo")
+    parser.add_argument("--synchronous", default="FULL", help="moo server's sqlite_synchronous")
+    parser.add_argument("--attach", metavar="PID:PORT",
+                        help="measure a server already running (with --servers moo or echo)")
+    args = parser.parse_args()
+    if not 1 <= args.matches <= 5000 or args.seconds > 300 or args.steady_seconds > 300:
+        parser.error("bounded: 1-5000 matches, at most 300 s per phase")
+    print(json.dumps(asyncio.run(amain(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""``moo eval``: exact guess counts of a strategy and its win rate against another.
+
+For a fixed (deterministic) strategy, one game per secret is its whole decision tree, so the
+distribution over uniformly random secrets is exact. A random strategy is sampled: every secret
+is played ``--samples`` times with per-game seeds derived from ``--seed``, and the output says
+so. Two players' secrets are independent and uniform, so with p_A, p_B the guess-count
+distributions the outcome probabilities are exact sums (computed in fractions)::
+
+    P(win)  = Σ_k p_A(k) · P_B(> k)
+    P(draw) = Σ_k p_A(k) · p_B(k)
+    P(loss) = Σ_k p_A(k) · P_B(< k)
+
+and the score is P(win) + P(draw)/2 (Tanaka 1996 §6 counts a draw as half a win).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from bots.base import create
+from bots.playout import Progress, play_all
+from bots.tree import read_dump
+from moo.errors import MooError
+from moo.rules import DEFAULT_RULES, Rules
+
+__all__ = ["Evaluation", "configure", "evaluate", "main", "match_probabilities"]
+
+
+@dataclass
+class Evaluation:
+    name: str
+    #: guesses needed -> number of games
+    distribution: dict[int, int]
+    method: str
+    #: the secrets that needed the most guesses (deterministic strategies only)
+    worst_secrets: list[str] = field(default_factory=list)
+
+    @property
+    def games(self) -> int:
+        return sum(self.distribution.values())
+
+    @property
+    def total(self) -> int:
+        return sum(k * n for k, n in self.distribution.items())
+
+    @property
+    def average(self) -> float:
+        return self.total / self.games
+
+    @property
+    def worst(self) -> int:
+        return max(self.distribution)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "method": self.method,
+            "games": self.games,
+            "total": self.total,
+            "average": round(self.average, 6),
+            "worst": self.worst,
+            "worst_secrets": self.worst_secrets,
+            "distribution": {str(k): n for k, n in sorted(self.distribution.items())},
+        }
+
+
+def match_probabilities(
+    a: Mapping[int, int], b: Mapping[int, int]
+) -> tuple[Fraction, Fraction, Fraction]:
+    """Exact (win, draw, loss) of A against B from their guess-count histograms."""
+    na, nb = sum(a.values()), sum(b.values())
+    win = draw = loss = Fraction(0)
+    for k, ca in a.items():
+        fewer = sum(cb for j, cb in b.items() if j < k)
+        more = sum(cb for j, cb in b.items() if j > k)
+        win += Fraction(ca * more, na * nb)
+        draw += Fraction(ca * b.get(k, 0), na * nb)
+        loss += Fraction(ca * fewer, na * nb)
+    return win, draw, loss
+
+
+def evaluate(
+    spec: str,
+    rules: Rules = DEFAULT_RULES,
+    *,
+    seed: int = 0,
+    samples: int = 1,
+    show_progress: bool = True,
+) -> Evaluation:
+    """Guess-count distribution of a strategy name, ``module:Class`` or ``file:PATH`` dump."""
+    if spec.startswith("file:"):
+        path = spec[len("file:") :]
+        games = read_dump(path, rules)
+        return _from_games(spec, games, f"read from the dump file {path} (one game per secret)")
+    strategy = create(spec, relabel=False)
+    runs = 1 if strategy.deterministic else max(1, samples)
+    n = len(rules.secrets)
+    progress = Progress(runs * n, f"evaluating {spec}") if show_progress else None
+    all_games = []
+    for sample in range(runs):
+        if progress is not None:
+            progress.offset = sample * n
+        all_games.extend(play_all(strategy, rules, seed=seed, sample=sample, progress=progress))
+    if progress is not None:
+        progress.finish()
+    if strategy.deterministic:
+        method = "exact: fixed strategy, every secret played once"
+    else:
+        method = (
+            f"sampled: every secret played {runs} time(s) with per-game seeds from seed {seed}"
+        )
+    return _from_games(spec, all_games, method, exact=strategy.deterministic)
+
+
+def _from_games(
+    name: str, games: list[tuple[str, tuple[str, ...]]], method: str, *, exact: bool = True
+) -> Evaluation:
+    dist = Counter(len(guesses) for _, guesses in games)
+    worst = max(dist)
+    worst_secrets = (
+        sorted({s for s, g in games if len(g) == worst}) if exact else []
+    )
+    return Evaluation(name, dict(sorted(dist.items())), method, worst_secrets)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "name",
+        help="strategy: a registered name (see 'moo strategy list'), package.module:Class, "
+        "or file:PATH of a 'moo strategy dump' file",
+    )
+    parser.add_argument(
+        "--vs",
+        default="minimum",
+        help="opponent strategy, same forms as NAME, or 'none' (default: minimum)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random strategies' games")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        help="games per secret for random strategies (fixed ones are always exact)",
+    )
+
+
+def _table(ev: Evaluation) -> str:
+    ks = sorted(ev.distribution)
+    head = "  guesses " + " ".join(f"{k:>6}" for k in ks)
+    row = "  games   " + " ".join(f"{ev.distribution[k]:>6}" for k in ks)
+    return f"{head}\n{row}"
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        for spec in (args.vs, args.name):
+            if spec != "none" and not spec.startswith("file:"):
+                create(spec, relabel=False)  # fail fast (e.g. a missing tree) before playing
+        a = evaluate(args.name, seed=args.seed, samples=args.samples)
+        b = None if args.vs == "none" else evaluate(args.vs, seed=args.seed, samples=args.samples)
+    except (MooError, RuntimeError) as exc:
+        hint = ""
+        if args.vs == "minimum" and "minimum" in str(exc):
+            hint = " (compare with another strategy: --vs entropy, or --vs none)"
+        print(f"moo eval: {exc}{hint}", file=sys.stderr)
+        return 2
+    result = a.to_dict()
+    if b is not None:
+        win, draw, loss = match_probabilities(a.distribution, b.distribution)
+        result.update(
+            {
+                "vs": b.name,
+                "vs_method": b.method,
+                "vs_total": b.total,
+                "vs_average": round(b.average, 6),
+                "vs_distribution": {str(k): n for k, n in sorted(b.distribution.items())},
+                "win": float(win),
+                "draw": float(draw),
+                "loss": float(loss),
+                "score": float(win + draw / 2),
+            }
+        )
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{a.name}: total {a.total} over {a.games} games, average {a.average:.4f}, "
+          f"worst {a.worst}")
+    print(f"  ({a.method})")
+    print(_table(a))
+    if a.worst_secrets:
+        shown = " ".join(a.worst_secrets[:10])
+        more = f" ... ({len(a.worst_secrets)} in all)" if len(a.worst_secrets) > 10 else ""
+        print(f"  needing {a.worst}: {shown}{more}")
+    if b is not None:
+        print(f"vs {b.name}: total {b.total}, average {b.average:.4f} ({b.method})")
+        print(
+            f"  win {result['win']:.7f}  draw {result['draw']:.7f}  "
+            f"loss {result['loss']:.7f}  score {result['score']:.7f}"
+        )
+    return 0

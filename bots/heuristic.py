@@ -1,0 +1,123 @@
+"""Shared machinery of the fixed (deterministic) table-driven bots.
+
+A fixed strategy's next guess depends only on the responses so far, so the decision for each
+history is computed once per process and remembered (:data:`_MEMO`): evaluating a bot over all
+5040 secrets then costs one heuristic decision per node of its decision tree (a few thousand)
+instead of one per move (~27 000), and a bot playing many matches gets faster as it goes.
+
+Tie-breaking (all heuristics): among the guesses with the best score, prefer one that is still
+a possible secret (it may win at once), then the lowest code in ``Rules.guesses`` order (the
+ascending order for a sorted alphabet). Floating-point scores count as tied within a relative
+1e-12, so the rule does not depend on summation order.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import abstractmethod
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from bots.base import Strategy
+from bots.table import IntArray, ResponseTable, table_for
+from moo.rules import DEFAULT_RULES, Response, Rules
+
+__all__ = ["CandidateStrategy", "Heuristic", "History"]
+
+History = tuple[tuple[int, int], ...]
+"""(guess index, response id) pairs so far: the key of a memoised decision."""
+
+FloatArray = npt.NDArray[np.float64]
+CountArray = npt.NDArray[np.int64]
+
+_MEMO: dict[tuple[type, Rules], dict[History, int]] = {}
+
+
+class CandidateStrategy(Strategy):
+    """Keeps the still-possible secrets as indexes into the shared table; memoises decisions."""
+
+    deterministic: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self._table: ResponseTable | None = None
+        self._candidates: IntArray = np.arange(0, dtype=np.intp)
+        self._history: History = ()
+        self._memo: dict[History, int] = {}
+
+    def new_match(self, rules: Rules, rng: random.Random) -> None:
+        self._table = table_for(rules)
+        self._candidates = self._table.all_secrets()
+        self._history = ()
+        self._memo = _MEMO.setdefault((type(self), rules), {})
+
+    @property
+    def table(self) -> ResponseTable:
+        if self._table is None:
+            self.new_match(DEFAULT_RULES, random.Random(0))
+        assert self._table is not None
+        return self._table
+
+    def next_guess(self) -> str:
+        table = self.table
+        choice = self._memo.get(self._history)
+        if choice is None:
+            if len(self._candidates) == 0:
+                raise RuntimeError("no consistent code left: the responses contradict each other")
+            choice = self.choose(table, self._candidates)
+            self._memo[self._history] = choice
+        return table.guesses[choice]
+
+    def observe(self, guess: str, response: Response) -> None:
+        table = self.table
+        g, r = table.guess_index[guess], table.response_id(response)
+        self._candidates = table.filter(self._candidates, g, r)
+        self._history = (*self._history, (g, r))
+
+    @property
+    def choices_left(self) -> int:
+        return len(self._candidates)
+
+    @abstractmethod
+    def choose(self, table: ResponseTable, candidates: IntArray) -> int:
+        """Index (into ``table.guesses``) of the guess to make; ``candidates`` is non-empty."""
+
+
+class Heuristic(CandidateStrategy):
+    """One-step look-ahead: score every legal guess by how it splits the candidates."""
+
+    #: True when :meth:`cost` is a float (ties are then taken within a relative tolerance).
+    float_cost: ClassVar[bool] = False
+
+    @abstractmethod
+    def cost(self, counts: CountArray, size: int, is_candidate: npt.NDArray[np.bool_]) -> (
+        FloatArray | CountArray
+    ):
+        """Per-guess cost, lower is better; ``counts[g, r]`` is the part of response ``r``."""
+
+    def choose(self, table: ResponseTable, candidates: IntArray) -> int:
+        if len(candidates) <= 2:
+            # Any candidate is optimal for every heuristic here (it may win now, and the other
+            # part has one element), and it is what the general rule below would pick anyway.
+            return int(table.secret_as_guess[candidates[0]])
+        if len(candidates) == len(table.secrets) and not table.rules.repeats_in_guess:
+            # Before any response every code is equivalent up to relabelling, so all tie
+            # and the rule picks the lowest; skipping the search saves a full-table pass.
+            return int(table.secret_as_guess[0])
+        counts = table.partition_counts(candidates)
+        is_candidate = table.candidate_mask(candidates)
+        cost = self.cost(counts, len(candidates), is_candidate)
+        best = cost.min()
+        if self.float_cost:
+            tied = cost <= best + 1e-12 * max(1.0, abs(float(best)))
+        else:
+            tied = cost == best
+        preferred = tied & is_candidate
+        return int(np.argmax(preferred) if preferred.any() else np.argmax(tied))
+
+
+def sum_t_log_t(counts: CountArray) -> FloatArray:
+    """Σ |t| ln |t| over the parts (empty parts contribute 0)."""
+    size = np.maximum(counts, 1).astype(np.float64)
+    return np.asarray((counts * np.log(size)).sum(axis=1), dtype=np.float64)
