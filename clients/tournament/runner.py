@@ -153,9 +153,11 @@ def make_strategy(spec: str) -> Strategy:
             raise MooError(
                 f"{spec!r}: external programs need clients/external.py (the SDK), not found"
             ) from None
-        factory: Callable[[str], Strategy] | None = getattr(external, "strategy_from_spec", None)
-        if factory is None:
-            factory = getattr(external, "ExternalStrategy", None)
+        factory: Callable[[str], Strategy] | None = None
+        for attr in ("create_strategy", "strategy_from_spec", "ExternalStrategy"):
+            factory = getattr(external, attr, None)
+            if factory is not None:
+                break
         if factory is None:
             raise MooError("clients.external has no external-program strategy adapter")
         return factory(spec)
