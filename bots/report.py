@@ -159,6 +159,7 @@ def write_report(
     seed: int = 0,
     command: str = "moo report",
     progress: bool = False,
+    optional: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Evaluate ``specs``, write report.md, report.json and the PNGs; return the data."""
     out = Path(out_dir)
@@ -167,18 +168,30 @@ def write_report(
     if baseline is not None and baseline not in specs:
         specs.insert(0, baseline)
     dists: list[Distribution] = []
+    skipped: dict[str, str] = {}
     for spec in specs:
         t0 = time.monotonic()
-        dists.append(distribution_of(spec, rules, seed))
+        try:
+            dists.append(distribution_of(spec, rules, seed))
+        except MooError as exc:
+            if spec not in optional and spec != baseline:
+                raise
+            skipped[spec] = str(exc)
+            if progress:
+                print(f"skipped {spec}: {exc}", file=sys.stderr)
+            continue
         if progress:
             print(f"evaluated {spec} in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    if not dists:
+        raise MooError("no strategy could be evaluated")
     names = [d.name for d in dists]
     base = next((d for d in dists if d.spec == baseline), None)
     matrix = [[wdl(a.counts, b.counts) for b in dists] for a in dists]
     plots = _plots(dists, base, matrix, out)
     data = {
         "rules": rules.to_dict(),
-        "baseline": baseline,
+        "baseline": baseline if base is not None else None,
+        "skipped": skipped,
         "strategies": [
             {
                 "name": d.name, "spec": d.spec, "games": d.games, "total": d.total,
@@ -197,7 +210,9 @@ def write_report(
         },
     }
     (out / "report.json").write_text(json.dumps(data, indent=2) + "\n")
-    (out / "report.md").write_text(_markdown(dists, base, matrix, plots, rules, command))
+    (out / "report.md").write_text(
+        _markdown(dists, base, matrix, plots, rules, command, skipped)
+    )
     return data
 
 
@@ -208,6 +223,7 @@ def _markdown(
     plots: dict[str, str],
     rules: Rules,
     command: str,
+    skipped: Mapping[str, str],
 ) -> str:
     names = [d.name for d in dists]
     lines = [
@@ -229,6 +245,9 @@ def _markdown(
         lines.append(
             f"| `{d.name}` | {d.games} | {d.total} | {d.average:.4f} | {d.worst} | {d.method} |"
         )
+    if skipped:
+        lines += ["", "Not evaluated (shipped but unavailable here):", ""]
+        lines += [f"* `{spec}`: {why}" for spec, why in skipped.items()]
     if base is not None:
         lines += [
             "",
@@ -361,7 +380,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     shipped = [] if args.only else available()
-    baseline = BASELINE if BASELINE in available() else None
+    baseline = BASELINE if BASELINE in available() else None  # skipped if its table is missing
     specs = [*shipped, *args.strategies]
     if not specs:
         print("moo report: no strategies to report on", file=sys.stderr)
@@ -369,7 +388,7 @@ def main(args: argparse.Namespace) -> int:
     command = "moo report " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "moo report"
     try:
         data = write_report(specs, args.out, baseline=baseline, seed=args.seed,
-                            command=command.strip(), progress=True)
+                            command=command.strip(), progress=True, optional=shipped)
     except (MooError, ValueError, RuntimeError, OSError) as exc:
         print(f"moo report: {exc}", file=sys.stderr)
         return 1

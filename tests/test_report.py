@@ -61,3 +61,17 @@ def test_report_with_a_baseline_highlights_its_row(tmp_path: Path) -> None:
     assert "## Against `FirstConsistent`" in md
     assert "| **`FirstConsistent`** |" in md
     assert "| `LastConsistent` |" in md
+
+
+def test_unavailable_shipped_bots_are_listed_not_fatal(tmp_path: Path) -> None:
+    import pytest
+
+    from moo.errors import MooError
+
+    data = write_report([FIRST, "no-such-bot"], tmp_path, rules=SMALL, baseline="missing-base",
+                        optional=["no-such-bot"])
+    assert set(data["skipped"]) == {"no-such-bot", "missing-base"}
+    assert data["baseline"] is None
+    assert "Not evaluated" in (tmp_path / "report.md").read_text()
+    with pytest.raises(MooError):
+        write_report([FIRST, "no-such-bot"], tmp_path, rules=SMALL, baseline=None)
