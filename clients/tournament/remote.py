@@ -134,6 +134,10 @@ class BotConnection:
         return reply
 
     def expect_match(self) -> asyncio.Future[dict[str, Any]]:
+        """The next ``match`` announcement; events of that match queue up from then on."""
+        self.events = asyncio.Queue()  # nothing left over from an earlier, failed match
+        if self.broken is not None:
+            self.events.put_nowait({"type": "_closed", "reason": str(self.broken)})
         self.match_waiter = asyncio.get_running_loop().create_future()
         return self.match_waiter
 
@@ -165,6 +169,8 @@ class BotConnection:
                 self.events.put_nowait(msg)
             return
         if kind == "match" and self.match_waiter is not None and not self.match_waiter.done():
+            # from now on this match's events are ours, even before the waiter runs
+            self.current = str(msg.get("match_id"))
             self.match_waiter.set_result(msg)
         ref = msg.get("ref")
         if isinstance(ref, int) and ref in self.waiters:
@@ -286,6 +292,7 @@ class RemoteEngine:
         need = 12.0
         conns: list[BotConnection] = []
         strategies = (self._take_strategy(job.specs[0]), self._take_strategy(job.specs[1]))
+        match_id: str | None = None
         try:
             for pool in pools:
                 conns.append(await pool.acquire(need))
@@ -314,6 +321,10 @@ class RemoteEngine:
                 _play_seat(c0, 0, match_id, strategies[0], chosen[0], first["config"]),
                 _play_seat(c1, 1, match_id, strategies[1], chosen[1], first["config"]),
             )
+        except BaseException:
+            if match_id is not None:  # do not leave a half-played match open on the server
+                await _resign_quietly(conns, match_id)
+            raise
         finally:
             for pool, conn in zip(pools, conns):
                 pool.release(conn)
@@ -345,6 +356,17 @@ class RemoteEngine:
             close_strategy(strategy)
         self.all_strategies.clear()
         self.strategies.clear()
+
+
+async def _resign_quietly(conns: Sequence[BotConnection], match_id: str) -> None:
+    for conn in conns:
+        if conn.broken is None and conn.ws is not None:
+            try:
+                await asyncio.wait_for(
+                    conn.ws.send(conn.codec.encode({"type": "resign", "match_id": match_id})), 2
+                )
+            except Exception:
+                pass
 
 
 _RULES: dict[Rules, Rules] = {}
