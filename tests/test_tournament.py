@@ -281,3 +281,31 @@ async def test_through_server_tournament_matches_local_play(tmp_path: Path) -> N
     offline = await run_tournament(jobs, LocalEngine(CONFIG))
     assert comparable(remote.records) == comparable(offline.records)
     assert {row["name"] for row in board} >= {"tt-FirstConsistent-1", "tt-random-1"}
+
+
+async def test_a_connection_lost_mid_match_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clients.tournament import remote
+
+    original = remote.BotConnection.send
+    calls = {"n": 0, "cut": 0}
+
+    async def flaky_send(self: remote.BotConnection, message: dict[str, Any]) -> None:
+        calls["n"] += 1
+        if calls["n"] >= 25 and calls["cut"] == 0 and message.get("type") == "guess":
+            calls["cut"] += 1
+            assert self.ws is not None
+            self.ws.transport.abort()  # the network goes away under this seat
+        await original(self, message)
+
+    monkeypatch.setattr(remote.BotConnection, "send", flaky_send)
+    jobs = make_plan([FIRST, "random"], rounds=3, seed=8)
+    async with running(server_settings(tmp_path)) as app:
+        engine = RemoteEngine(f"ws://127.0.0.1:{app.port}/", prefix="fl-")
+        result = await asyncio.wait_for(run_tournament(jobs, engine, concurrency=2), 60)
+        live = len(app.arena.live)
+    assert calls["cut"] == 1
+    assert live == 0  # the abandoned match was resigned, not left open
+    offline = await run_tournament(jobs, LocalEngine(CONFIG))
+    assert comparable(result.records) == comparable(offline.records)

@@ -183,10 +183,13 @@ class BotConnection:
 
     async def close(self) -> None:
         if self.ws is not None:
-            try:
-                await self.ws.close()
-            except Exception:
-                pass
+            if self.broken is not None:
+                self.ws.transport.abort()  # no closing handshake to wait for on a dead link
+            else:
+                try:
+                    await asyncio.wait_for(self.ws.close(), 5)
+                except Exception:
+                    self.ws.transport.abort()
         if self.reader is not None:
             self.reader.cancel()
 
@@ -317,7 +320,7 @@ class RemoteEngine:
                 choose_secret(strategies[0], rules, rngs[0]),
                 choose_secret(strategies[1], rules, rngs[1]),
             )
-            seats = await asyncio.gather(
+            seats = await _both(
                 _play_seat(c0, 0, match_id, strategies[0], chosen[0], first["config"]),
                 _play_seat(c1, 1, match_id, strategies[1], chosen[1], first["config"]),
             )
@@ -356,6 +359,22 @@ class RemoteEngine:
             close_strategy(strategy)
         self.all_strategies.clear()
         self.strategies.clear()
+
+
+async def _both(*coros: Any) -> list[Any]:
+    """Run both seats; if one fails, cancel the other (it must not outlive its match)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for t in tasks:
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for t in tasks:
+        if not t.cancelled() and t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
+    return [t.result() for t in tasks]
 
 
 async def _resign_quietly(conns: Sequence[BotConnection], match_id: str) -> None:
@@ -398,9 +417,10 @@ async def _play_seat(
         guesses.append(g)
         await conn.send({"type": "guess", "match_id": match_id, "guess": g})
 
+    events = conn.events  # this match's queue, even if the connection moves on
     await conn.send({"type": "secret", "match_id": match_id, "secret": secret})
     while True:
-        msg = await conn.events.get()
+        msg = await events.get()
         kind = msg.get("type")
         if kind == "_closed":
             raise RemoteError(f"{conn.name}: connection lost during {match_id}")
