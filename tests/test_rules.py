@@ -82,7 +82,7 @@ def test_partition_after_0123_matches_tanaka_table_3() -> None:
     [Rules(length=3), Rules(alphabet="012345"), Rules(length=5, alphabet="0123456789")],
 )
 def test_responses_are_exactly_the_reachable_ones(rules: Rules) -> None:
-    reached = {score(s, g) for s, g in itertools.product(rules.secrets[:200], rules.secrets)}
+    reached = {score(s, g) for s, g in itertools.product(rules.secrets[:20], rules.secrets)}
     assert reached == set(rules.responses)
 
 
