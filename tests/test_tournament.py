@@ -161,12 +161,25 @@ def test_sprt_llr_and_bounds() -> None:
     assert spec.upper == pytest.approx(math.log(0.95 / 0.05))
     assert spec.lower == pytest.approx(-spec.upper)
     # a pentanomial centred on the H1 score share is evidence for H1, and grows with N
-    s1 = stats.score_from_elo(50)
+    s0, s1 = stats.score_from_elo(0), stats.score_from_elo(50)
     assert 0.5 < s1 < 0.6
     small = stats.sprt_llr([1, 2, 4, 5, 3], 0, 50)
     big = stats.sprt_llr([10, 20, 40, 50, 30], 0, 50)
-    assert 0 < small < big == pytest.approx(10 * small)
+    assert 0 < small < big == pytest.approx(10 * small, rel=1e-3)
     assert stats.sprt_llr([3, 5, 4, 2, 1], 0, 50) < 0
+    # for many pairs it agrees with the normal approximation N (s1-s0)(2m-s0-s1)/(2v)
+    penta = [100, 200, 400, 500, 300]
+    shares = [v for v, c in zip((0, 0.25, 0.5, 0.75, 1), penta) for _ in range(c)]
+    m, v = statistics.fmean(shares), statistics.pvariance(shares)
+    normal = len(shares) * (s1 - s0) * (2 * m - s0 - s1) / (2 * v)
+    assert stats.sprt_llr(penta, 0, 50) == pytest.approx(normal, rel=0.2)
+    # one decisive pair is weak evidence: log(s1/s0) at most, not a decision
+    one = stats.sprt_llr([0, 0, 0, 0, 1], 0, 50)
+    assert 0 < one <= math.log(s1 / s0) + 1e-6
+    # n pairs all won: the constrained MLE puts mass s on "won", so LLR -> n log(s1/s0)
+    assert stats.sprt_llr([0, 0, 0, 0, 40], 0, 50) == pytest.approx(
+        40 * math.log(s1 / s0), rel=1e-3
+    )
     with pytest.raises(ValueError):
         stats.SprtSpec.parse("50,0")
 

@@ -204,7 +204,7 @@ def standings_json(
             "elo0": spec.elo0, "elo1": spec.elo1, "alpha": spec.alpha, "beta": spec.beta,
             "llr": round(result.sprt.llr, 4), "lower": round(result.sprt.lower, 4),
             "upper": round(result.sprt.upper, 4), "decision": result.sprt.decision,
-            "model": "GSPRT, normal approximation over pentanomial pair scores",
+            "model": "GSPRT over pentanomial pair scores (constrained maximum likelihood)",
         }
     return out
 

@@ -13,8 +13,8 @@ Model and conventions (the ones cutechess-cli and fastchess use):
   without pairs it is the per-game (trinomial) variance.
 * LOS, the likelihood of superiority, is ``Phi((W - L) / sqrt(W + L))``: draws carry no
   information about which side is stronger.
-* SPRT is the generalised SPRT with the normal approximation of the log-likelihood ratio over
-  pentanomial pair scores (as fastchess does), bounds ``ln(beta/(1-alpha))`` and
+* SPRT is the generalised SPRT over pentanomial pair scores (maximum-likelihood distributions
+  under each hypothesis, as fastchess does), bounds ``ln(beta/(1-alpha))`` and
   ``ln((1-beta)/alpha)``; see :func:`sprt_llr`.
 """
 
@@ -171,20 +171,59 @@ class SprtResult:
     decision: str | None
 
 
+#: pseudo-count added to each pentanomial bin so that the constrained maximum-likelihood
+#: distribution exists before every outcome has been seen (the value fastchess uses)
+SPRT_REGULARIZATION = 1e-3
+_PENTA_VALUES = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def _mle_with_mean(p: Sequence[float], values: Sequence[float], s: float) -> list[float]:
+    """The distribution closest to ``p`` (max likelihood) whose mean is ``s``.
+
+    It has the form ``q_i = p_i / (1 + lam (v_i - s))``; ``lam`` solves
+    ``sum p_i (v_i - s) / (1 + lam (v_i - s)) = 0``, found by bisection on the interval where
+    every denominator stays positive (the left side decreases in ``lam``).
+    """
+    d = [v - s for v in values]
+    hi = min((-1.0 / x for x in d if x < 0), default=1e9)
+    lo = max((-1.0 / x for x in d if x > 0), default=-1e9)
+
+    def f(lam: float) -> float:
+        return sum(pi * di / (1.0 + lam * di) for pi, di in zip(p, d))
+
+    lo, hi = lo + 1e-12 * abs(lo) + 1e-15, hi - 1e-12 * abs(hi) - 1e-15
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if f(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    lam = (lo + hi) / 2.0
+    q = [pi / (1.0 + lam * di) for pi, di in zip(p, d)]
+    total = sum(q)
+    return [qi / total for qi in q]
+
+
 def sprt_llr(penta: Sequence[int], elo0: float, elo1: float) -> float:
     """Generalised log-likelihood ratio of H1 over H0 from pentanomial pair counts.
 
-    Normal approximation: with ``N`` pairs of mean share ``m`` and variance ``v``,
-    ``LLR = N (s1 - s0) (2m - s0 - s1) / (2 v)`` where ``s0``/``s1`` are the score shares of
-    ``elo0``/``elo1``. Until both pair outcomes above and below the mean have been seen the
-    variance is degenerate; a floor keeps the ratio finite (and the test conservative).
+    GSPRT over the pentanomial (multinomial) distribution of pair scores: for each hypothesis
+    the maximum-likelihood distribution with the hypothesised mean score share ``s0``/``s1``
+    is found, and ``LLR = N sum_i p_i log(q1_i / q0_i)`` with ``p`` the observed frequencies
+    (regularised by :data:`SPRT_REGULARIZATION` per bin) and ``N`` the number of pairs. For
+    large samples this equals the normal approximation
+    ``N (s1 - s0)(2m - s0 - s1) / (2 v)``; unlike it, it stays sane after a handful of pairs.
     """
-    n, mean, var = _penta_moments(penta)
+    n = sum(penta)
     if n == 0:
         return 0.0
+    counts = [c + SPRT_REGULARIZATION for c in penta]
+    total = sum(counts)
+    p = [c / total for c in counts]
     s0, s1 = score_from_elo(elo0), score_from_elo(elo1)
-    var = max(var, 1e-3)
-    return n * (s1 - s0) * (2.0 * mean - s0 - s1) / (2.0 * var)
+    q0 = _mle_with_mean(p, _PENTA_VALUES, s0)
+    q1 = _mle_with_mean(p, _PENTA_VALUES, s1)
+    return n * sum(pi * math.log(a / b) for pi, a, b in zip(p, q1, q0))
 
 
 def sprt(penta: Sequence[int], spec: SprtSpec) -> SprtResult:
