@@ -211,8 +211,9 @@ def sprt_llr(penta: Sequence[int], elo0: float, elo1: float) -> float:
     the maximum-likelihood distribution with the hypothesised mean score share ``s0``/``s1``
     is found, and ``LLR = N sum_i p_i log(q1_i / q0_i)`` with ``p`` the observed frequencies
     (regularised by :data:`SPRT_REGULARIZATION` per bin) and ``N`` the number of pairs. For
-    large samples this equals the normal approximation
-    ``N (s1 - s0)(2m - s0 - s1) / (2 v)``; unlike it, it stays sane after a handful of pairs.
+    many pairs and close hypotheses it approaches the normal approximation
+    ``N (s1 - s0)(2m - s0 - s1) / (2 v)``; unlike that, it stays sane after a handful of pairs
+    (one won pair adds at most ``log(s1/s0)``).
     """
     n = sum(penta)
     if n == 0:
