@@ -322,3 +322,20 @@ async def test_a_connection_lost_mid_match_is_retried(
     assert live == 0  # the abandoned match was resigned, not left open
     offline = await run_tournament(jobs, LocalEngine(CONFIG))
     assert comparable(result.records) == comparable(offline.records)
+
+
+def test_bots_choose_secrets_and_gauntlet(capsys: pytest.CaptureFixture[str]) -> None:
+    jobs = make_plan([FIRST, LEXI, "random"], fmt="gauntlet", rounds=3, seed=6, secrets="bots")
+    assert all(j.secrets is None for j in jobs) and {j.pair for j in jobs} == {(0, 1), (0, 2)}
+    result = local(jobs)
+    rules = CONFIG.rules
+    assert all(rules.is_secret(s) for r in result.records for s in r.secrets)
+    # every seat drew its own secret from its own seeded RNG: not all the same
+    assert len({tuple(r.secrets) for r in result.records}) > 1
+    assert moo_main(["tournament", FIRST, LEXI, "random", "--format", "gauntlet", "--rounds",
+                     "2", "--secrets", "bots", "--json", "--no-progress", "--seed", "1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(p["a"], p["b"]) for p in data["pairs"]] == [
+        ("FirstConsistent", "Lexicographic"), ("FirstConsistent", "random")
+    ]
+    assert data["matches"] == 8
