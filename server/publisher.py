@@ -120,6 +120,7 @@ class Publisher:
         self.dropped = 0
         self.connects = 0
         self.connected = asyncio.Event()
+        self._connect_changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._stats_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -198,6 +199,8 @@ class Publisher:
                 ) as client:
                     self.connects += 1
                     self.connected.set()
+                    async with self._connect_changed:
+                        self._connect_changed.notify_all()
                     backoff = self.backoff_min_s
                     log.info("MQTT: connected to %s:%d", self.url.host, self.url.port)
                     await self._drain(client)
@@ -245,6 +248,13 @@ class Publisher:
             data["mqtt"] = self.counters()
             data["at"] = int(time.time() * 1000)
             self.offer(f"{PREFIX}/server/stats", data)
+
+    async def wait_connects(self, n: int) -> None:
+        """Until the publisher has connected ``n`` times in all (for tests and tooling)."""
+        async with self._connect_changed:
+            await self._connect_changed.wait_for(
+                lambda: self.connects >= n and self.connected.is_set()
+            )
 
     def counters(self) -> dict[str, Any]:
         return {

@@ -164,7 +164,7 @@ async def test_broker_stop_and_restart_mid_match_changes_nothing(tmp_path: Path)
         assert r2["results"] == [["2345", 0, 2], ["2345", 0, 2]]
         # ... and comes back on the same port: the publisher reconnects by itself
         await broker.start()
-        await asyncio.wait_for(_reconnected(publisher, 2), 30)
+        await asyncio.wait_for(publisher.wait_connects(2), 30)
         async with Subscriber(broker.port) as sub2:
             r3 = await _play_round(p0, p1, mid, "4567", "1234", 3)
             assert r3["results"][0] == ["4567", 4, 0]
@@ -177,11 +177,6 @@ async def test_broker_stop_and_restart_mid_match_changes_nothing(tmp_path: Path)
         assert publisher.connects >= 2
         await p0.close()
         await p1.close()
-
-
-async def _reconnected(publisher: Publisher, connects: int) -> None:
-    while publisher.connects < connects or not publisher.connected.is_set():
-        await asyncio.sleep(0.05)
 
 
 async def test_server_without_broker_plays_normally(tmp_path: Path) -> None:
