@@ -339,3 +339,45 @@ def test_bots_choose_secrets_and_gauntlet(capsys: pytest.CaptureFixture[str]) ->
         ("FirstConsistent", "Lexicographic"), ("FirstConsistent", "random")
     ]
     assert data["matches"] == 8
+
+
+def test_cli_through_a_moo_serve_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The acceptance shape: `moo tournament A B C --url ... --rounds N --out r.jsonl`."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from tests.mqtt_support import free_port
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moo", "serve", "--port", str(port), "--db",
+         str(tmp_path / "s.sqlite3"), "--log-level", "WARNING"],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # ready when /healthz answers
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        out = tmp_path / "r.jsonl"
+        assert moo_main(["tournament", FIRST, LEXI, "random", "--url",
+                         f"ws://127.0.0.1:{port}/", "--rounds", "2", "--out", str(out),
+                         "--no-progress"]) == 0
+    finally:
+        server.terminate()
+        server.wait(30)
+    text = capsys.readouterr().out
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 3 * 2 * 2
+    assert all(r["mode"] == "server" and r["match_id"] for r in records)
+    for name in ("FirstConsistent", "Lexicographic", "random"):
+        assert name in text
+    assert "12 matches (12 played" in text
