@@ -184,8 +184,9 @@ def write_report(
             print(f"evaluated {spec} in {time.monotonic() - t0:.1f} s", file=sys.stderr)
     if not dists:
         raise MooError("no strategy could be evaluated")
-    names = [d.name for d in dists]
     base = next((d for d in dists if d.spec == baseline), None)
+    dists.sort(key=lambda d: (d is not base, d.average))  # baseline first, then best average
+    names = [d.name for d in dists]
     matrix = [[wdl(a.counts, b.counts) for b in dists] for a in dists]
     plots = _plots(dists, base, matrix, out)
     data = {
