@@ -7,8 +7,8 @@ Examples::
     moo tournament mybot.py:Mine minimum --local --sprt 0,20,0.05,0.05 --rounds 5000
     moo tournament minimum strongest --local --rounds 500 --out r.jsonl --resume   # after a crash
 
-``--rounds N`` draws N pairs of secrets; every pair of bots plays each pair both ways, so a
-round robin of B bots plays ``B(B-1)/2 * N * 2`` matches. See docs/tournaments.md.
+--rounds N draws N pairs of secrets; every pair of bots plays each pair both ways, so a
+round robin of B bots plays B(B-1)/2 * N * 2 matches. See docs/tournaments.md.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=None,
                         help="matches at once (default: 1 local = in this process, 32 --url); "
                         "local > 1 uses worker processes")
-    parser.add_argument("--out", help="append one JSON line per match to this file")
+    parser.add_argument("--out", help="one JSON line per match (the file is replaced unless "
+                        "--resume)")
     parser.add_argument("--resume", action="store_true",
                         help="skip matches already in --out (after a crash or Ctrl-C)")
     parser.add_argument("--secrets", choices=SECRET_MODES, default="uniform",
