@@ -235,3 +235,19 @@ async def test_moo_watch_follows_one_match_until_its_result(tmp_path: Path) -> N
         assert "secrets 0123 / 4567" in text
         await p0.close()
         await p1.close()
+
+
+async def test_periodic_server_stats(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        pub = Publisher(broker.url, stats=lambda: {"live_matches": 3}, stats_interval_s=0.05)
+        async with Subscriber(broker.port) as sub:
+            pub.start()
+            data = await sub.wait_for("moo/v1/server/stats")
+            assert data["live_matches"] == 3
+            assert set(data["mqtt"]) == {"published", "dropped", "queued", "connected",
+                                         "connects"}
+        await pub.stop()
+    finally:
+        await broker.stop()
