@@ -119,6 +119,8 @@ class Arena:
         self.by_player: dict[str, set[str]] = {}
         #: called with the two player names when a rematch is agreed
         self.on_rematch: Callable[[LiveMatch], None] | None = None
+        #: called with (match, events) once events are durable and sent (ratings, MQTT)
+        self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
         #: one thread for every hosted bot's thinking (strategies are not thread-safe)
         self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
@@ -212,6 +214,7 @@ class Arena:
             if before_fanout is not None:
                 before_fanout()
             self._fanout(lm, events, actor)
+            self._notify(lm.match, events)
             if finished:
                 self._retire(lm)
             else:
@@ -283,6 +286,13 @@ class Arena:
                 frame = cache[key]
                 if frame is not None:
                     conn.send_frame(frame)
+
+    def _notify(self, match: Match, events: list[Event]) -> None:
+        for listener in self.listeners:
+            try:
+                listener(match, events)
+            except Exception:  # a listener must never break a match
+                log.exception("arena listener %r failed", listener)
 
     def _after_change(self, lm: LiveMatch) -> None:
         self._arm_timer(lm)
