@@ -111,16 +111,19 @@ def parse_entry(text: str, rules: Rules = DEFAULT_RULES) -> Entry:
 
 def rules_page(rules: Rules = DEFAULT_RULES) -> str:
     unit = rules.symbols_text.split()[0]
-    example_secret, example_guess = "5268", "5026"
     r = Response(1, 2)
+    example = (
+        f"  Example: secret 5268, guess 5026: the 5 is a bull, the 2 and the 6 are cows:\n"
+        f"  {r} (the 1971 teletype printed {r.teletype}).\n"
+        if rules.length == 4 and rules.alphabet == "0123456789" else ""
+    )
     return f"""
 THE RULES OF MOO
   A secret of {rules.length} different {rules.symbols_text} is chosen. Find it: after each
   guess you are told how many BULLS and COWS it scored.
     BULL (B): one of your {unit} is in the secret, in the same place.
     COW  (C): one of your {unit} is in the secret, in another place.
-  Example: secret {example_secret}, guess {example_guess}: the 5 is a bull, the 2 and the 6
-  are cows: {r} (the 1971 teletype printed {r.teletype}). Four bulls, {rules.solved}, wins.
+{example}  {rules.length} bulls ({rules.solved}) wins.
   Type a guess as {_spellings(rules.secrets[1])}.
   Mistyped guesses are explained and NOT counted.
   Online, both players race to crack each other's secret: in lockstep pacing each round both
@@ -393,7 +396,8 @@ class OnlineMatch:
         if self.confirming:
             self.screen.ask("RESIGN THIS MATCH (YES OR NO)? ")
         elif st.needs_secret:
-            self.screen.ask(f"CHOOSE YOUR SECRET: {self.rules.length} DIFFERENT DIGITS"
+            unit = self.rules.symbols_text.split()[0].upper()
+            self.screen.ask(f"CHOOSE YOUR SECRET: {self.rules.length} DIFFERENT {unit}"
                             " (RETURN FOR A RANDOM ONE)? ")
         elif st.owes_guess:
             if self.turn_started is None:
