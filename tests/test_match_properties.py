@@ -428,7 +428,9 @@ class MatchMachine(RuleBasedStateMachine):
 
 def _left_at(seat: Any, at: int) -> int | None:
     """A seat's total clock at ``at``: what it had, less the time it has owed a move since."""
-    if seat.clock_left is None or seat.running_since is None:
+    if seat.clock_left is None:
+        return None
+    if seat.running_since is None:
         return int(seat.clock_left)
     return int(seat.clock_left - max(0, at - seat.running_since))
 
