@@ -32,7 +32,9 @@ def run(objective: str, jobs: int, extra: list[str]) -> dict[str, object]:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {
-        "command": " ".join(["moo", *cmd[1:-2], "--out", f"{objective}.txt.gz", *extra]),
+        "command": " ".join(
+            ["moo", "solve", objective, "--jobs", str(jobs), "--out", out.name, *extra]
+        ),
         "wall": wall,
         "cpu": cpu,
         "load": (load0, os.getloadavg()[0]),
@@ -45,6 +47,8 @@ def main() -> int:
     parser.add_argument("objectives", nargs="*", default=["minimum", "strongest"])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--nice", action="store_true", help="run the solver under nice")
+    parser.add_argument("--game", default="",
+                        help="extra moo solve options, e.g. '--length 4 --alphabet 012345'")
     args = parser.parse_args()
     if args.nice:
         os.nice(10)
@@ -54,9 +58,8 @@ def main() -> int:
     print("| --- | --- | --- | --- | --- |")
     results = []
     for objective in args.objectives:
-        extra = ["--vs", "bots/data/minimum.txt.gz"] if objective == "strongest" else []
-        if objective == "strongest" and not Path("bots/data/minimum.txt.gz").exists():
-            extra = []
+        # strongest plays against the shipped minimum tree unless --game changes the game.
+        extra = args.game.split()
         r = run(objective, args.jobs, extra)
         results.append(r)
         load = r["load"]

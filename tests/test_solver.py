@@ -34,11 +34,11 @@ DATA = Path(__file__).resolve().parent.parent / "bots" / "data"
 def replay_depths(rules: Rules, paths: dict[str, list[str]]) -> dict[str, int]:
     """Guesses each secret needs, recomputed by playing the tree with moo.rules.score."""
     verify_paths(rules, paths)
-    tree = {}
+    tree: dict[tuple[object, ...], str] = {}
     for secret, guesses in paths.items():
         history: tuple[object, ...] = ()
         for g in guesses:
-            tree[history] = g
+            assert tree.setdefault(history, g) == g, "two guesses after the same responses"
             history = (*history, score(secret, g))
     out = {}
     for secret in rules.secrets:
@@ -50,6 +50,7 @@ def replay_depths(rules: Rules, paths: dict[str, list[str]]) -> dict[str, int]:
                 out[secret] = k
                 break
             history = (*history, r)
+    assert len(out) == len(rules.secrets), "some secret is never solved"
     return out
 
 

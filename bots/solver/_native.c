@@ -16,11 +16,13 @@
  *
  * Search (search()): value(S, d) = min over guesses g of
  *        [g in S] * cost[d+1] + sum over the other response classes P of value(P, d+1).
- * It is a fail-hard/fail-soft branch and bound with a cutoff `beta`: the result is exact when
- * it is < beta, otherwise it is only a lower bound that is >= beta.  Guesses are generated
- * once per node, reduced by symmetry and by "same partition" deduplication, bounded from
- * below by the capacity bound of their parts, sorted by that bound, and tried in order until
- * the bound of the next one cannot beat the best total found so far.
+ * It is a fail-soft branch and bound with a cutoff `beta`: the result is exact when it is
+ * < beta, otherwise it is only a lower bound that is >= beta (and is remembered as such).
+ * Guesses are generated once per node, reduced by symmetry and by "same partition"
+ * deduplication, bounded from below by the capacity bound of their parts, sorted by that
+ * bound, and tried in order until the bound of the next one cannot beat the best total found
+ * so far.  Before descending into the parts of a guess, every part is "probed" (its one-ply
+ * bound), which rejects most hopeless guesses without any deep search.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import gzip
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,8 +188,7 @@ class Solver:
         return out
 
     def solve_cell(self, response: Response, first_guess: str | None = None) -> CellResult:
-        import time
-
+        """Solve one first-response cell and read its optimal subtree back from the engine."""
         first = first_guess or self.codes[0]
         cand = self.cells(first)[response]
         t0 = time.perf_counter()
@@ -199,6 +199,10 @@ class Solver:
             value = self.value(cand, [self.index[first]])
             tail = self.paths(cand, [self.index[first]])
             paths = {s: [first, *p] for s, p in tail.items()}
+        # The tree read back node by node must cost exactly what the search proved optimal.
+        tree_cost = sum(self.objective.costs[len(p)] for p in paths.values())
+        if tree_cost != value:
+            raise RuntimeError(f"cell {response}: tree costs {tree_cost}, search said {value}")
         second = None
         if response != self.rules.solved:
             second = next(iter(paths.values()))[1]
