@@ -71,7 +71,6 @@ async def test_the_harness_catches_a_state_change(monkeypatch: pytest.MonkeyPatc
     assert any("state changed" in v for v in stats.violations), stats.violations[:5]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: lone surrogate in a JSON string kills the reply")
 async def test_lone_surrogate_in_json_is_refused_not_fatal(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path)) as app:
         c = await Client.hello(app.port, "ann")
