@@ -390,17 +390,19 @@ class Arena:
         """``secret`` / ``guess`` / ``resign`` from a seated connection."""
         lm = self.get(msg["match_id"])
         seat = self.seat_of(lm, conn)
-        if lm.conns[seat] is not conn:
-            self._attach(lm, seat, conn)
-            self._persist(lm, lm.match.reconnect(seat, self.clock()))
         now = self.clock()
         kind = msg["type"]
+        # The action is validated (and raises, changing nothing) before a re-connected seat is
+        # re-attached: a refused request must not even log the seat's return.
         if kind == "secret":
             events = lm.match.set_secret(seat, msg["secret"], new_salt(), now)
         elif kind == "guess":
             events = lm.match.guess(seat, msg["guess"], now)
         else:
             events = lm.match.resign(seat, now)
+        if lm.conns[seat] is not conn:
+            self._attach(lm, seat, conn)
+            events = events + lm.match.reconnect(seat, now)
         self._persist(lm, events, actor=(conn, msg.get("id")))
 
     def _attach(self, lm: LiveMatch, seat: int, conn: Connection) -> None:
