@@ -221,8 +221,11 @@ def dump_tree(paths: dict[str, list[str]], out: Path) -> None:
     """Write ``SECRET: GUESS1 ... GUESSn`` lines, secrets ascending; gzip if name ends .gz."""
     text = "".join(f"{s}: {' '.join(paths[s])}\n" for s in sorted(paths))
     if out.suffix == ".gz":
-        # mtime=0 keeps the compressed bytes reproducible run to run.
-        with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        # No name and mtime=0 in the header: the same tree always gives the same bytes.
+        with (
+            open(out, "wb") as raw,
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f,
+        ):
             f.write(text.encode())
     else:
         out.write_text(text)
