@@ -48,6 +48,8 @@ log = logging.getLogger("moo.arena")
 _JSON = Codec("moo.v1.json")
 _MSGPACK = Codec("moo.v1.msgpack")
 _VIEWERS: tuple[Viewer, Viewer, Viewer] = (0, 1, "spectator")
+#: Matches one connection may watch at once (each adds to every event's fan-out).
+MAX_WATCHING = 32
 
 
 def bot_player_name(strategy: str) -> str:
@@ -400,18 +402,44 @@ class Arena:
         lm.conns[seat] = conn
         conn.matches.add(lm.id)
 
-    def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
-        lm = self.get(match_id)
+    async def finished_match(self, match_id: str) -> LiveMatch:
+        """A finished match, from memory or from the log, for a late ``resume``/``watch``."""
+        lm = self.recent.get(match_id)
+        if lm is not None:
+            return lm
+        events = await self.store.match_events(match_id) if len(match_id) <= 40 else None
+        if not events:
+            raise UnknownMatch(f"no match {match_id!r}")
+        match = Match.replay(_until_gap(events))
+        if not match.finished:  # unfinished but not live: its log is cut (storage failure)
+            raise UnknownMatch(f"match {match_id!r} is not available")
+        return LiveMatch(match=match, bots=[None, None], durable_seq=match.seq)
+
+    async def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
+        """Replay what the seat missed; a finished match replays to its end (e.g. after a
+        reconnect or a restart that happened after the last move)."""
+        lm = self.live.get(match_id)
+        if lm is None or lm.broken:
+            lm = await self.finished_match(match_id)
+            seat = self.seat_of(lm, conn)
+            conn.send(self._match_message(lm, seat, ref))
+            self._replay(lm, conn, seat, last_seq)
+            return
         seat = self.seat_of(lm, conn)
         self._attach(lm, seat, conn)
         conn.send(self._match_message(lm, seat, ref))
         self._replay(lm, conn, seat, last_seq)
         self._persist(lm, lm.match.reconnect(seat, self.clock()))
 
-    def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
-        lm = self.get(match_id)
-        lm.spectators.add(conn)
-        conn.spectating.add(lm.id)
+    async def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
+        if len(conn.spectating) >= MAX_WATCHING and match_id not in conn.spectating:
+            raise NotAvailable(f"watching {MAX_WATCHING} matches already; unwatch one first")
+        lm = self.live.get(match_id)
+        if lm is None or lm.broken:
+            lm = await self.finished_match(match_id)  # replayed once, nothing live follows
+        else:
+            lm.spectators.add(conn)
+            conn.spectating.add(lm.id)
         conn.send(
             {
                 "type": "watching",

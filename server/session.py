@@ -204,9 +204,9 @@ async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
     elif kind == "rematch":
         lobby.rematch(conn, msg)
     elif kind == "resume":
-        arena.resume(conn, msg["match_id"], msg.get("last_seq", 0), ref)
+        await arena.resume(conn, msg["match_id"], msg.get("last_seq", 0), ref)
     elif kind == "watch":
-        arena.watch(conn, msg["match_id"], msg.get("last_seq", 0), ref)
+        await arena.watch(conn, msg["match_id"], msg.get("last_seq", 0), ref)
     elif kind == "unwatch":
         arena.unwatch(conn, msg["match_id"])
         conn.send(_ref({"type": "unwatched", "match_id": msg["match_id"]}, ref))
