@@ -151,7 +151,12 @@ async def test_full_match_against_a_hosted_bot(tmp_path: Path, enc: str) -> None
                 assert r["code"] == "match_finished"
                 break
             assert r["kind"] == "guess", r
-            await a.event(mid, "round", n=n)
+            # the bot's first move may build its response table (seconds on a busy machine)
+            want = n
+            await a.expect(
+                lambda m: m.get("kind") == "round" and m.get("n") == want,  # noqa: B023
+                timeout=60 if n == 1 else 10,
+            )
         finished = await a.event(mid, "finished")
         assert finished["winner"] == 1
         assert finished["secrets"][0] == "0123"
