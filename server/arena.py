@@ -19,6 +19,7 @@ import logging
 import random
 import secrets
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -122,6 +123,10 @@ class Arena:
         #: called with the two player names when a rematch is agreed
         self.on_rematch: Callable[[LiveMatch], None] | None = None
         self.stopping = False
+        #: seconds from a request's frame arriving to its acknowledgement being queued, for the
+        #: most recent acknowledged actions (``/healthz`` reports percentiles)
+        self.ack_latency: deque[float] = deque(maxlen=5000)
+        self._accepted_at: dict[int, float] = {}
         #: one thread for every hosted bot's thinking (strategies are not thread-safe)
         self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
 
@@ -214,6 +219,9 @@ class Arena:
             if before_fanout is not None:
                 before_fanout()
             self._fanout(lm, events, actor)
+            started = self._accepted_at.pop(id(events[-1]), None)
+            if started is not None:
+                self.ack_latency.append(time.perf_counter() - started)
             if finished:
                 self._retire(lm)
             else:
@@ -378,8 +386,11 @@ class Arena:
             raise NotYourSeat("you do not sit in this match")
         return seat
 
-    def act(self, conn: Connection, msg: dict[str, Any]) -> None:
-        """``secret`` / ``guess`` / ``resign`` from a seated connection."""
+    def act(self, conn: Connection, msg: dict[str, Any], received: float | None = None) -> None:
+        """``secret`` / ``guess`` / ``resign`` from a seated connection.
+
+        ``received`` (perf_counter) is when its frame arrived, for the ack-latency figures.
+        """
         lm = self.get(msg["match_id"])
         seat = self.seat_of(lm, conn)
         if lm.conns[seat] is not conn:
@@ -394,6 +405,7 @@ class Arena:
         else:
             events = lm.match.resign(seat, now)
         self._persist(lm, events, actor=(conn, msg.get("id")))
+        self._accepted_at[id(events[-1])] = time.perf_counter() if received is None else received
 
     def _attach(self, lm: LiveMatch, seat: int, conn: Connection) -> None:
         old = lm.conns[seat]
