@@ -48,7 +48,6 @@ log = logging.getLogger("moo.arena")
 
 _JSON = Codec("moo.v1.json")
 _MSGPACK = Codec("moo.v1.msgpack")
-_VIEWERS: tuple[Viewer, Viewer, Viewer] = (0, 1, "spectator")
 #: Matches one connection may watch at once (each adds to every event's fan-out).
 MAX_WATCHING = 32
 
@@ -120,8 +119,6 @@ class Arena:
         #: finished matches kept briefly for rematch offers: match_id -> (players, pacing, bots)
         self.recent: dict[str, LiveMatch] = {}
         self.by_player: dict[str, set[str]] = {}
-        #: called with the two player names when a rematch is agreed
-        self.on_rematch: Callable[[LiveMatch], None] | None = None
         self.stopping = False
         #: seconds from a request's frame arriving to its acknowledgement being queued, for the
         #: most recent acknowledged actions (``/healthz`` reports percentiles)
