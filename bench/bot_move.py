@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bots import heuristic
+from bots import heuristic, playout
 from bots.base import Strategy, create
 from bots.playout import play_all
 from bots.tree import DATA_DIR, TreeStrategy, format_dump_line
@@ -56,6 +56,7 @@ def time_moves(strategy: Strategy, plays: list[Script], repeat: int = 1) -> tupl
 
 def run(bot: str) -> dict[str, float | str | int]:
     heuristic._MEMO.clear()
+    playout._GAMES.clear()
     cold_bot = create(bot, relabel=False)
     start = time.process_time()
     games = play_all(cold_bot, DEFAULT_RULES)  # cold: includes the searches (and the table)

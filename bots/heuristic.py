@@ -117,7 +117,17 @@ class Heuristic(CandidateStrategy):
         return int(np.argmax(preferred) if preferred.any() else np.argmax(tied))
 
 
+_T_LOG_T: FloatArray = np.zeros(1, dtype=np.float64)
+
+
 def sum_t_log_t(counts: CountArray) -> FloatArray:
-    """Σ |t| ln |t| over the parts (empty parts contribute 0)."""
-    size = np.maximum(counts, 1).astype(np.float64)
-    return np.asarray((counts * np.log(size)).sum(axis=1), dtype=np.float64)
+    """Σ |t| ln |t| over the parts (empty parts contribute 0).
+
+    Looked up in a table of t ln t, so equal part sizes always give bit-identical terms.
+    """
+    global _T_LOG_T
+    top = int(counts.max(initial=0))
+    if top >= len(_T_LOG_T):
+        t = np.arange(max(top + 1, 2 * len(_T_LOG_T)), dtype=np.float64)
+        _T_LOG_T = t * np.log(np.maximum(t, 1.0))
+    return np.asarray(_T_LOG_T[counts].sum(axis=1), dtype=np.float64)

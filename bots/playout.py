@@ -54,13 +54,30 @@ def play_all(
     progress: Callable[[int], None] | None = None,
     secrets: Sequence[str] | None = None,
 ) -> list[Game]:
-    """One game per secret (all of ``rules.secrets`` unless given), in order."""
+    """One game per secret (all of ``rules.secrets`` unless given), in order.
+
+    The full set of games of a built-in fixed heuristic is remembered per process: it is a pure
+    function of (class, rules), and evaluation, dumps and benchmarks all ask for it.
+    """
+    from bots.heuristic import CandidateStrategy
+
+    key = (type(strategy), rules)
+    cacheable = secrets is None and isinstance(strategy, CandidateStrategy)
+    if cacheable and key in _GAMES:
+        if progress is not None:
+            progress(len(rules.secrets))
+        return list(_GAMES[key])
     out: list[Game] = []
     for i, secret in enumerate(rules.secrets if secrets is None else secrets):
         out.append((secret, play_one(strategy, rules, secret, game_rng(seed, sample, secret))))
         if progress is not None and i % 64 == 63:
             progress(i + 1)
+    if cacheable:
+        _GAMES[key] = tuple(out)
     return out
+
+
+_GAMES: dict[tuple[type[Strategy], Rules], tuple[Game, ...]] = {}
 
 
 class Progress:
@@ -68,7 +85,8 @@ class Progress:
 
     Nothing is drawn before ``delay`` seconds have passed, so fast evaluations (and tests) print
     nothing, while a first-time heuristic evaluation or a sampled random strategy shows that it
-    is working.
+    is working. Carriage-return redraws only make sense on a terminal, so by default nothing
+    is drawn when the stream is redirected to a file or pipe.
     """
 
     def __init__(
@@ -79,15 +97,20 @@ class Progress:
         stream: TextIO | None = None,
         delay: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        only_tty: bool = True,
     ) -> None:
         self.total, self.label, self.delay, self.clock = total, label, delay, clock
         self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.enabled = not only_tty or bool(callable(isatty) and isatty())
         self.start = clock()
         self.last = -1.0
         self.drawn = False
         self.offset = 0
 
     def __call__(self, done: int) -> None:
+        if not self.enabled:
+            return
         now = self.clock()
         if now - self.start < self.delay or now - self.last < 0.1:
             return

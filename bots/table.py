@@ -68,10 +68,24 @@ class ResponseTable:
         )
         self._gcodes = _encode(self.guesses, rules.alphabet)
         self._scodes = _encode(self.secrets, rules.alphabet)
-        self._smask = (np.left_shift(1, self._scodes.astype(np.int32))).sum(axis=1)
+        #: has[s, a] = 1 if secret s contains symbol a
+        self._has = np.zeros((len(self.secrets), len(rules.alphabet)), dtype=np.uint8)
+        np.put_along_axis(self._has, self._scodes.astype(np.intp), np.uint8(1), axis=1)
+        #: the guesses' symbols, one index array per position (gather keys for ``_has``)
+        self._gcols = [self._gcodes[:, pos].astype(np.intp) for pos in range(length)]
         self._by_secret: ByteArray | None = None
+        self._by_guess: ByteArray | None = None
         if len(self.guesses) * len(self.secrets) <= FULL_MATRIX_LIMIT:
             self._by_secret = self._compute(np.arange(len(self.secrets), dtype=np.intp))
+            # Filtering reads one guess against many secrets: a contiguous row is several
+            # times faster than a strided column. Without repeats the matrix is symmetric
+            # (bulls and common symbols do not care which code is the secret), so one copy
+            # serves both ways.
+            self._by_guess = (
+                np.ascontiguousarray(self._by_secret.T)
+                if rules.repeats_in_guess
+                else self._by_secret
+            )
 
     # -- building ---------------------------------------------------------------------------
     def _compute(self, secret_idx: IntArray) -> ByteArray:
@@ -79,21 +93,22 @@ class ResponseTable:
 
         A guessed symbol is a bull if it sits in the secret's same position, otherwise a cow if
         the secret contains it anywhere: so cows = (guessed symbols found in the secret) - bulls,
-        and "found" is one bit test against the secret's symbol mask.
+        and "found" is a gather from the secret's symbol-membership row. Everything stays in
+        uint8 (at most 6 bulls, 7 * 6 + 6 < 256), which keeps the passes memory-light.
         """
         out = np.empty((len(secret_idx), len(self.guesses)), dtype=np.uint8)
-        width = self.rules.length + 1
+        width = np.uint8(self.rules.length + 1)
         step = max(1, _BLOCK_ELEMENTS // max(1, len(self.guesses)))
-        g = self._gcodes.astype(np.int32)
+        g = self._gcodes
         for lo in range(0, len(secret_idx), step):
             rows = secret_idx[lo : lo + step]
             s = self._scodes[rows]
-            mask = self._smask[rows]
-            bulls = np.zeros((len(rows), len(self.guesses)), dtype=np.int32)
+            has = self._has[rows]
+            bulls = np.zeros((len(rows), len(self.guesses)), dtype=np.uint8)
             found = np.zeros_like(bulls)
             for pos in range(self.rules.length):
                 bulls += s[:, pos, None] == g[None, :, pos]
-                found += (mask[:, None] >> g[None, :, pos]) & 1
+                found += has[:, self._gcols[pos]]
             out[lo : lo + step] = self._lookup[bulls * width + (found - bulls)]
         return out
 
@@ -109,8 +124,8 @@ class ResponseTable:
 
     def against(self, guess: int, secret_idx: IntArray) -> ByteArray:
         """Response ids of one guess against the given secrets."""
-        if self._by_secret is not None:
-            return np.asarray(self._by_secret[secret_idx, guess], dtype=np.uint8)
+        if self._by_guess is not None:
+            return np.asarray(self._by_guess[guess][secret_idx], dtype=np.uint8)
         return np.asarray(self._compute(secret_idx)[:, guess], dtype=np.uint8)
 
     def filter(self, candidates: IntArray, guess: int, response: int) -> IntArray:

@@ -119,6 +119,8 @@ class Arena:
         #: finished matches kept briefly for rematch offers: match_id -> (players, pacing, bots)
         self.recent: dict[str, LiveMatch] = {}
         self.by_player: dict[str, set[str]] = {}
+        #: called with (match, events) once events are durable and sent (ratings, MQTT)
+        self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
         #: seconds from a request's frame arriving to its acknowledgement being queued, for the
         #: most recent acknowledged actions (``/healthz`` reports percentiles)
@@ -219,6 +221,7 @@ class Arena:
             started = self._accepted_at.pop(id(events[-1]), None)
             if started is not None:
                 self.ack_latency.append(time.perf_counter() - started)
+            self._notify(lm.match, events)
             if finished:
                 self._retire(lm)
             else:
@@ -290,6 +293,13 @@ class Arena:
                 frame = cache[key]
                 if frame is not None:
                     conn.send_frame(frame)
+
+    def _notify(self, match: Match, events: list[Event]) -> None:
+        for listener in self.listeners:
+            try:
+                listener(match, events)
+            except Exception:  # a listener must never break a match
+                log.exception("arena listener %r failed", listener)
 
     def _after_change(self, lm: LiveMatch) -> None:
         self._arm_timer(lm)
@@ -390,17 +400,19 @@ class Arena:
         """
         lm = self.get(msg["match_id"])
         seat = self.seat_of(lm, conn)
-        if lm.conns[seat] is not conn:
-            self._attach(lm, seat, conn)
-            self._persist(lm, lm.match.reconnect(seat, self.clock()))
         now = self.clock()
         kind = msg["type"]
+        # The action is validated (and raises, changing nothing) before a re-connected seat is
+        # re-attached: a refused request must not even log the seat's return.
         if kind == "secret":
             events = lm.match.set_secret(seat, msg["secret"], new_salt(), now)
         elif kind == "guess":
             events = lm.match.guess(seat, msg["guess"], now)
         else:
             events = lm.match.resign(seat, now)
+        if lm.conns[seat] is not conn:
+            self._attach(lm, seat, conn)
+            events = events + lm.match.reconnect(seat, now)
         self._persist(lm, events, actor=(conn, msg.get("id")))
         self._accepted_at[id(events[-1])] = time.perf_counter() if received is None else received
 

@@ -59,6 +59,8 @@ class Settings:
     # [bots]
     bot_strategies: list[str] = field(default_factory=list)  # [] = every registered one
     bot_delay_ms: int = 250
+    # [mqtt] -- see docs/mqtt.md
+    mqtt_url: str = ""  # "" = no MQTT event stream; mqtt://HOST:PORT[?encoding=msgpack]
 
     def __post_init__(self) -> None:
         problems = []
@@ -93,6 +95,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "show_guesses",
     ),
     "bots": ("bot_strategies", "bot_delay_ms"),
+    "mqtt": ("mqtt_url",),
 }
 
 

@@ -108,7 +108,9 @@ def test_unknown_strategy_is_an_error(capsys: pytest.CaptureFixture[str]) -> Non
 def test_progress_bar_is_silent_for_quick_jobs_then_draws() -> None:
     now = [0.0]
     stream = io.StringIO()
-    bar = Progress(100, "eval", stream=stream, delay=2.0, clock=lambda: now[0])
+    quiet = Progress(100, "eval", stream=stream, delay=0.0, clock=lambda: now[0])
+    quiet(50)  # StringIO is not a terminal: no carriage-return spam in logs
+    bar = Progress(100, "eval", stream=stream, delay=2.0, clock=lambda: now[0], only_tty=False)
     bar(10)
     now[0] = 1.9
     bar(50)

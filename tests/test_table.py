@@ -85,3 +85,15 @@ def test_partition_counts_of_a_subset_against_brute_force() -> None:
 def test_table_is_built_once_per_rules() -> None:
     assert table_for(DEFAULT_RULES) is table_for(Rules())
     assert table_for(Rules(length=3)) is not table_for(DEFAULT_RULES)
+
+
+def test_without_repeats_the_matrix_is_symmetric() -> None:
+    """``against`` reads rows as guesses: valid only because score(a, b) == score(b, a)."""
+    table = table_for(DEFAULT_RULES)
+    m = table.rows(table.all_secrets())
+    assert (m == m.T).all()
+    rules = Rules(length=3, repeats_in_guess=True)
+    rep = ResponseTable(rules)
+    cand = rep.all_secrets()
+    g = rep.guess_index["002"]
+    assert (rep.against(g, cand) == rep.rows(cand)[:, g]).all()
