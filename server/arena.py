@@ -20,7 +20,7 @@ import random
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,7 +159,9 @@ class Arena:
                     self._attach(lm, seat, conn)
                     conn.send(self._match_message(lm, seat, refs[seat]))
 
-        self._persist(lm, events, before_fanout=announce, meta=meta)
+        # if the match cannot even be stored, the players who asked for it hear why
+        askers = [(c, refs[i]) for i, c in enumerate(conns) if c is not None]
+        self._persist(lm, events, before_fanout=announce, meta=meta, askers=askers)
         return lm
 
     def _hosted(self, strategy: str) -> HostedBot:
@@ -204,6 +206,7 @@ class Arena:
         actor: tuple[Connection, Any] | None = None,
         before_fanout: Callable[[], None] | None = None,
         meta: dict[str, Any] | None = None,
+        askers: Sequence[tuple[Connection, Any]] = (),
     ) -> None:
         if not events:
             return
@@ -212,7 +215,7 @@ class Arena:
 
         def done(exc: BaseException | None) -> None:
             if exc is not None:
-                self._storage_failed(lm, exc, actor)
+                self._storage_failed(lm, exc, actor, askers)
                 return
             lm.durable_seq = events[-1]["seq"]
             if before_fanout is not None:
@@ -233,7 +236,11 @@ class Arena:
             done(exc)
 
     def _storage_failed(
-        self, lm: LiveMatch, exc: BaseException, actor: tuple[Connection, Any] | None
+        self,
+        lm: LiveMatch,
+        exc: BaseException,
+        actor: tuple[Connection, Any] | None,
+        askers: Sequence[tuple[Connection, Any]] = (),
     ) -> None:
         """Nothing after the failure was acknowledged: drop the match from memory.
 
@@ -245,12 +252,13 @@ class Arena:
         lm.broken = True
         log.error("storage failed for match %s: %s", lm.id, exc)
         err = exc if isinstance(exc, MooError) else StorageError(str(exc))
-        targets = [c for c in lm.conns if c is not None]
-        if actor is not None and actor[0] not in targets:
-            targets.append(actor[0])
-        for conn in targets:
-            msg = error_message(err, actor[1] if actor and conn is actor[0] else None)
-            msg["match_id"] = lm.id
+        refs: dict[Connection, Any] = {c: None for c in lm.conns if c is not None}
+        for conn, ref in [*askers, *([actor] if actor is not None else [])]:
+            refs[conn] = ref
+        for conn, ref in refs.items():
+            msg = error_message(err, ref)
+            if lm.durable_seq:  # a match nobody was ever told about has no id to quote
+                msg["match_id"] = lm.id
             conn.send(msg)
         self._drop(lm)
 
