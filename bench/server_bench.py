@@ -306,6 +306,17 @@ def _worker(
     asyncio.run(run())
 
 
+async def _healthz(port: int) -> dict[str, Any]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    async with asyncio.timeout(30):
+        data = await reader.read()
+    writer.close()
+    body = json.loads(data.partition(b"\r\n\r\n")[2])
+    assert isinstance(body, dict)
+    return body
+
+
 async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     import multiprocessing as mp
 
@@ -356,6 +367,9 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else None,
                 "server_cpu_share": round(cpu / args.steady_seconds, 3),
             }
+            if kind == "moo":  # the server's own view: frame in -> ack queued (last 5000)
+                health = await _healthz(server.port)
+                out["steady"]["server_side_ack_ms"] = health.get("ack_latency_ms")
         rss1 = server.rss_kib()
         if args.seconds > 0:
             cpu0 = server.cpu_s()

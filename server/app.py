@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -139,7 +139,22 @@ class App:
             "queue": len(self.lobby.queue),
             "commits": getattr(store, "commits", None),
             "committed_ops": getattr(store, "ops", None),
+            "ack_latency_ms": _percentiles(self.arena.ack_latency),
         }
+
+
+def _percentiles(samples: Iterable[float]) -> dict[str, float | int] | None:
+    """p50/p99/max in ms of the recent acknowledgements (server side: frame in -> ack queued)."""
+    values = sorted(samples)
+    if not values:
+        return None
+    n = len(values)
+    return {
+        "n": n,
+        "p50": round(values[n // 2] * 1000, 2),
+        "p99": round(values[min(n - 1, int(n * 0.99))] * 1000, 2),
+        "max": round(values[-1] * 1000, 2),
+    }
 
 
 def _select_subprotocol(

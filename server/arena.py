@@ -19,7 +19,8 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +48,8 @@ log = logging.getLogger("moo.arena")
 
 _JSON = Codec("moo.v1.json")
 _MSGPACK = Codec("moo.v1.msgpack")
-_VIEWERS: tuple[Viewer, Viewer, Viewer] = (0, 1, "spectator")
+#: Matches one connection may watch at once (each adds to every event's fan-out).
+MAX_WATCHING = 32
 
 
 def bot_player_name(strategy: str) -> str:
@@ -117,11 +119,13 @@ class Arena:
         #: finished matches kept briefly for rematch offers: match_id -> (players, pacing, bots)
         self.recent: dict[str, LiveMatch] = {}
         self.by_player: dict[str, set[str]] = {}
-        #: called with the two player names when a rematch is agreed
-        self.on_rematch: Callable[[LiveMatch], None] | None = None
         #: called with (match, events) once events are durable and sent (ratings, MQTT)
         self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
+        #: seconds from a request's frame arriving to its acknowledgement being queued, for the
+        #: most recent acknowledged actions (``/healthz`` reports percentiles)
+        self.ack_latency: deque[float] = deque(maxlen=5000)
+        self._accepted_at: dict[int, float] = {}
         #: one thread for every hosted bot's thinking (strategies are not thread-safe)
         self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
 
@@ -155,7 +159,9 @@ class Arena:
                     self._attach(lm, seat, conn)
                     conn.send(self._match_message(lm, seat, refs[seat]))
 
-        self._persist(lm, events, before_fanout=announce, meta=meta)
+        # if the match cannot even be stored, the players who asked for it hear why
+        askers = [(c, refs[i]) for i, c in enumerate(conns) if c is not None]
+        self._persist(lm, events, before_fanout=announce, meta=meta, askers=askers)
         return lm
 
     def _hosted(self, strategy: str) -> HostedBot:
@@ -200,6 +206,7 @@ class Arena:
         actor: tuple[Connection, Any] | None = None,
         before_fanout: Callable[[], None] | None = None,
         meta: dict[str, Any] | None = None,
+        askers: Sequence[tuple[Connection, Any]] = (),
     ) -> None:
         if not events:
             return
@@ -208,12 +215,15 @@ class Arena:
 
         def done(exc: BaseException | None) -> None:
             if exc is not None:
-                self._storage_failed(lm, exc, actor)
+                self._storage_failed(lm, exc, actor, askers)
                 return
             lm.durable_seq = events[-1]["seq"]
             if before_fanout is not None:
                 before_fanout()
             self._fanout(lm, events, actor)
+            started = self._accepted_at.pop(id(events[-1]), None)
+            if started is not None:
+                self.ack_latency.append(time.perf_counter() - started)
             self._notify(lm.match, events)
             if finished:
                 self._retire(lm)
@@ -226,7 +236,11 @@ class Arena:
             done(exc)
 
     def _storage_failed(
-        self, lm: LiveMatch, exc: BaseException, actor: tuple[Connection, Any] | None
+        self,
+        lm: LiveMatch,
+        exc: BaseException,
+        actor: tuple[Connection, Any] | None,
+        askers: Sequence[tuple[Connection, Any]] = (),
     ) -> None:
         """Nothing after the failure was acknowledged: drop the match from memory.
 
@@ -238,12 +252,13 @@ class Arena:
         lm.broken = True
         log.error("storage failed for match %s: %s", lm.id, exc)
         err = exc if isinstance(exc, MooError) else StorageError(str(exc))
-        targets = [c for c in lm.conns if c is not None]
-        if actor is not None and actor[0] not in targets:
-            targets.append(actor[0])
-        for conn in targets:
-            msg = error_message(err, actor[1] if actor and conn is actor[0] else None)
-            msg["match_id"] = lm.id
+        refs: dict[Connection, Any] = {c: None for c in lm.conns if c is not None}
+        for conn, ref in [*askers, *([actor] if actor is not None else [])]:
+            refs[conn] = ref
+        for conn, ref in refs.items():
+            msg = error_message(err, ref)
+            if lm.durable_seq:  # a match nobody was ever told about has no id to quote
+                msg["match_id"] = lm.id
             conn.send(msg)
         self._drop(lm)
 
@@ -386,8 +401,11 @@ class Arena:
             raise NotYourSeat("you do not sit in this match")
         return seat
 
-    def act(self, conn: Connection, msg: dict[str, Any]) -> None:
-        """``secret`` / ``guess`` / ``resign`` from a seated connection."""
+    def act(self, conn: Connection, msg: dict[str, Any], received: float | None = None) -> None:
+        """``secret`` / ``guess`` / ``resign`` from a seated connection.
+
+        ``received`` (perf_counter) is when its frame arrived, for the ack-latency figures.
+        """
         lm = self.get(msg["match_id"])
         seat = self.seat_of(lm, conn)
         now = self.clock()
@@ -404,6 +422,7 @@ class Arena:
             self._attach(lm, seat, conn)
             events = events + lm.match.reconnect(seat, now)
         self._persist(lm, events, actor=(conn, msg.get("id")))
+        self._accepted_at[id(events[-1])] = time.perf_counter() if received is None else received
 
     def _attach(self, lm: LiveMatch, seat: int, conn: Connection) -> None:
         old = lm.conns[seat]
@@ -412,18 +431,44 @@ class Arena:
         lm.conns[seat] = conn
         conn.matches.add(lm.id)
 
-    def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
-        lm = self.get(match_id)
+    async def finished_match(self, match_id: str) -> LiveMatch:
+        """A finished match, from memory or from the log, for a late ``resume``/``watch``."""
+        lm = self.recent.get(match_id)
+        if lm is not None:
+            return lm
+        events = await self.store.match_events(match_id) if len(match_id) <= 40 else None
+        if not events:
+            raise UnknownMatch(f"no match {match_id!r}")
+        match = Match.replay(_until_gap(events))
+        if not match.finished:  # unfinished but not live: its log is cut (storage failure)
+            raise UnknownMatch(f"match {match_id!r} is not available")
+        return LiveMatch(match=match, bots=[None, None], durable_seq=match.seq)
+
+    async def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
+        """Replay what the seat missed; a finished match replays to its end (e.g. after a
+        reconnect or a restart that happened after the last move)."""
+        lm = self.live.get(match_id)
+        if lm is None or lm.broken:
+            lm = await self.finished_match(match_id)
+            seat = self.seat_of(lm, conn)
+            conn.send(self._match_message(lm, seat, ref))
+            self._replay(lm, conn, seat, last_seq)
+            return
         seat = self.seat_of(lm, conn)
         self._attach(lm, seat, conn)
         conn.send(self._match_message(lm, seat, ref))
         self._replay(lm, conn, seat, last_seq)
         self._persist(lm, lm.match.reconnect(seat, self.clock()))
 
-    def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
-        lm = self.get(match_id)
-        lm.spectators.add(conn)
-        conn.spectating.add(lm.id)
+    async def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
+        if len(conn.spectating) >= MAX_WATCHING and match_id not in conn.spectating:
+            raise NotAvailable(f"watching {MAX_WATCHING} matches already; unwatch one first")
+        lm = self.live.get(match_id)
+        if lm is None or lm.broken:
+            lm = await self.finished_match(match_id)  # replayed once, nothing live follows
+        else:
+            lm.spectators.add(conn)
+            conn.spectating.add(lm.id)
         conn.send(
             {
                 "type": "watching",

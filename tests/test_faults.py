@@ -113,10 +113,6 @@ async def test_guesses_are_refused_not_acknowledged_when_storage_fails(
     assert not any(g == guess and m == mid for m, _, _, g in logged), "refused guess stored"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Arena.create tells nobody when the new match cannot be stored (no reply)",
-)
 async def test_new_match_is_refused_with_storage_unavailable(tmp_path: Path) -> None:
     """The player who accepts a challenge must hear why no match starts."""
     async with running(server_settings(tmp_path)) as app:
