@@ -26,6 +26,7 @@ from server.arena import Arena, bot_player_name
 from server.connection import CLOSE_RESTART, Connection
 from server.http import HttpFront, _text
 from server.lobby import Lobby
+from server.publisher import install as install_hooks
 from server.session import run_session
 from server.settings import Settings
 from server.storage import SQLiteStore, Store
@@ -51,10 +52,12 @@ class App:
         self.server: Server | None = None
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
+        self.hooks = install_hooks(self)  # ratings + optional MQTT (server/publisher.py)
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         await self.store.open()
+        await self.hooks.start()
         restored = self.arena.restore(await self.store.unfinished_matches())
         if restored:
             log.info("restored %d unfinished matches", restored)
@@ -100,6 +103,7 @@ class App:
             except TimeoutError:
                 log.warning("some connections did not close in time")
         await self.store.close()
+        await self.hooks.stop()
         log.info("stopped")
 
     # -- hooks -----------------------------------------------------------------------------------

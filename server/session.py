@@ -214,7 +214,7 @@ async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
         conn.send(_ref({"type": "matches", "matches": arena.listing()}, ref))
     elif kind == "leaderboard":
         by = msg.get("by", "rating")
-        rows = await app.store.leaderboard(by)
+        rows = app.hooks.ratings.leaderboard(by)
         conn.send(_ref({"type": "leaderboard", "by": by, "players": rows}, ref))
     else:  # pragma: no cover - the schema admits only the types above
         raise NotAvailable(f"{kind!r} is not supported by this server")
