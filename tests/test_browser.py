@@ -75,6 +75,12 @@ def login(page: Any, name: str) -> None:
     page.wait_for_selector("body[data-view=play]")
 
 
+def assert_fits(page: Any) -> None:
+    """Nothing sticks out sideways (a phone would zoom out or scroll)."""
+    width, inner = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+    assert width <= inner, (width, inner)
+
+
 def set_secret(page: Any, secret: str) -> None:
     page.wait_for_selector("#entry[data-mode=secret]")
     page.fill("#code-input", secret)
@@ -165,12 +171,13 @@ def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
 ) -> None:
     server = shared_server
     ann = new_page(browser, server.url)
-    bob = new_page(browser, server.url, viewport={"width": 390, "height": 844}, is_mobile=True,
+    bob = new_page(browser, server.url, viewport={"width": 360, "height": 740}, is_mobile=True,
                    has_touch=True)
     eve = new_page(browser, server.url)
     login(ann, "ann")
     login(bob, "bob")
     login(eve, "eve")
+    assert_fits(bob)
 
     ann.click("#btn-room-create")
     code = ann.wait_for_selector("#room-code:not(:empty)").text_content()
@@ -220,6 +227,7 @@ def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
     assert rows(ann, 0) == [{"n": "1", "guess": "4567", "bulls": "4", "cows": "0", "badge": "4B"}]
     assert rows(ann, 1) == [{"n": "1", "guess": "8901", "bulls": "0", "cows": "2", "badge": "2C"}]
     assert rows(bob, 0)[0]["badge"] == "2C"
+    assert_fits(bob)
     assert ann.text_content("#result-title") == "You win!"
     assert bob.text_content("#result-title") == "You lose"
     assert eve.text_content("#result-title") == "ann wins"
