@@ -119,6 +119,7 @@ class Stats:
     by_label: Counter[str] = dataclasses.field(default_factory=Counter)
     by_code: Counter[str] = dataclasses.field(default_factory=Counter)
     violations: list[str] = dataclasses.field(default_factory=list)
+    harness_errors: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
     def line(self) -> str:
@@ -126,7 +127,7 @@ class Stats:
         return (
             f"{self.frames} frames in {self.seconds:.1f} s ({rate:.0f}/s): "
             f"{self.refused} refused, {self.accepted} accepted, "
-            f"{len(self.violations)} violations"
+            f"{len(self.violations)} violations, {len(self.harness_errors)} harness errors"
         )
 
 
@@ -557,6 +558,11 @@ class InProcessFuzzer:
     # -- keeping interesting targets around
     async def new_match(self, a: str, b: str, pacing: str, secrets: bool) -> str:
         sa, sb = self.sessions[a], self.sessions[b]
+        # The fuzzer's own challenges pile up (a player may have 10 open): answer them first.
+        for cid, ch in list(self.app.lobby.challenges.items()):
+            target = self.sessions.get(ch.target)
+            if target is not None and ch.source_name == a:
+                await target.feed(target.codec.encode({"type": "decline", "challenge_id": cid}))
         sent = await sa.request({"type": "challenge", "opponent": b, "pacing": pacing})
         assert sent["type"] == "challenge_sent", sent
         reply = await sb.request({"type": "accept", "challenge_id": sent["challenge_id"]})
@@ -672,7 +678,9 @@ class InProcessFuzzer:
             # Let whatever the frame started become durable (and its callbacks run), so the
             # next frame's before/after comparison sees only that frame's doing.
             await self.barrier()
-            if not s.decoded(start) and probe.get("type") not in SILENT_WHEN_ACCEPTED:
+            kind = probe.get("type")
+            silent = isinstance(kind, str) and kind in SILENT_WHEN_ACCEPTED
+            if not s.decoded(start) and not silent:
                 problem = "no answer at all"
         if _LOOP_ERRORS:
             self.errors_logged.extend(_LOOP_ERRORS)
@@ -709,7 +717,12 @@ class InProcessFuzzer:
                 await self.refresh_matches()
                 if duration is not None and time.monotonic() - t0 > duration:
                     break
-            await self.one(self.rng.choice(names))
+            try:
+                await self.one(self.rng.choice(names))
+            except Exception as exc:  # a bug of the harness must not end a long run unseen
+                self.stats.harness_errors.append(repr(exc)[:200])
+                if len(self.stats.harness_errors) > 100:
+                    raise
         await self.barrier()
         self.stats.seconds = time.monotonic() - t0
         return self.stats
@@ -799,6 +812,7 @@ async def fuzz_inproc(
         total.by_label.update(part.by_label)
         total.by_code.update(part.by_code)
         total.violations.extend(part.violations)
+        total.harness_errors.extend(part.harness_errors)
     total.seconds = time.monotonic() - t0
     return total
 
@@ -936,13 +950,14 @@ def main(argv: list[str] | None = None) -> int:
                     "accepted": stats.accepted,
                     "seconds": round(stats.seconds, 1),
                     "violations": stats.violations,
+                    "harness_errors": stats.harness_errors,
                     "families": dict(stats.by_label),
                     "codes": dict(stats.by_code),
                 },
                 indent=1,
             )
         )
-    return 1 if stats.violations else 0
+    return 1 if stats.violations or stats.harness_errors else 0
 
 
 if __name__ == "__main__":

@@ -147,6 +147,7 @@ class Record:
     finished: dict[str, dict[str, Any]] = field(default_factory=dict)
     reconnects: int = 0
     unseen_ends: int = 0
+    idle_probes: int = 0
     close_codes: dict[int, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
@@ -302,6 +303,8 @@ class Bot:
                 for m in self.client.msgs[start:]:
                     state.apply(m)
                 return state
+            except TimeoutError:
+                continue  # nobody of our pacing came: queue again (a no-op if still queued)
             except Gone:
                 self.record.reconnects += 1
                 await self.reconnect()
@@ -322,6 +325,7 @@ class Bot:
                     self._ended_away(st, reply)
                     return
                 pacing = reply.get("config", {}).get("pacing", pacing)
+                self._check_seat(st, reply)
                 resumed = True
             except (Gone, TimeoutError):
                 self.record.reconnects += 1
@@ -361,7 +365,23 @@ class Bot:
                     elif reply.get("type") == "error":
                         self._note_error(reply)
                 else:
-                    await c.wait(lambda m: True, 30, cursor)
+                    try:
+                        await c.wait(lambda m: True, 10, cursor)
+                    except TimeoutError:
+                        # Nothing for 10 s although it is not our turn by our reckoning: ask
+                        # the server (a guess is refused with not_your_turn if we were right).
+                        self.record.idle_probes += 1
+                        reply = await c.request(
+                            {"type": "guess", "match_id": st.match_id, "guess": st.next_guess()},
+                            30,
+                        )
+                        if reply.get("type") == "event":
+                            self.record.errors.append(
+                                f"{self.client.name}: stalled in {st.match_id}, own guesses "
+                                f"{len(st.my_guesses())}, rounds {len(st.kinds('round'))}, "
+                                f"seat {st.seat}, pacing {pacing}"
+                            )
+                            st.apply(reply)
             except (Gone, TimeoutError):
                 self.record.reconnects += 1
                 await self.reconnect()
@@ -373,6 +393,13 @@ class Bot:
                     self._ended_away(st, reply)
                     return
                 pacing = reply.get("config", {}).get("pacing", pacing)
+                self._check_seat(st, reply)
+
+    def _check_seat(self, st: MatchState, reply: dict[str, Any]) -> None:
+        seat = reply.get("seat")
+        if isinstance(seat, int) and seat != st.seat:
+            self.record.errors.append(f"{self.client.name}: thought seat {st.seat}, is {seat}")
+            st.seat = seat
 
     def _ended_away(self, st: MatchState, reply: dict[str, Any]) -> None:
         """``resume`` refused: the match ended (and was retired) while we were away.

@@ -114,7 +114,8 @@ async def test_guesses_are_refused_not_acknowledged_when_storage_fails(
 
 
 async def test_new_match_is_refused_with_storage_unavailable(tmp_path: Path) -> None:
-    """The player who accepts a challenge must hear why no match starts."""
+    """The player who accepts a challenge must hear why no match starts (before the fix in
+    Arena.create, found here, neither player heard anything)."""
     async with running(server_settings(tmp_path)) as app:
         a = await Client.hello(app.port, "ann")
         b = await Client.hello(app.port, "bob")

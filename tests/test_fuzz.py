@@ -31,6 +31,7 @@ def unexplained(violations: list[str]) -> list[str]:
 async def test_inprocess_fuzz_keeps_every_promise() -> None:
     stats = await fuzz_inproc(frames=12_000, seed=20261122, worlds=4)
     assert stats.frames >= 12_000
+    assert stats.harness_errors == []
     assert unexplained(stats.violations) == []
     # The run must have exercised the paths it claims to: all families, refusals and accepts.
     assert len(stats.by_label) == 10, stats.by_label

@@ -1,0 +1,66 @@
+"""A message flood from its own process, so the flooder's busy loop is not the measurer's.
+
+``python -m bench.flood URL CONNECTIONS`` keeps CONNECTIONS connections flooding pings as fast
+as the socket takes them, reconnecting whenever the server closes one, until its standard input
+closes; then it prints one JSON line: the close codes it saw and the messages it sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections import Counter
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+
+async def flood(url: str, connections: int) -> dict[str, object]:
+    closes: Counter[int] = Counter()
+    sent = 0
+    stop = asyncio.Event()
+
+    async def watch_stdin() -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)
+        stop.set()
+
+    async def one(i: int) -> None:
+        nonlocal sent
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                ws = await connect(url, subprotocols=["moo.v1.json"])  # type: ignore[list-item]
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            try:
+                await ws.send(json.dumps({"type": "hello", "name": f"flood{i}x{n}"}))
+                while not stop.is_set():
+                    await ws.send('{"type":"ping"}')
+                    sent += 1
+                    if sent % 64 == 0:
+                        await asyncio.sleep(0)  # let the other flooders (and stdin) run
+            except ConnectionClosed:  # the server closed us: that is what we count
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ws.wait_closed(), 5)
+                closes[ws.close_code if ws.close_code is not None else 1006] += 1
+            await ws.close()
+
+    watcher = asyncio.create_task(watch_stdin())
+    await asyncio.gather(*(one(i) for i in range(connections)))
+    watcher.cancel()
+    return {"closes": {str(k): v for k, v in closes.items()}, "sent": sent}
+
+
+def main() -> int:
+    url, connections = sys.argv[1], int(sys.argv[2])
+    print(json.dumps(asyncio.run(flood(url, connections))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
