@@ -1,6 +1,6 @@
 """Tournament throughput: matches/s through a real ``moo serve`` and in ``--local`` mode.
 
-    python -m bench.tournament_bench [--rounds 500] [--concurrency 64] [--bots A B]
+    python -m bench.tournament_bench [--rounds 500] [--concurrency 64] [--bots A B] [--wire json]
 
 Starts ``moo serve`` on a free loopback port with its own temporary database (default
 settings otherwise: durable FULL-sync SQLite, default rate limits), runs
