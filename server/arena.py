@@ -20,6 +20,7 @@ import random
 import secrets
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from moo.errors import (
 )
 from moo.match import Event, Match, MatchConfig, Viewer
 from moo.protocol import Codec
-from moo.rules import Response
+from moo.rules import Response, Rules
 from server.connection import Connection, error_message
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
@@ -68,13 +69,20 @@ def match_config(settings: Settings, pacing: str | None) -> MatchConfig:
 
 @dataclass(eq=False)
 class HostedBot:
-    """A server-side seat: the strategy plus how far it has followed its own results."""
+    """A server-side seat: the strategy plus how far it has followed its own results.
+
+    The strategy is built and consulted on the arena's bot thread, never on the event loop:
+    a strong bot may spend seconds building its tables and tens of milliseconds on a hard
+    decision, and no match should wait for another match's bot.
+    """
 
     strategy_name: str
-    strategy: Strategy
     rng: random.Random
+    strategy: Strategy | None = None
     observed: int = 0
     pending: asyncio.TimerHandle | None = None
+    thinking: bool = False
+    started: bool = False
 
 
 @dataclass(eq=False)
@@ -114,6 +122,8 @@ class Arena:
         #: called with (match, events) once events are durable and sent (ratings, MQTT)
         self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
+        #: one thread for every hosted bot's thinking (strategies are not thread-safe)
+        self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
 
     # -- creating and restoring -------------------------------------------------------------
     def new_match_id(self) -> str:
@@ -149,7 +159,7 @@ class Arena:
         return lm
 
     def _hosted(self, strategy: str) -> HostedBot:
-        return HostedBot(strategy, create(strategy), random.Random())
+        return HostedBot(strategy, random.Random())
 
     def _register(self, lm: LiveMatch) -> None:
         self.live[lm.id] = lm
@@ -173,9 +183,6 @@ class Arena:
                 bots.append(None)
             lm = LiveMatch(match=match, bots=bots, durable_seq=match.seq)
             self._register(lm)
-            for bot in bots:
-                if bot is not None:
-                    bot.strategy.new_match(match.config.rules, bot.rng)
             self._persist(lm, match.resume_clocks(self.clock()))
             # hosted bots are back at once: their seats are never away for long
             for seat, bot in enumerate(bots):
@@ -320,7 +327,7 @@ class Arena:
 
     # -- hosted bots ---------------------------------------------------------------------------
     def _poke_bot(self, lm: LiveMatch, seat: int, bot: HostedBot) -> None:
-        if bot.pending is not None or lm.match.finished or self.stopping:
+        if bot.pending is not None or bot.thinking or lm.match.finished or self.stopping:
             return
         match = lm.match
         wants = (match.phase == "secrets" and match.seats[seat].secret is None) or (
@@ -337,27 +344,33 @@ class Arena:
         if lm.broken or lm.id not in self.live or self.stopping:
             return
         match = lm.match
+        if match.phase == "secrets" and match.seats[seat].secret is None:
+            secret = bot.rng.choice(match.config.rules.secrets)
+            self._persist(lm, match.set_secret(seat, secret, new_salt(), self.clock()))
+        elif match.owes_move(seat):
+            bot.thinking = True
+            own = list(match.seats[seat].guesses)
+            future = asyncio.get_running_loop().run_in_executor(
+                self._bot_pool, _think, bot, match.config.rules, own
+            )
+            future.add_done_callback(lambda f: self._bot_move(lm, seat, bot, f))
+
+    def _bot_move(
+        self, lm: LiveMatch, seat: int, bot: HostedBot, future: asyncio.Future[str]
+    ) -> None:
+        bot.thinking = False
+        match = lm.match
+        if lm.broken or lm.id not in self.live or self.stopping or match.finished:
+            return
         now = self.clock()
         try:
-            if match.phase == "secrets" and match.seats[seat].secret is None:
-                secret = bot.rng.choice(match.config.rules.secrets)
-                events = match.set_secret(seat, secret, new_salt(), now)
-            elif match.owes_move(seat):
-                own = match.seats[seat].guesses
-                if bot.observed == 0 and not own:
-                    bot.strategy.new_match(match.config.rules, bot.rng)
-                for guess, bulls, cows in own[bot.observed :]:
-                    bot.strategy.observe(guess, Response(bulls, cows))
-                bot.observed = len(own)
-                events = match.guess(seat, bot.strategy.next_guess(), now)
-            else:
-                return
+            events = match.guess(seat, future.result(), now)
         except MooError as exc:
             log.warning("hosted bot %s in %s: %s", bot.strategy_name, lm.id, exc)
             return
         except Exception:
             log.exception("hosted bot %s failed in %s; it resigns", bot.strategy_name, lm.id)
-            events = match.resign(seat, now) if not match.finished else []
+            events = match.resign(seat, now)
         self._persist(lm, events)
 
     # -- seats, spectators, connections ------------------------------------------------------
@@ -534,6 +547,7 @@ class Arena:
         self.stopping = True
         for lm in self.live.values():
             self._cancel(lm)
+        self._bot_pool.shutdown(wait=False, cancel_futures=True)
 
     def _match_message(self, lm: LiveMatch, seat: int, ref: Any) -> dict[str, Any]:
         msg: dict[str, Any] = {
@@ -550,6 +564,19 @@ class Arena:
     def check_finished(self, match_id: str) -> None:
         if match_id in self.recent:
             raise MatchFinished("the match is over")
+
+
+def _think(bot: HostedBot, rules: Rules, own: list[tuple[str, int, int]]) -> str:
+    """On the bot thread: catch the strategy up on its own results, then ask for a guess."""
+    if bot.strategy is None:
+        bot.strategy = create(bot.strategy_name)
+    if not bot.started:
+        bot.strategy.new_match(rules, bot.rng)
+        bot.started = True
+    for guess, bulls, cows in own[bot.observed :]:
+        bot.strategy.observe(guess, Response(bulls, cows))
+    bot.observed = len(own)
+    return bot.strategy.next_guess()
 
 
 def _event_message(match_id: str, view: Event) -> dict[str, Any]:

@@ -46,7 +46,7 @@ class Settings:
     send_queue_max: int = 256
     # [storage]
     db: str = "var/moo.sqlite3"
-    commit_window_ms: float = 2.0
+    commit_window_ms: float = 0.0
     sqlite_synchronous: str = "FULL"
     # [match]
     pacing: str = "lockstep"

@@ -221,7 +221,7 @@ class SQLiteStore(Store):
     """SQLite in WAL mode with one writer thread doing group commit."""
 
     def __init__(
-        self, path: str | Path, *, commit_window_ms: float = 2.0, synchronous: str = "FULL"
+        self, path: str | Path, *, commit_window_ms: float = 0.0, synchronous: str = "FULL"
     ) -> None:
         self.path = Path(path)
         self.window = commit_window_ms / 1000.0
