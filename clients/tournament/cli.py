@@ -213,7 +213,7 @@ def standings_json(
 
 def _elo_text(elo: float, low: float, high: float) -> str:
     def f(x: float) -> str:
-        return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:+.0f}"
+        return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{round(x) + 0:+d}"
 
     return f"{f(elo)} [{f(low)}, {f(high)}]"
 
