@@ -1,6 +1,6 @@
 """Tournament throughput: matches/s through a real ``moo serve`` and in ``--local`` mode.
 
-    python -m bench.tournament_bench [--rounds 500] [--concurrency 64] [--bots A B]
+    python -m bench.tournament_bench [--rounds 500] [--concurrency 64] [--bots A B] [--wire json]
 
 Starts ``moo serve`` on a free loopback port with its own temporary database (default
 settings otherwise: durable FULL-sync SQLite, default rate limits), runs
@@ -69,7 +69,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--bots", nargs=2, default=["minimum", "strongest"])
-    p.add_argument("--msgpack", action="store_true")
+    p.add_argument("--wire", choices=("msgpack", "json"), default="msgpack")
     p.add_argument("--pacing", default="lockstep")
     ns = p.parse_args()
     common = [*ns.bots, "--rounds", str(ns.rounds), "--seed", "1", "--pacing", ns.pacing]
@@ -84,7 +84,7 @@ def main() -> int:
             before = _cpu_s(server.pid)
             remote, client_cpu = _tournament(
                 [*common, "--url", f"ws://127.0.0.1:{port}/", "--concurrency",
-                 str(ns.concurrency), *(["--msgpack"] if ns.msgpack else [])]
+                 str(ns.concurrency), "--wire", ns.wire]
             )
             server_cpu = _cpu_s(server.pid) - before
         finally:
@@ -96,7 +96,7 @@ def main() -> int:
     per_server = server_cpu / n * 1000
     load = os.getloadavg()
     print(f"bots {' vs '.join(ns.bots)}, {n} matches, pacing {ns.pacing}, "
-          f"{'msgpack' if ns.msgpack else 'json'}, load average {load[0]:.1f} on "
+          f"{ns.wire}, load average {load[0]:.1f} on "
           f"{os.cpu_count()} cores")
     print(f"through server, concurrency {ns.concurrency}: {remote['matches_per_s']} matches/s "
           f"(wall); CPU per match: client {per_client:.2f} ms, server {per_server:.2f} ms; "

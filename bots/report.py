@@ -98,7 +98,7 @@ def _play_every_secret(spec: str, rules: Rules, seed: int) -> Distribution:
     """Fallback evaluation: one game per secret, driven by the Strategy contract only."""
     from clients.tournament.runner import close_strategy, make_strategy
 
-    strategy: Strategy = make_strategy(spec)
+    strategy: Strategy = make_strategy(spec, relabel=False)  # the bare decision tree
     counts: Counter[int] = Counter()
     try:
         for secret in rules.secrets:

@@ -381,3 +381,26 @@ def test_cli_through_a_moo_serve_process(
     for name in ("FirstConsistent", "Lexicographic", "random"):
         assert name in text
     assert "12 matches (12 played" in text
+
+
+def test_identical_pairs_do_not_give_a_zero_width_interval() -> None:
+    records = [record(r, leg, leg) for r in range(3) for leg in (0, 1)]  # each pair 1-1
+    (st,) = pair_standings(records).values()
+    assert st.penta == [0, 0, 3, 0, 0]
+    iv = st.interval
+    assert iv.stderr == pytest.approx(math.sqrt(0.25 / 6))  # per-game: W3 L3
+    assert iv.elo_low < 0 < iv.elo_high
+
+
+def test_an_external_program_plays_in_a_tournament() -> None:
+    """``cmd:`` bots go through the SDK's adapter (clients/external.py)."""
+    root = Path(__file__).resolve().parent.parent
+    prog = root / "examples" / "bots" / "first_consistent.sh"
+    assert prog.exists()
+    jobs = make_plan([f"cmd:{prog}", FIRST], rounds=2, seed=3)
+    result = local(jobs)
+    assert len(result.records) == 4
+    for r in result.records:
+        assert r.counts == [len(g) for g in r.guesses]
+        assert r.winner == race_winner(r.guesses, r.secrets)
+        assert r.reason == "solved"  # the shell bot neither crashed nor timed out

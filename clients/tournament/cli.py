@@ -84,8 +84,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-rate", type=float, default=18.0,
                         help="--url: messages per second per connection, kept under the "
                         "server's rate limit (default 18)")
-    parser.add_argument("--msgpack", action="store_true",
-                        help="--url: speak MessagePack instead of JSON on the wire")
+    parser.add_argument("--wire", choices=("msgpack", "json"), default="msgpack",
+                        help="--url: WebSocket encoding (default msgpack: cheaper for client "
+                        "and server alike)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -132,7 +133,7 @@ async def _main(args: argparse.Namespace) -> int:
 
         engine = RemoteEngine(
             args.url, pacing=args.pacing, prefix=args.name_prefix, rate=args.client_rate,
-            msgpack=args.msgpack,
+            msgpack=args.wire == "msgpack",
         )
         mode = f"through {args.url}"
     else:
@@ -212,7 +213,7 @@ def standings_json(
 
 def _elo_text(elo: float, low: float, high: float) -> str:
     def f(x: float) -> str:
-        return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:+.0f}"
+        return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{round(x) + 0:+d}"
 
     return f"{f(elo)} [{f(low)}, {f(high)}]"
 
@@ -229,7 +230,7 @@ def format_standings(
         f"in {result.elapsed_s:.1f} s ({rate:.1f} matches/s)",
         "",
         f"{'#':>2} {'bot':<16} {'games':>6} {'W':>5} {'D':>5} {'L':>5} {'score':>7} "
-        f"{'Elo [95% CI]':>20} {'LOS':>6} {'avg guesses':>11}",
+        f"{'Elo [95% CI]':>20} {'LOS':>6} {'avg solved':>11}",
     ]
     for rank, st in enumerate(player_standings(records, names), start=1):
         iv = st.interval

@@ -149,8 +149,16 @@ class PairStanding:
 
     @property
     def interval(self) -> Interval:
+        """Over game pairs when there are complete pairs with some spread, else per game.
+
+        A handful of identical pair scores (e.g. three 1-1 pairs) has zero pentanomial
+        variance, which would print a zero-width interval; the per-game variance is the
+        honest (wider) fallback until the pairs disagree.
+        """
         if sum(self.penta):
-            return elo_interval_pentanomial(self.penta)
+            iv = elo_interval_pentanomial(self.penta)
+            if iv.stderr > 0 or self.wins + self.losses == 0:
+                return iv
         return elo_interval_trinomial(self.wins, self.draws, self.losses)
 
     @property

@@ -141,10 +141,12 @@ def make_plan(
 # -- strategies ---------------------------------------------------------------------------------
 
 
-def make_strategy(spec: str) -> Strategy:
-    """A strategy from a registered name, ``pkg.mod:Class``, or ``cmd:./prog``.
+def make_strategy(spec: str, *, relabel: bool = True) -> Strategy:
+    """A strategy from a registered name, ``pkg.mod:Class``, ``file.py:Class`` or ``cmd:./prog``.
 
-    External programs go through the SDK's adapter (``clients.external``) when it is installed.
+    External programs go through the SDK's adapter (``clients.external``). Registered and
+    module strategies are relabelled per match by :func:`bots.base.create` (unless
+    ``relabel=False``, for exact evaluation); files and programs are played as they are.
     """
     if spec.startswith("cmd:"):
         try:
@@ -168,7 +170,7 @@ def make_strategy(spec: str) -> Strategy:
         # `moo` is a console script: make the user's own modules in the current directory
         # importable, as `python -m` would
         sys.path.insert(0, os.getcwd())
-    return create(spec)
+    return create(spec, relabel=relabel)
 
 
 def _from_file(path: str, attr: str) -> Strategy:
