@@ -33,7 +33,12 @@ async def flood(url: str, connections: int) -> dict[str, object]:
         while not stop.is_set():
             n += 1
             try:
-                ws = await connect(url, subprotocols=["moo.v1.json"])  # type: ignore[list-item]
+                # max_queue=None: read (and ignore) every reply, as a real flooder does,
+                # so the server's close frame reaches us; tests/test_hostile.py covers a
+                # client that never reads separately.
+                ws = await connect(
+                    url, subprotocols=["moo.v1.json"], max_queue=None  # type: ignore[list-item]
+                )
             except OSError:
                 await asyncio.sleep(0.05)
                 continue

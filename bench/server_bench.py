@@ -161,15 +161,20 @@ class Player:
             if reply.get("ref") == ref:
                 return reply
 
-    async def guess(self) -> None:
+    async def guess(self, stop: float) -> bool:
         """One guess: (lockstep) wait for the previous round's reveal, send, await the ack.
 
-        Waiting for the reveal *before* the next guess, not after this one, means a player whose
-        opponent has stopped never waits for a round that will not come.
+        The reveal is awaited *before* the next guess and only until ``stop`` (perf_counter
+        time), so a player whose opponent has already stopped does not wait for a round that
+        will never come. Returns False when it gave up.
         """
-        if self.lockstep_rounds:
-            while self.round_seen < self.n:
-                self._note(await self.recv())
+        if self.lockstep_rounds and self.round_seen < self.n:
+            try:
+                async with asyncio.timeout(max(0.0, stop - time.perf_counter())):
+                    while self.round_seen < self.n:
+                        self._note(await self.recv())
+            except TimeoutError:
+                return False
         self.n += 1
         ref = next(self._ids)
         msg = {"type": "guess", "match_id": self.match_id, "guess": GUESSES[self.n % len(GUESSES)],
@@ -186,6 +191,7 @@ class Player:
         if reply.get("type") == "error":
             raise RuntimeError(f"guess refused: {reply}")
         self.acked += 1
+        return True
 
     def _note(self, msg: dict[str, Any]) -> None:
         if msg.get("kind") == "round":
@@ -202,7 +208,9 @@ async def _bounded(n: int, jobs: list[Callable[[], Awaitable[Any]]]) -> list[Any
     return await asyncio.gather(*(one(j) for j in jobs))
 
 
-async def setup(server: ServerProc, matches: int, subprotocol: str) -> list[Player]:
+async def setup(
+    server: ServerProc, matches: int, subprotocol: str, name_prefix: str = "b"
+) -> list[Player]:
     codec = Codec(subprotocol)
     url = f"ws://127.0.0.1:{server.port}/"
     moo = server.kind == "moo"
@@ -212,7 +220,7 @@ async def setup(server: ServerProc, matches: int, subprotocol: str) -> list[Play
                            max_size=2**16, ping_interval=None, open_timeout=60)
         p = Player(ws, codec, lockstep_rounds=moo)
         if moo:
-            welcome = await p.request({"type": "hello", "name": f"b{i}", "bot": True})
+            welcome = await p.request({"type": "hello", "name": f"{name_prefix}{i}", "bot": True})
             assert welcome["type"] == "welcome", welcome
         return p
 
@@ -237,8 +245,8 @@ async def saturate(players: list[Player], seconds: float) -> tuple[int, float]:
     before = sum(p.acked for p in players)
 
     async def run(p: Player) -> None:
-        while time.perf_counter() < stop:
-            await p.guess()
+        while time.perf_counter() < stop and await p.guess(stop):
+            pass
 
     t0 = time.perf_counter()
     async with asyncio.timeout(seconds + 60):
@@ -254,8 +262,7 @@ async def steady(players: list[Player], seconds: float, interval: float) -> None
     async def run(p: Player) -> None:
         await asyncio.sleep(random.uniform(0, interval))
         due = time.perf_counter()
-        while due < stop:
-            await p.guess()
+        while due < stop and await p.guess(stop):
             due += interval
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
 
@@ -268,21 +275,90 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
+# -- load-generator workers ------------------------------------------------------------------------
+# The load generator is split over several processes so that it, not the server, has the CPU
+# to spare: each worker drives its share of the matches, and the parent lines the phases up
+# with a barrier and measures the server between them.
+
+
+def _worker(
+    index: int, kind: str, port: int, matches: int, args: argparse.Namespace,
+    barrier: Any, results: Any,
+) -> None:
+    async def run() -> None:
+        server = ServerProc(kind, None, port, pid=-1)  # type: ignore[arg-type]
+        players = await setup(server, matches, args.subprotocol, name_prefix=f"w{index}b")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, barrier.wait)  # setup done
+        if args.steady_seconds > 0:
+            await loop.run_in_executor(None, barrier.wait)  # go
+            await steady(players, args.steady_seconds, args.interval)
+            results.put(("steady", index, [x for p in players for x in p.latencies]))
+            await loop.run_in_executor(None, barrier.wait)  # steady done
+        if args.seconds > 0:
+            await loop.run_in_executor(None, barrier.wait)  # go
+            acked, elapsed = await saturate(players, args.seconds)
+            results.put(("saturation", index, (acked, elapsed)))
+            await loop.run_in_executor(None, barrier.wait)  # saturation done
+        for p in players:
+            await p.ws.close()
+
+    asyncio.run(run())
+
+
+async def _healthz(port: int) -> dict[str, Any]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    async with asyncio.timeout(30):
+        data = await reader.read()
+    writer.close()
+    body = json.loads(data.partition(b"\r\n\r\n")[2])
+    assert isinstance(body, dict)
+    return body
+
+
 async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    import multiprocessing as mp
+
     server = await start(kind, args.synchronous, args.attach)
+    ctx = mp.get_context("spawn")  # a forked child would inherit this running loop
+    barrier = ctx.Barrier(args.workers + 1)
+    results: Any = ctx.Queue()
+    shares = [args.matches // args.workers + (i < args.matches % args.workers)
+              for i in range(args.workers)]
+    loop = asyncio.get_running_loop()
+
+    async def sync() -> None:
+        await loop.run_in_executor(None, barrier.wait, 600)
+
+    def collect(kind_: str) -> list[Any]:
+        got = [results.get(timeout=60) for _ in range(args.workers)]
+        assert all(k == kind_ for k, _, _ in got)
+        return [v for _, _, v in got]
+
+    procs = []
     try:
         rss0 = server.rss_kib()
         t0 = time.perf_counter()
-        players = await setup(server, args.matches, args.subprotocol)
+        for i, share in enumerate(shares):
+            proc = ctx.Process(target=_worker, args=(i, kind, server.port, share, args,
+                                                     barrier, results))
+            proc.start()
+            procs.append(proc)
+        await sync()
         setup_s = time.perf_counter() - t0
-        print(f"{kind}: {len(players)} connections ready in {setup_s:.1f}s", file=sys.stderr)
-        out: dict[str, Any] = {"server": kind, "connections": len(players),
-                               "setup_s": round(setup_s, 1)}
+        rss_setup = server.rss_kib()
+        connections = 2 * args.matches
+        print(f"{kind}: {connections} connections ready in {setup_s:.1f}s", file=sys.stderr)
+        out: dict[str, Any] = {"server": kind, "connections": connections,
+                               "load_workers": args.workers, "setup_s": round(setup_s, 1)}
         if args.steady_seconds > 0:
             cpu0 = server.cpu_s()
-            await steady(players, args.steady_seconds, args.interval)
+            await sync()
+            lat = [x for part in await loop.run_in_executor(None, collect, "steady")
+                   for x in part]
+            await sync()
             cpu = server.cpu_s() - cpu0
-            lat = [x for p in players for x in p.latencies]
             out["steady"] = {
                 "guesses": len(lat),
                 "p50_ms": round(_pct(lat, 0.50) * 1000, 2),
@@ -291,23 +367,35 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else None,
                 "server_cpu_share": round(cpu / args.steady_seconds, 3),
             }
+            if kind == "moo":  # the server's own view: frame in -> ack queued (last 5000)
+                health = await _healthz(server.port)
+                out["steady"]["server_side_ack_ms"] = health.get("ack_latency_ms")
         rss1 = server.rss_kib()
         if args.seconds > 0:
             cpu0 = server.cpu_s()
-            acked, elapsed = await saturate(players, args.seconds)
+            await sync()
+            parts = await loop.run_in_executor(None, collect, "saturation")
+            await sync()
             cpu = server.cpu_s() - cpu0
+            acked = sum(a for a, _ in parts)
+            elapsed = max(e for _, e in parts)
             out["saturation"] = {
                 "guesses": acked,
                 "guesses_per_s": round(acked / elapsed),
                 "server_cpu_s": round(cpu, 2),
                 "server_cpu_us_per_guess": round(cpu / max(1, acked) * 1e6, 1),
             }
-        out["rss_kib"] = {"idle": rss0, "loaded": rss1}
-        out["kib_per_connection"] = round((rss1 - rss0) / len(players), 1)
-        for p in players:
-            await p.ws.close()
+        out["rss_kib"] = {"idle": rss0, "after_setup": rss_setup, "after_steady": rss1}
+        # after setup: connections, players and matches (secrets set), no guesses yet;
+        # after steady: plus the in-memory event logs of every match's guesses so far
+        out["kib_per_connection"] = round((rss1 - rss0) / connections, 1)
+        out["kib_per_connection_after_setup"] = round((rss_setup - rss0) / connections, 1)
         return out
     finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
         await server.stop()
 
 
@@ -316,6 +404,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "matches": args.matches,
         "subprotocol": args.subprotocol,
         "sqlite_synchronous": args.synchronous,
+        "load_workers": args.workers,
         "cpus": os.cpu_count(),
         "loadavg_before": os.getloadavg()[0],
     }
@@ -339,6 +428,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--matches", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=4, help="load-generator processes")
     parser.add_argument("--seconds", type=float, default=10.0, help="saturation phase (0: skip)")
     parser.add_argument("--steady-seconds", type=float, default=20.0, help="0: skip")
     parser.add_argument("--interval", type=float, default=2.0, help="steady: s between guesses")
@@ -349,7 +439,12 @@ def main() -> None:
     parser.add_argument("--attach", metavar="PID:PORT",
                         help="measure a server already running (with --servers moo or echo)")
     args = parser.parse_args()
-    if not 1 <= args.matches <= 5000 or args.seconds > 300 or args.steady_seconds > 300:
+    if (
+        not 1 <= args.workers <= 16
+        or not 1 <= args.matches <= 5000
+        or args.seconds > 300
+        or args.steady_seconds > 300
+    ):
         parser.error("bounded: 1-5000 matches, at most 300 s per phase")
     print(json.dumps(asyncio.run(amain(args)), indent=2))
 

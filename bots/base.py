@@ -106,8 +106,8 @@ def _load(path: str) -> StrategyFactory:
 
 
 def create(spec: str, *, relabel: bool = True) -> Strategy:
-    """A new strategy instance from a registered name, a ``package.module:Class`` path or a
-    ``file:PATH`` decision-tree dump.
+    """A new strategy instance from a registered name, a ``package.module:Class`` path, a
+    ``file:PATH`` decision-tree dump or a ``cmd:PROGRAM ARGS`` external program.
 
     By default the strategy is wrapped in :func:`bots.relabel.relabelled`, which draws a random
     relabelling of the code space from each match's rng so that no secret is a known weak spot
@@ -130,7 +130,13 @@ def _create(spec: str) -> Strategy:
         from bots.tree import TreeStrategy
 
         return TreeStrategy(spec[len("file:") :])
-    if ":" in spec and not spec.startswith("cmd:"):
+    if spec.startswith("cmd:"):
+        # External programs (any language) speak the line protocol of docs/bot-protocol.md;
+        # the adapter lives with the other process-facing code in clients/.
+        from clients.external import ExternalStrategy
+
+        return ExternalStrategy(spec)
+    if ":" in spec:
         strategy = _load(spec)()
         if not isinstance(strategy, Strategy):
             raise UnknownStrategy(f"{spec!r} does not implement bots.base.Strategy")

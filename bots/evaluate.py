@@ -26,7 +26,7 @@ from fractions import Fraction
 from bots.base import create
 from bots.playout import Progress, play_all
 from bots.tree import read_dump
-from moo.errors import MooError
+from moo.errors import MooError, UnknownStrategy
 from moo.rules import DEFAULT_RULES, Rules
 
 __all__ = ["Evaluation", "configure", "evaluate", "main", "match_probabilities"]
@@ -85,6 +85,35 @@ def match_probabilities(
     return win, draw, loss
 
 
+#: Published distributions (Tanaka 1996, Table 7), usable as ``dist:tanaka-minimum``.
+PUBLISHED: dict[str, tuple[int, ...]] = {
+    "tanaka-minimum": (1, 7, 63, 697, 2424, 1774, 74),
+    "tanaka-strongest": (1, 4, 47, 688, 2531, 1628, 141),
+}
+
+
+def from_distribution(spec: str) -> Evaluation:
+    """An opponent known only by its guess-count distribution (``dist:1,7,63,...``).
+
+    Win rates depend on nothing else, so a published distribution can be compared with
+    exactly, without its tree.
+    """
+    body = spec[len("dist:") :]
+    counts = PUBLISHED.get(body)
+    if counts is None:
+        try:
+            counts = tuple(int(x) for x in body.split(","))
+        except ValueError:
+            raise UnknownStrategy(
+                f"{spec!r}: expected dist:N1,N2,... (games solved in 1, 2, ... guesses) "
+                f"or one of {', '.join('dist:' + k for k in PUBLISHED)}"
+            ) from None
+    if any(c < 0 for c in counts) or sum(counts) == 0:
+        raise UnknownStrategy(f"{spec!r}: counts must be >= 0 and not all zero")
+    dist = {k: c for k, c in enumerate(counts, start=1) if c}
+    return Evaluation(spec, dist, "given as a guess-count distribution")
+
+
 def evaluate(
     spec: str,
     rules: Rules = DEFAULT_RULES,
@@ -93,7 +122,10 @@ def evaluate(
     samples: int = 1,
     show_progress: bool = True,
 ) -> Evaluation:
-    """Guess-count distribution of a strategy name, ``module:Class`` or ``file:PATH`` dump."""
+    """Guess-count distribution of a strategy name, ``module:Class``, ``file:PATH`` dump or
+    ``dist:`` distribution."""
+    if spec.startswith("dist:"):
+        return from_distribution(spec)
     if spec.startswith("file:"):
         path = spec[len("file:") :]
         games = read_dump(path, rules)
@@ -138,7 +170,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--vs",
         default="minimum",
-        help="opponent strategy, same forms as NAME, or 'none' (default: minimum)",
+        help="opponent strategy, same forms as NAME, or 'none', or a guess-count distribution "
+        "dist:N1,N2,... / dist:tanaka-minimum / dist:tanaka-strongest (default: minimum)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--seed", type=int, default=0, help="seed of random strategies' games")
@@ -160,7 +193,7 @@ def _table(ev: Evaluation) -> str:
 def main(args: argparse.Namespace) -> int:
     try:
         for spec in (args.vs, args.name):
-            if spec != "none" and not spec.startswith("file:"):
+            if spec != "none" and not spec.startswith(("file:", "dist:")):
                 create(spec, relabel=False)  # fail fast (e.g. a missing tree) before playing
         a = evaluate(args.name, seed=args.seed, samples=args.samples)
         b = None if args.vs == "none" else evaluate(args.vs, seed=args.seed, samples=args.samples)

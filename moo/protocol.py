@@ -185,7 +185,30 @@ class Codec:
             raise
         except (ValueError, RecursionError) as exc:
             raise DecodeError(f"not valid JSON: {str(exc)[:80]}") from None
+        if _has_lone_surrogate(value):
+            # JSON may escape a lone UTF-16 surrogate ("\\ud800"); such a str can never be
+            # encoded back to UTF-8, so echoing it (an id as ref, a bad type in a message) would
+            # break the reply. Refuse it here, before anything can echo it.
+            raise DecodeError("strings must be valid Unicode (lone surrogate escape)")
         return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Iterative (a message may nest as deep as the JSON parser allows)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def codec_for(subprotocol: str | None) -> Codec:

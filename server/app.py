@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +26,7 @@ from server.arena import Arena, bot_player_name
 from server.connection import CLOSE_RESTART, Connection
 from server.http import HttpFront, _text
 from server.lobby import Lobby
+from server.publisher import install as install_hooks
 from server.session import run_session
 from server.settings import Settings
 from server.storage import SQLiteStore, Store
@@ -51,10 +52,12 @@ class App:
         self.server: Server | None = None
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
+        self.hooks = install_hooks(self)  # ratings + optional MQTT (server/publisher.py)
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         await self.store.open()
+        await self.hooks.start()
         restored = self.arena.restore(await self.store.unfinished_matches())
         if restored:
             log.info("restored %d unfinished matches", restored)
@@ -100,6 +103,7 @@ class App:
             except TimeoutError:
                 log.warning("some connections did not close in time")
         await self.store.close()
+        await self.hooks.stop()
         log.info("stopped")
 
     # -- hooks -----------------------------------------------------------------------------------
@@ -135,7 +139,22 @@ class App:
             "queue": len(self.lobby.queue),
             "commits": getattr(store, "commits", None),
             "committed_ops": getattr(store, "ops", None),
+            "ack_latency_ms": _percentiles(self.arena.ack_latency),
         }
+
+
+def _percentiles(samples: Iterable[float]) -> dict[str, float | int] | None:
+    """p50/p99/max in ms of the recent acknowledgements (server side: frame in -> ack queued)."""
+    values = sorted(samples)
+    if not values:
+        return None
+    n = len(values)
+    return {
+        "n": n,
+        "p50": round(values[n // 2] * 1000, 2),
+        "p99": round(values[min(n - 1, int(n * 0.99))] * 1000, 2),
+        "max": round(values[-1] * 1000, 2),
+    }
 
 
 def _select_subprotocol(

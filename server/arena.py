@@ -19,7 +19,9 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +37,7 @@ from moo.errors import (
 )
 from moo.match import Event, Match, MatchConfig, Viewer
 from moo.protocol import Codec
-from moo.rules import Response
+from moo.rules import Response, Rules
 from server.connection import Connection, error_message
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
@@ -46,7 +48,8 @@ log = logging.getLogger("moo.arena")
 
 _JSON = Codec("moo.v1.json")
 _MSGPACK = Codec("moo.v1.msgpack")
-_VIEWERS: tuple[Viewer, Viewer, Viewer] = (0, 1, "spectator")
+#: Matches one connection may watch at once (each adds to every event's fan-out).
+MAX_WATCHING = 32
 
 
 def bot_player_name(strategy: str) -> str:
@@ -68,13 +71,20 @@ def match_config(settings: Settings, pacing: str | None) -> MatchConfig:
 
 @dataclass(eq=False)
 class HostedBot:
-    """A server-side seat: the strategy plus how far it has followed its own results."""
+    """A server-side seat: the strategy plus how far it has followed its own results.
+
+    The strategy is built and consulted on the arena's bot thread, never on the event loop:
+    a strong bot may spend seconds building its tables and tens of milliseconds on a hard
+    decision, and no match should wait for another match's bot.
+    """
 
     strategy_name: str
-    strategy: Strategy
     rng: random.Random
+    strategy: Strategy | None = None
     observed: int = 0
     pending: asyncio.TimerHandle | None = None
+    thinking: bool = False
+    started: bool = False
 
 
 @dataclass(eq=False)
@@ -109,9 +119,15 @@ class Arena:
         #: finished matches kept briefly for rematch offers: match_id -> (players, pacing, bots)
         self.recent: dict[str, LiveMatch] = {}
         self.by_player: dict[str, set[str]] = {}
-        #: called with the two player names when a rematch is agreed
-        self.on_rematch: Callable[[LiveMatch], None] | None = None
+        #: called with (match, events) once events are durable and sent (ratings, MQTT)
+        self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
+        #: seconds from a request's frame arriving to its acknowledgement being queued, for the
+        #: most recent acknowledged actions (``/healthz`` reports percentiles)
+        self.ack_latency: deque[float] = deque(maxlen=5000)
+        self._accepted_at: dict[int, float] = {}
+        #: one thread for every hosted bot's thinking (strategies are not thread-safe)
+        self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
 
     # -- creating and restoring -------------------------------------------------------------
     def new_match_id(self) -> str:
@@ -143,18 +159,13 @@ class Arena:
                     self._attach(lm, seat, conn)
                     conn.send(self._match_message(lm, seat, refs[seat]))
 
-        def refuse(exc: BaseException) -> None:
-            # Nobody is attached yet, so _storage_failed would tell no one: say why no match.
-            err = exc if isinstance(exc, MooError) else StorageError(str(exc))
-            for seat, conn in enumerate(conns):
-                if conn is not None and not conn.closing:
-                    conn.send(error_message(err, refs[seat]))
-
-        self._persist(lm, events, before_fanout=announce, meta=meta, on_failure=refuse)
+        # if the match cannot even be stored, the players who asked for it hear why
+        askers = [(c, refs[i]) for i, c in enumerate(conns) if c is not None]
+        self._persist(lm, events, before_fanout=announce, meta=meta, askers=askers)
         return lm
 
     def _hosted(self, strategy: str) -> HostedBot:
-        return HostedBot(strategy, create(strategy), random.Random())
+        return HostedBot(strategy, random.Random())
 
     def _register(self, lm: LiveMatch) -> None:
         self.live[lm.id] = lm
@@ -178,9 +189,6 @@ class Arena:
                 bots.append(None)
             lm = LiveMatch(match=match, bots=bots, durable_seq=match.seq)
             self._register(lm)
-            for bot in bots:
-                if bot is not None:
-                    bot.strategy.new_match(match.config.rules, bot.rng)
             self._persist(lm, match.resume_clocks(self.clock()))
             # hosted bots are back at once: their seats are never away for long
             for seat, bot in enumerate(bots):
@@ -198,7 +206,7 @@ class Arena:
         actor: tuple[Connection, Any] | None = None,
         before_fanout: Callable[[], None] | None = None,
         meta: dict[str, Any] | None = None,
-        on_failure: Callable[[BaseException], None] | None = None,
+        askers: Sequence[tuple[Connection, Any]] = (),
     ) -> None:
         if not events:
             return
@@ -207,14 +215,16 @@ class Arena:
 
         def done(exc: BaseException | None) -> None:
             if exc is not None:
-                if on_failure is not None:
-                    on_failure(exc)
-                self._storage_failed(lm, exc, actor)
+                self._storage_failed(lm, exc, actor, askers)
                 return
             lm.durable_seq = events[-1]["seq"]
             if before_fanout is not None:
                 before_fanout()
             self._fanout(lm, events, actor)
+            started = self._accepted_at.pop(id(events[-1]), None)
+            if started is not None:
+                self.ack_latency.append(time.perf_counter() - started)
+            self._notify(lm.match, events)
             if finished:
                 self._retire(lm)
             else:
@@ -226,7 +236,11 @@ class Arena:
             done(exc)
 
     def _storage_failed(
-        self, lm: LiveMatch, exc: BaseException, actor: tuple[Connection, Any] | None
+        self,
+        lm: LiveMatch,
+        exc: BaseException,
+        actor: tuple[Connection, Any] | None,
+        askers: Sequence[tuple[Connection, Any]] = (),
     ) -> None:
         """Nothing after the failure was acknowledged: drop the match from memory.
 
@@ -238,12 +252,13 @@ class Arena:
         lm.broken = True
         log.error("storage failed for match %s: %s", lm.id, exc)
         err = exc if isinstance(exc, MooError) else StorageError(str(exc))
-        targets = [c for c in lm.conns if c is not None]
-        if actor is not None and actor[0] not in targets:
-            targets.append(actor[0])
-        for conn in targets:
-            msg = error_message(err, actor[1] if actor and conn is actor[0] else None)
-            msg["match_id"] = lm.id
+        refs: dict[Connection, Any] = {c: None for c in lm.conns if c is not None}
+        for conn, ref in [*askers, *([actor] if actor is not None else [])]:
+            refs[conn] = ref
+        for conn, ref in refs.items():
+            msg = error_message(err, ref)
+            if lm.durable_seq:  # a match nobody was ever told about has no id to quote
+                msg["match_id"] = lm.id
             conn.send(msg)
         self._drop(lm)
 
@@ -287,6 +302,13 @@ class Arena:
                 if frame is not None:
                     conn.send_frame(frame)
 
+    def _notify(self, match: Match, events: list[Event]) -> None:
+        for listener in self.listeners:
+            try:
+                listener(match, events)
+            except Exception:  # a listener must never break a match
+                log.exception("arena listener %r failed", listener)
+
     def _after_change(self, lm: LiveMatch) -> None:
         self._arm_timer(lm)
         for seat, bot in enumerate(lm.bots):
@@ -320,7 +342,7 @@ class Arena:
 
     # -- hosted bots ---------------------------------------------------------------------------
     def _poke_bot(self, lm: LiveMatch, seat: int, bot: HostedBot) -> None:
-        if bot.pending is not None or lm.match.finished or self.stopping:
+        if bot.pending is not None or bot.thinking or lm.match.finished or self.stopping:
             return
         match = lm.match
         wants = (match.phase == "secrets" and match.seats[seat].secret is None) or (
@@ -337,27 +359,33 @@ class Arena:
         if lm.broken or lm.id not in self.live or self.stopping:
             return
         match = lm.match
+        if match.phase == "secrets" and match.seats[seat].secret is None:
+            secret = bot.rng.choice(match.config.rules.secrets)
+            self._persist(lm, match.set_secret(seat, secret, new_salt(), self.clock()))
+        elif match.owes_move(seat):
+            bot.thinking = True
+            own = list(match.seats[seat].guesses)
+            future = asyncio.get_running_loop().run_in_executor(
+                self._bot_pool, _think, bot, match.config.rules, own
+            )
+            future.add_done_callback(lambda f: self._bot_move(lm, seat, bot, f))
+
+    def _bot_move(
+        self, lm: LiveMatch, seat: int, bot: HostedBot, future: asyncio.Future[str]
+    ) -> None:
+        bot.thinking = False
+        match = lm.match
+        if lm.broken or lm.id not in self.live or self.stopping or match.finished:
+            return
         now = self.clock()
         try:
-            if match.phase == "secrets" and match.seats[seat].secret is None:
-                secret = bot.rng.choice(match.config.rules.secrets)
-                events = match.set_secret(seat, secret, new_salt(), now)
-            elif match.owes_move(seat):
-                own = match.seats[seat].guesses
-                if bot.observed == 0 and not own:
-                    bot.strategy.new_match(match.config.rules, bot.rng)
-                for guess, bulls, cows in own[bot.observed :]:
-                    bot.strategy.observe(guess, Response(bulls, cows))
-                bot.observed = len(own)
-                events = match.guess(seat, bot.strategy.next_guess(), now)
-            else:
-                return
+            events = match.guess(seat, future.result(), now)
         except MooError as exc:
             log.warning("hosted bot %s in %s: %s", bot.strategy_name, lm.id, exc)
             return
         except Exception:
             log.exception("hosted bot %s failed in %s; it resigns", bot.strategy_name, lm.id)
-            events = match.resign(seat, now) if not match.finished else []
+            events = match.resign(seat, now)
         self._persist(lm, events)
 
     # -- seats, spectators, connections ------------------------------------------------------
@@ -373,22 +401,28 @@ class Arena:
             raise NotYourSeat("you do not sit in this match")
         return seat
 
-    def act(self, conn: Connection, msg: dict[str, Any]) -> None:
-        """``secret`` / ``guess`` / ``resign`` from a seated connection."""
+    def act(self, conn: Connection, msg: dict[str, Any], received: float | None = None) -> None:
+        """``secret`` / ``guess`` / ``resign`` from a seated connection.
+
+        ``received`` (perf_counter) is when its frame arrived, for the ack-latency figures.
+        """
         lm = self.get(msg["match_id"])
         seat = self.seat_of(lm, conn)
-        if lm.conns[seat] is not conn:
-            self._attach(lm, seat, conn)
-            self._persist(lm, lm.match.reconnect(seat, self.clock()))
         now = self.clock()
         kind = msg["type"]
+        # The action is validated (and raises, changing nothing) before a re-connected seat is
+        # re-attached: a refused request must not even log the seat's return.
         if kind == "secret":
             events = lm.match.set_secret(seat, msg["secret"], new_salt(), now)
         elif kind == "guess":
             events = lm.match.guess(seat, msg["guess"], now)
         else:
             events = lm.match.resign(seat, now)
+        if lm.conns[seat] is not conn:
+            self._attach(lm, seat, conn)
+            events = events + lm.match.reconnect(seat, now)
         self._persist(lm, events, actor=(conn, msg.get("id")))
+        self._accepted_at[id(events[-1])] = time.perf_counter() if received is None else received
 
     def _attach(self, lm: LiveMatch, seat: int, conn: Connection) -> None:
         old = lm.conns[seat]
@@ -397,18 +431,44 @@ class Arena:
         lm.conns[seat] = conn
         conn.matches.add(lm.id)
 
-    def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
-        lm = self.get(match_id)
+    async def finished_match(self, match_id: str) -> LiveMatch:
+        """A finished match, from memory or from the log, for a late ``resume``/``watch``."""
+        lm = self.recent.get(match_id)
+        if lm is not None:
+            return lm
+        events = await self.store.match_events(match_id) if len(match_id) <= 40 else None
+        if not events:
+            raise UnknownMatch(f"no match {match_id!r}")
+        match = Match.replay(_until_gap(events))
+        if not match.finished:  # unfinished but not live: its log is cut (storage failure)
+            raise UnknownMatch(f"match {match_id!r} is not available")
+        return LiveMatch(match=match, bots=[None, None], durable_seq=match.seq)
+
+    async def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
+        """Replay what the seat missed; a finished match replays to its end (e.g. after a
+        reconnect or a restart that happened after the last move)."""
+        lm = self.live.get(match_id)
+        if lm is None or lm.broken:
+            lm = await self.finished_match(match_id)
+            seat = self.seat_of(lm, conn)
+            conn.send(self._match_message(lm, seat, ref))
+            self._replay(lm, conn, seat, last_seq)
+            return
         seat = self.seat_of(lm, conn)
         self._attach(lm, seat, conn)
         conn.send(self._match_message(lm, seat, ref))
         self._replay(lm, conn, seat, last_seq)
         self._persist(lm, lm.match.reconnect(seat, self.clock()))
 
-    def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
-        lm = self.get(match_id)
-        lm.spectators.add(conn)
-        conn.spectating.add(lm.id)
+    async def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
+        if len(conn.spectating) >= MAX_WATCHING and match_id not in conn.spectating:
+            raise NotAvailable(f"watching {MAX_WATCHING} matches already; unwatch one first")
+        lm = self.live.get(match_id)
+        if lm is None or lm.broken:
+            lm = await self.finished_match(match_id)  # replayed once, nothing live follows
+        else:
+            lm.spectators.add(conn)
+            conn.spectating.add(lm.id)
         conn.send(
             {
                 "type": "watching",
@@ -534,6 +594,7 @@ class Arena:
         self.stopping = True
         for lm in self.live.values():
             self._cancel(lm)
+        self._bot_pool.shutdown(wait=False, cancel_futures=True)
 
     def _match_message(self, lm: LiveMatch, seat: int, ref: Any) -> dict[str, Any]:
         msg: dict[str, Any] = {
@@ -550,6 +611,19 @@ class Arena:
     def check_finished(self, match_id: str) -> None:
         if match_id in self.recent:
             raise MatchFinished("the match is over")
+
+
+def _think(bot: HostedBot, rules: Rules, own: list[tuple[str, int, int]]) -> str:
+    """On the bot thread: catch the strategy up on its own results, then ask for a guess."""
+    if bot.strategy is None:
+        bot.strategy = create(bot.strategy_name)
+    if not bot.started:
+        bot.strategy.new_match(rules, bot.rng)
+        bot.started = True
+    for guess, bulls, cows in own[bot.observed :]:
+        bot.strategy.observe(guess, Response(bulls, cows))
+    bot.observed = len(own)
+    return bot.strategy.next_guess()
 
 
 def _event_message(match_id: str, view: Event) -> dict[str, Any]:

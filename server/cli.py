@@ -32,6 +32,7 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "--max-connections": ("max_connections", int, "connections accepted at once"),
     "--sqlite-synchronous": ("sqlite_synchronous", str, "FULL (default), NORMAL, ..."),
     "--commit-window-ms": ("commit_window_ms", float, "group-commit window in ms"),
+    "--mqtt": ("mqtt_url", str, "publish the event stream to mqtt://HOST:PORT (docs/mqtt.md)"),
 }
 
 

@@ -41,6 +41,9 @@ log = logging.getLogger("moo.connection")
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008
 CLOSE_RESTART = 1012
+#: How long a close may take (flush + closing handshake) before the socket is aborted.
+_CLOSE_BUDGET_S = 3.0
+
 #: Application close code: the same player connected again and this connection was replaced.
 CLOSE_REPLACED = 4001
 
@@ -147,7 +150,13 @@ class Connection:
                 while not self.flush():
                     await asyncio.sleep(_RETRY_S)
         self._pending.clear()
-        await self.ws.close(code, reason[:120])
+        # A peer that never reads can keep websockets' closing handshake waiting on flow
+        # control forever; past the budget the socket is aborted so its descriptor is freed.
+        try:
+            async with asyncio.timeout(_CLOSE_BUDGET_S):
+                await self.ws.close(code, reason[:120])
+        except TimeoutError:
+            self.ws.transport.abort()
 
     async def finish(self) -> None:
         """The session is over: let a close in progress send its code, then drop the rest."""

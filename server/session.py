@@ -13,6 +13,7 @@ import hashlib
 import logging
 import re
 import secrets
+import time
 from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
@@ -115,9 +116,10 @@ async def run_session(app: App, ws: ServerConnection) -> None:
                 continue
             strikes = 0
             raw = None
+            received = time.perf_counter()
             try:
                 raw = codec.decode(frame)
-                await _dispatch(app, conn, validate_client(raw))
+                await _dispatch(app, conn, validate_client(raw), received)
             except MooError as exc:
                 conn.send(_error_reply(exc, raw))
     except ConnectionClosed:
@@ -175,14 +177,16 @@ async def _hello(app: App, conn: Connection, msg: dict[str, Any]) -> None:
     conn.send(reply)
 
 
-async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
+async def _dispatch(
+    app: App, conn: Connection, msg: dict[str, Any], received: float | None = None
+) -> None:
     kind = msg["type"]
     ref = msg.get("id")
     arena, lobby = app.arena, app.lobby
     if kind in ("secret", "guess", "resign"):
         if msg["match_id"] not in arena.live:
             arena.check_finished(msg["match_id"])
-        arena.act(conn, msg)
+        arena.act(conn, msg, received)
     elif kind == "ping":
         conn.send(_ref({"type": "pong"}, ref))
     elif kind == "hello":
@@ -204,9 +208,9 @@ async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
     elif kind == "rematch":
         lobby.rematch(conn, msg)
     elif kind == "resume":
-        arena.resume(conn, msg["match_id"], msg.get("last_seq", 0), ref)
+        await arena.resume(conn, msg["match_id"], msg.get("last_seq", 0), ref)
     elif kind == "watch":
-        arena.watch(conn, msg["match_id"], msg.get("last_seq", 0), ref)
+        await arena.watch(conn, msg["match_id"], msg.get("last_seq", 0), ref)
     elif kind == "unwatch":
         arena.unwatch(conn, msg["match_id"])
         conn.send(_ref({"type": "unwatched", "match_id": msg["match_id"]}, ref))
@@ -214,7 +218,7 @@ async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
         conn.send(_ref({"type": "matches", "matches": arena.listing()}, ref))
     elif kind == "leaderboard":
         by = msg.get("by", "rating")
-        rows = await app.store.leaderboard(by)
+        rows = app.hooks.ratings.leaderboard(by)
         conn.send(_ref({"type": "leaderboard", "by": by, "players": rows}, ref))
     else:  # pragma: no cover - the schema admits only the types above
         raise NotAvailable(f"{kind!r} is not supported by this server")

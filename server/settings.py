@@ -46,7 +46,7 @@ class Settings:
     send_queue_max: int = 256
     # [storage]
     db: str = "var/moo.sqlite3"
-    commit_window_ms: float = 2.0
+    commit_window_ms: float = 0.0
     sqlite_synchronous: str = "FULL"
     # [match]
     pacing: str = "lockstep"
@@ -59,6 +59,8 @@ class Settings:
     # [bots]
     bot_strategies: list[str] = field(default_factory=list)  # [] = every registered one
     bot_delay_ms: int = 250
+    # [mqtt] -- see docs/mqtt.md
+    mqtt_url: str = ""  # "" = no MQTT event stream; mqtt://HOST:PORT[?encoding=msgpack]
 
     def __post_init__(self) -> None:
         problems = []
@@ -93,6 +95,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "show_guesses",
     ),
     "bots": ("bot_strategies", "bot_delay_ms"),
+    "mqtt": ("mqtt_url",),
 }
 
 

@@ -21,7 +21,7 @@ from moo.protocol import Codec
 from server.app import App
 from server.settings import Settings
 
-WAIT = 5.0
+WAIT = 15.0
 ENCODINGS = ["moo.v1.json", "moo.v1.msgpack"]
 
 

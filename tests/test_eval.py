@@ -120,3 +120,16 @@ def test_progress_bar_is_silent_for_quick_jobs_then_draws() -> None:
     assert "60/100" in stream.getvalue()
     bar.finish()
     assert stream.getvalue().endswith("100/100\n")
+
+
+def test_eval_against_a_published_distribution(capsys) -> None:
+    """The exact score against Tanaka's minimum distribution, without its tree."""
+    import json as _json
+
+    from moo.cli import main as cli
+
+    assert cli(["eval", "dist:tanaka-strongest", "--vs", "dist:tanaka-minimum", "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    assert out["total"] == 26312 and out["vs_total"] == 26274
+    assert f"{out['score']:.7f}" == "0.5020823"
+    assert cli(["eval", "dist:1,2", "--vs", "dist:x,y"]) == 2

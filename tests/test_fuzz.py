@@ -77,7 +77,6 @@ async def test_the_harness_catches_a_state_change(monkeypatch: pytest.MonkeyPatc
     assert any("state changed" in v for v in stats.violations), stats.violations[:5]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: lone surrogate in a JSON string kills the reply")
 async def test_lone_surrogate_in_json_is_refused_not_fatal(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path)) as app:
         c = await Client.hello(app.port, "ann")
@@ -87,9 +86,6 @@ async def test_lone_surrogate_in_json_is_refused_not_fatal(tmp_path: Path) -> No
         assert pong["type"] == "pong"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: a refused action from a re-connected seat still logs 'back'"
-)
 async def test_refused_action_after_reconnect_changes_nothing(tmp_path: Path) -> None:
     """docs/protocol.md: "The request changed nothing." Arena.act re-attaches the seat (and
     appends a ``back`` event) before the match has validated the action."""

@@ -60,6 +60,10 @@ def test_decode_errors() -> None:
         MSGPACK.decode(b"\xc1")  # never-used msgpack byte
     with pytest.raises(DecodeError):
         JSON.decode('{"type": NaN}')
+    with pytest.raises(DecodeError, match="surrogate"):
+        JSON.decode('{"type": "ping", "id": "\\ud800"}')
+    with pytest.raises(DecodeError, match="surrogate"):
+        JSON.decode('{"type": "hello", "name": ["\\udfff"]}')
     with pytest.raises(DecodeError):
         JSON.decode("[" * 2000 + "]" * 2000)
     with pytest.raises(MessageTooLarge):

@@ -151,7 +151,12 @@ async def test_full_match_against_a_hosted_bot(tmp_path: Path, enc: str) -> None
                 assert r["code"] == "match_finished"
                 break
             assert r["kind"] == "guess", r
-            await a.event(mid, "round", n=n)
+            # the bot's first move may build its response table (seconds on a busy machine)
+            want = n
+            await a.expect(
+                lambda m: m.get("kind") == "round" and m.get("n") == want,  # noqa: B023
+                timeout=60 if n == 1 else 10,
+            )
         finished = await a.event(mid, "finished")
         assert finished["winner"] == 1
         assert finished["secrets"][0] == "0123"
@@ -355,3 +360,34 @@ async def test_a_player_who_does_not_come_back_forfeits(tmp_path: Path, enc: str
         fin = await p0.event(mid, "finished")
         assert fin["winner"] == 0 and fin["reason"] == "disconnect"
         assert mid not in app.arena.live
+
+
+async def test_finished_match_can_still_be_resumed_and_watched(tmp_path: Path, enc: str) -> None:
+    settings = server_settings(tmp_path)
+    async with running(settings) as app:
+        p0, p1, mid = await _pair_by_queue(app, enc)
+        await _secrets(p0, p1, mid)
+        await p0.close()
+        await p1.request({"type": "resign", "match_id": mid})
+        await p1.event(mid, "finished")
+        back = await Client.hello(app.port, "x", enc, token=p0.token)
+        m = await back.request({"type": "resume", "match_id": mid, "last_seq": 0})
+        assert m["type"] == "match" and m["seat"] == 0
+        fin = await back.event(mid, "finished")
+        assert fin["winner"] == 0 and fin["reason"] == "resign"
+        token = p0.token
+    async with running(settings) as app:  # after a restart: read back from the log
+        again = await Client.hello(app.port, "x", enc, token=token)
+        await again.request({"type": "resume", "match_id": mid, "last_seq": 0})
+        assert (await again.event(mid, "finished"))["winner"] == 0
+        eve = await Client.hello(app.port, "eve", enc)
+        w = await eve.request({"type": "watch", "match_id": mid})
+        assert w["type"] == "watching"
+        fin = await eve.event(mid, "finished")
+        assert fin["secrets"] == ["0123", "4567"]  # the end reveals them to everyone
+        secret_events = [e for e in eve.events(mid) if e["kind"] == "secret"]
+        assert secret_events and all("secret" not in e for e in secret_events)
+        err = await eve.request({"type": "resume", "match_id": mid})
+        assert err["code"] == "not_your_seat"
+        err = await eve.request({"type": "watch", "match_id": "m-none"})
+        assert err["code"] == "unknown_match"

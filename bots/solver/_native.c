@@ -1,0 +1,796 @@
+/*
+ * Native core of the exact MOO solver: response table, partition counting and the whole
+ * depth-first branch and bound.  Python (bots/solver/core.py) drives it one node at a time
+ * for tree extraction and one first-response cell at a time for the search itself.
+ *
+ * Vocabulary
+ *   code      an index 0..N-1 into the codes of `length` distinct symbols out of `nsym`,
+ *             in lexicographic order of symbol indices (= moo.rules.Rules.secrets order).
+ *   set S     the candidates still consistent with the history, a sorted uint16 array.
+ *   depth d   number of guesses already asked; the next guess is guess number d+1.
+ *   cost[k]   what one secret costs when it is solved by guess number k (absolute).  The
+ *             objective is to minimise the sum over secrets.  cost must increase with k;
+ *             that is what makes the capacity lower bound below admissible.
+ *               minimum:   cost[k] = k (optionally plus a small tie-break term)
+ *               strongest: cost[k] = (N - Gamma(k)) * 2^20 + k
+ *
+ * Search (search()): value(S, d) = min over guesses g of
+ *        [g in S] * cost[d+1] + sum over the other response classes P of value(P, d+1).
+ * It is a fail-soft branch and bound with a cutoff `beta`: the result is exact when it is
+ * < beta, otherwise it is only a lower bound that is >= beta (and is remembered as such).
+ * Guesses are generated once per node, reduced by symmetry and by "same partition"
+ * deduplication, bounded from below by the capacity bound of their parts, sorted by that
+ * bound, and tried in order until the bound of the next one cannot beat the best total found
+ * so far.  Before descending into the parts of a guess, every part is "probed" (its one-ply
+ * bound), which rejects most hopeless guesses without any deep search.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_native.h"
+#define NRMAX ((MAXL + 1) * (MAXL + 1))
+#define INF ((int64_t)1 << 60)
+
+/* ------------------------------------------------------------------------------------ */
+/* Game tables                                                                           */
+/* ------------------------------------------------------------------------------------ */
+static int L = 0, NSYM = 0, N = 0, NR = 0, SOLVED = 0, NRESP = 0;
+static uint8_t (*codes)[MAXL];        /* codes[i][pos] = symbol index */
+static int32_t *index_of;             /* packed base-NSYM code -> index, -1 if not a code */
+static uint8_t *resp;                 /* resp[g * N + s]: compact id of (bulls, cows); symmetric */
+static int rid_code[NRMAX];           /* compact id -> bulls * (L+1) + cows */
+static uint16_t *count_buf;           /* N * NR response counts, all zero between scans */
+static int64_t cost[MAXD + 2];
+static int64_t cap[MAXD + 2];         /* cap[j]: at most cap[j] secrets solved within j guesses */
+static int64_t *lbtab;                /* lbtab[d * (N+1) + n]: capacity lower bound */
+static int perms[720][MAXL];          /* all position permutations */
+static int nperms = 0;
+
+/* Statistics, reset by stats(). */
+static uint64_t st_nodes, st_tt_hits, st_tt_stores, st_guesses, st_tt_compactions;
+
+/* Per-depth scratch, so the recursion never allocates. */
+typedef struct { int64_t bound; int32_t guess; } Cand;
+static Cand *cand_buf[MAXD + 2];
+static uint16_t *part_buf[MAXD + 2];
+static int hist[MAXD + 2];
+
+static inline int64_t LB(int d, int n) { return lbtab[(size_t)d * (N + 1) + n]; }
+
+static int packed(const uint8_t *c) {
+    int p = 0;
+    for (int i = 0; i < L; i++) p = p * NSYM + c[i];
+    return p;
+}
+
+/* Scores are symmetric for distinct-symbol codes (bulls and common symbols both are), so row s
+ * of the table also lists the responses of every guess against secret s. */
+static int score_codes(const uint8_t *a, const uint8_t *b) {
+    int bulls = 0, common = 0;
+    for (int i = 0; i < L; i++) {
+        if (a[i] == b[i]) bulls++;
+        for (int j = 0; j < L; j++) common += a[i] == b[j];
+    }
+    return bulls * (L + 1) + (common - bulls);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Transposition table: sets (with their depth) -> exact value or lower bound              */
+/* ------------------------------------------------------------------------------------ */
+typedef struct {
+    uint64_t key;      /* 0 = empty */
+    uint64_t off;      /* set stored at arena[off .. off+n) */
+    int64_t value;
+    int32_t guess;     /* best guess when exact */
+    uint16_t n;
+    uint8_t depth;
+    uint8_t exact;
+} TTEntry;
+
+static TTEntry *tt = NULL;
+static size_t tt_mask = 0, tt_used = 0;
+static uint16_t *arena = NULL;
+static size_t arena_cap = 0, arena_used = 0;
+
+static uint64_t hash_set(const uint16_t *S, int n, int d) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)d << 32) ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h ^= S[i];
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 29;
+    }
+    return h ? h : 1;
+}
+
+static void tt_clear(void) {
+    if (tt) memset(tt, 0, (tt_mask + 1) * sizeof(TTEntry));
+    tt_used = 0;
+    arena_used = 0;
+}
+
+static TTEntry *tt_find(const uint16_t *S, int n, int d, uint64_t h) {
+    for (size_t i = h & tt_mask;; i = (i + 1) & tt_mask) {
+        TTEntry *e = &tt[i];
+        if (!e->key) return e;                     /* empty slot: not present */
+        if (e->key == h && e->n == n && e->depth == d &&
+            memcmp(arena + e->off, S, (size_t)n * sizeof(uint16_t)) == 0)
+            return e;
+    }
+}
+
+static void tt_compact(void) {
+    TTEntry *old = tt;
+    uint16_t *old_arena = arena;
+    TTEntry *fresh = calloc(tt_mask + 1, sizeof(TTEntry));
+    uint16_t *fresh_arena = malloc(sizeof(uint16_t) * arena_cap);
+    st_tt_compactions++;
+    if (!fresh || !fresh_arena) { free(fresh); free(fresh_arena); tt_clear(); return; }
+    tt = fresh;
+    arena = fresh_arena;
+    tt_used = 0;
+    arena_used = 0;
+    for (size_t i = 0; i <= tt_mask; i++) {
+        TTEntry *o = &old[i];
+        if (!o->key || !o->exact) continue;
+        if (tt_used * 2 >= tt_mask + 1 || arena_used + o->n > arena_cap / 2) break;
+        const uint16_t *S = old_arena + o->off;
+        TTEntry *e = tt_find(S, o->n, o->depth, o->key);
+        *e = *o;
+        e->off = arena_used;
+        memcpy(arena + arena_used, S, (size_t)o->n * sizeof(uint16_t));
+        arena_used += o->n;
+        tt_used++;
+    }
+    free(old);
+    free(old_arena);
+}
+
+static void tt_store(const uint16_t *S, int n, int d, int64_t value, int exact, int guess) {
+    uint64_t h = hash_set(S, n, d);
+    TTEntry *e = tt_find(S, n, d, h);
+    if (e->key) {                                  /* update: keep the most useful fact */
+        if (e->exact) return;
+        if (exact || value > e->value) { e->value = value; e->exact = (uint8_t)exact; e->guess = guess; }
+        return;
+    }
+    /* Full?  Keep the exact values (the optimal tree is read back from them), drop the
+     * lower bounds; start over only if the exact ones alone fill half the table. */
+    if (tt_used * 10 >= (tt_mask + 1) * 7 || arena_used + (size_t)n > arena_cap) {
+        tt_compact();
+        e = tt_find(S, n, d, h);
+    }
+    memcpy(arena + arena_used, S, (size_t)n * sizeof(uint16_t));
+    e->key = h; e->off = arena_used; e->n = (uint16_t)n; e->depth = (uint8_t)d;
+    e->value = value; e->exact = (uint8_t)exact; e->guess = guess;
+    arena_used += (size_t)n;
+    tt_used++;
+    st_tt_stores++;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Symmetry                                                                               */
+/* ------------------------------------------------------------------------------------ */
+/*
+ * A relabelling T (position permutation sigma, symbol permutation pi), T(x)[i] = pi(x[sigma(i)]),
+ * maps S onto itself if it fixes every guess of the history (scores are invariant under
+ * relabelling, so the responses stay the same).  Two more families fix S:
+ *   - any permutation of the symbols absent from S (class A);
+ *   - any permutation of symbols never guessed (present in S, class F): S cannot tell them apart.
+ * Guesses in one orbit have equal values, so only the smallest code of each orbit needs a
+ * search.  We keep g iff no checked group element maps it to something smaller; the orbit's
+ * minimum always survives, whichever subset of the group is checked, so this is safe.
+ */
+typedef struct {
+    int ng;                         /* non-identity history-fixing relabellings */
+    int sigma[720][MAXL];
+    int pi[720][MAXSYM];            /* -1: symbol never guessed, left in place */
+    int cls[MAXSYM];                /* 0: fixed, 1: class A, 2: class F */
+} Sym;
+static Sym sym_buf[MAXD + 2];
+
+static void sym_setup(Sym *sy, const uint16_t *S, int n, const int *h, int nh) {
+    int present = 0, used = 0;
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < L; p++) present |= 1 << codes[S[i]][p];
+    for (int k = 0; k < nh; k++)
+        for (int p = 0; p < L; p++) used |= 1 << codes[h[k]][p];
+    for (int s = 0; s < NSYM; s++)
+        sy->cls[s] = !(present >> s & 1) ? 1 : !(used >> s & 1) ? 2 : 0;
+    sy->ng = 0;
+    for (int q = 1; q < nperms; q++) {             /* perms[0] is the identity */
+        int pi[MAXSYM], inv[MAXSYM], ok = 1;
+        for (int s = 0; s < NSYM; s++) pi[s] = inv[s] = -1;
+        for (int k = 0; k < nh && ok; k++) {
+            const uint8_t *c = codes[h[k]];
+            for (int i = 0; i < L && ok; i++) {
+                int a = c[perms[q][i]], b = c[i];   /* need pi(a) = b */
+                if ((pi[a] >= 0 && pi[a] != b) || (inv[b] >= 0 && inv[b] != a)) ok = 0;
+                pi[a] = b; inv[b] = a;
+            }
+        }
+        if (!ok) continue;
+        memcpy(sy->sigma[sy->ng], perms[q], sizeof(perms[q]));
+        memcpy(sy->pi[sy->ng], pi, sizeof(pi));
+        sy->ng++;
+    }
+}
+
+/* Smallest code obtainable from x by permuting class-A and class-F symbols among themselves. */
+static int canon(const Sym *sy, const uint8_t *x) {
+    uint8_t out[MAXL];
+    int nextA = 0, nextF = 0;
+    for (int i = 0; i < L; i++) {
+        int s = x[i], c = sy->cls[s];
+        if (c) {
+            int *nx = c == 1 ? &nextA : &nextF;
+            while (sy->cls[*nx] != c) (*nx)++;     /* next unused symbol of the class */
+            s = (*nx)++;
+        }
+        out[i] = (uint8_t)s;
+    }
+    return index_of[packed(out)];
+}
+
+static int is_canonical(const Sym *sy, int g) {
+    const uint8_t *x = codes[g];
+    if (canon(sy, x) != g) return 0;
+    for (int k = 0; k < sy->ng; k++) {
+        uint8_t y[MAXL];
+        for (int i = 0; i < L; i++) {
+            int s = x[sy->sigma[k][i]];
+            y[i] = (uint8_t)(sy->pi[k][s] >= 0 ? sy->pi[k][s] : s);
+        }
+        if (canon(sy, y) < g) return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The search                                                                             */
+/* ------------------------------------------------------------------------------------ */
+static int cmp_cand(const void *a, const void *b) {
+    const Cand *x = a, *y = b;
+    if (x->bound != y->bound) return x->bound < y->bound ? -1 : 1;
+    return x->guess - y->guess;
+}
+
+/* Sets of three: a member that separates the other two is optimal (it reaches the bound);
+ * otherwise compare a member (1 + 2 + 3 guesses) with a non-member that splits all three. */
+static int64_t solve3(const uint16_t *S, int d, int *best_guess) {
+    int64_t c1 = cost[d + 1], c2 = cost[d + 2], c3 = cost[d + 3];
+    for (int i = 0; i < 3; i++) {
+        int g = S[i], a = S[(i + 1) % 3], b = S[(i + 2) % 3];
+        if (resp[(size_t)g * N + a] != resp[(size_t)g * N + b]) { *best_guess = g; return c1 + 2 * c2; }
+    }
+    *best_guess = S[0];
+    int64_t best = c1 + c2 + c3;
+    if (3 * c2 < best) {
+        for (int g = 0; g < N; g++) {
+            const uint8_t *r = resp + (size_t)g * N;
+            if (r[S[0]] != r[S[1]] && r[S[0]] != r[S[2]] && r[S[1]] != r[S[2]]) {
+                *best_guess = g;
+                return 3 * c2;
+            }
+        }
+    }
+    return best;
+}
+
+/*
+ * value of S at depth d (d == number of guesses in hist).  Exact if < beta; otherwise a lower
+ * bound >= beta.  *best_guess receives the best guess when the result is exact.
+ *
+ * With probe != 0 the node is not searched: the result is only the one-ply lower bound
+ * min over guesses of ([g in S] cost[d+1] + sum of the parts' capacity bounds), remembered in
+ * the transposition table.  The parent probes every part of a guess before descending into
+ * any of them, so a guess whose parts are each a little worse than their size suggests is
+ * rejected without a deep search (the deep search of a part would have repeated that same
+ * scan anyway).
+ */
+static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_guess, int probe) {
+    *best_guess = -1;
+    if (n == 0) return 0;
+    if (n == 1) { *best_guess = S[0]; return cost[d + 1]; }
+    if (d + 3 > MAXD) return INF;                  /* deeper than we track: hopeless */
+    if (n == 2) { *best_guess = S[0]; return cost[d + 1] + cost[d + 2]; }
+    int64_t lb = LB(d, n);
+    if (lb >= beta) return lb;
+    if (n == 3) return solve3(S, d, best_guess);
+    st_nodes++;
+
+    /* Transposition table. */
+    uint64_t h = hash_set(S, n, d);
+    TTEntry *e = tt_find(S, n, d, h);
+    if (e->key) {
+        st_tt_hits++;
+        if (e->exact) { *best_guess = e->guess; return e->value; }
+        if (e->value >= beta) return e->value;
+        if (e->value > lb) lb = e->value;
+        if (probe) return lb;                      /* already probed (or better) */
+    }
+
+    /* A member splitting the rest into singletons reaches the capacity bound when n <= NRESP:
+     * nothing can beat it. */
+    if (n <= NRESP) {
+        for (int i = 0; i < n; i++) {
+            const uint8_t *r = resp + (size_t)S[i] * N;
+            uint64_t seen = 0;
+            int ok = 1;
+            for (int j = 0; j < n && ok; j++) {
+                uint64_t bit = (uint64_t)1 << r[S[j]];
+                if (seen & bit) ok = 0;
+                seen |= bit;
+            }
+            if (ok) {
+                int64_t v = cost[d + 1] + (int64_t)(n - 1) * cost[d + 2];
+                *best_guess = S[i];
+                tt_store(S, n, d, v, 1, S[i]);
+                return v;
+            }
+        }
+    }
+
+    /* Generate guesses: canonical under symmetry, useful (they split S or hit it), with a
+     * distinct partition, and with a lower bound that can still beat beta. */
+    Sym *sy = &sym_buf[d];
+    if (!probe) sym_setup(sy, S, n, hist, d);
+    Cand *cands = cand_buf[d];
+    int nc = 0;
+    int64_t min_skipped = INF;                     /* smallest bound of a guess left out */
+    /* Partition dedup for small sets: a guess whose partition of S (as a set of parts, plus
+     * which part is "solved") equals an earlier one has the same value. */
+    enum { DEDUP_MAX = 48, DHASH = 8192 };
+    static uint64_t dedup[MAXD + 2][DHASH];
+    int use_dedup = !probe && n <= DEDUP_MAX;
+    if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
+    /* Response counts of every guess at once: walk the table rows of the members of S
+     * (sequential memory) instead of n scattered reads per guess. */
+    for (int i = 0; i < n; i++) {
+        const uint8_t *row = resp + (size_t)S[i] * N;
+        uint16_t *c = count_buf;
+        for (int g = 0; g < N; g++) c[g * NR + row[g]]++;
+    }
+    const int64_t *lbrow = lbtab + (size_t)(d + 1) * (N + 1);
+    for (int g = 0; g < N; g++) {
+        uint16_t *c = count_buf + (size_t)g * NR;
+        /* Bound: the solved class costs cost[d+1], every other part its capacity bound
+         * (lbrow[0] == 0 for empty classes).  Clear the counts as they are read. */
+        int64_t b = c[SOLVED] ? cost[d + 1] : 0;
+        int largest = 0, hit = c[SOLVED];
+        c[SOLVED] = 0;
+        for (int k = 0; k < NR; k++) {
+            int x = c[k];
+            b += lbrow[x];
+            if (x > largest) largest = x;
+            c[k] = 0;
+        }
+        if (largest == n && !hit) continue;            /* learns nothing */
+        if (b >= beta || probe) {
+            /* Equivalent guesses have equal bounds: no symmetry test needed for a minimum. */
+            if (b < min_skipped) min_skipped = b;
+            continue;
+        }
+        if (!is_canonical(sy, g)) continue;
+        const uint8_t *r = resp + (size_t)g * N;
+        if (use_dedup) {
+            /* Canonical partition signature: each element labelled by the first element
+             * of its class; the solved class marked. */
+            int first[NRMAX];
+            for (int k = 0; k < NR; k++) first[k] = -1;
+            uint64_t sig = 0x12345678ULL;
+            for (int i = 0; i < n; i++) {
+                int k = r[S[i]];
+                if (first[k] < 0) first[k] = i;
+                sig = (sig ^ (uint64_t)(first[k] + 1 + (k == SOLVED ? 1000 : 0))) * 0x100000001b3ULL;
+                sig ^= sig >> 31;
+            }
+            if (!sig) sig = 1;
+            size_t slot = sig & (DHASH - 1);
+            int dup = 0;
+            while (dedup[d][slot]) {
+                if (dedup[d][slot] == sig) { dup = 1; break; }
+                slot = (slot + 1) & (DHASH - 1);
+            }
+            if (dup) continue;
+            dedup[d][slot] = sig;
+        }
+        cands[nc].bound = b;
+        cands[nc].guess = g;
+        nc++;
+    }
+    if (probe) {
+        int64_t v = min_skipped > lb ? min_skipped : lb;
+        if (v > LB(d, n)) tt_store(S, n, d, v, 0, -1);
+        return v;
+    }
+    st_guesses += (uint64_t)nc;
+    qsort(cands, (size_t)nc, sizeof(Cand), cmp_cand);
+
+    /* Try guesses in bound order.  For each: probe every part (one-ply bound), then replace
+     * each part's bound by its exact value, largest part first, until the running total can
+     * no longer beat the best. */
+    int64_t best = beta, fail_lb = min_skipped;
+    int bestg = -1;
+    uint16_t *buf = part_buf[d];
+    for (int c = 0; c < nc; c++) {
+        int64_t total = cands[c].bound;
+        if (total >= best) { if (total < fail_lb) fail_lb = total; break; }
+        int g = cands[c].guess;
+        const uint8_t *r = resp + (size_t)g * N;
+        /* Counting sort of S into parts by response. */
+        int cnt[NRMAX], start[NRMAX + 1];
+        memset(cnt, 0, sizeof(int) * NR);
+        for (int i = 0; i < n; i++) cnt[r[S[i]]]++;
+        start[0] = 0;
+        for (int k = 0; k < NR; k++) start[k + 1] = start[k] + cnt[k];
+        int pos[NRMAX];
+        memcpy(pos, start, sizeof(int) * NR);
+        for (int i = 0; i < n; i++) buf[pos[r[S[i]]]++] = S[i];
+        /* Parts largest first (their bounds are the least accurate). */
+        int order[NRMAX], no = 0;
+        for (int k = 0; k < NR; k++)
+            if (cnt[k] && k != SOLVED) order[no++] = k;
+        for (int a = 1; a < no; a++) {
+            int x = order[a], b2 = a;
+            while (b2 > 0 && cnt[order[b2 - 1]] < cnt[x]) { order[b2] = order[b2 - 1]; b2--; }
+            order[b2] = x;
+        }
+        hist[d] = g;
+        int ok = 1, child_best;
+        int64_t plb[NRMAX];
+        /* Pass 1: one-ply bounds of all parts (cheap for parts of <= 3, or known ones). */
+        for (int a = 0; a < no && ok; a++) {
+            int k = order[a];
+            int64_t base = LB(d + 1, cnt[k]);
+            plb[k] = base;
+            if (cnt[k] <= 3) continue;
+            int64_t v = search(buf + start[k], cnt[k], d + 1, best - (total - base), &child_best, 1);
+            plb[k] = v;
+            total += v - base;
+            if (total >= best) ok = 0;
+        }
+        /* Pass 2: exact values. */
+        for (int a = 0; a < no && ok; a++) {
+            int k = order[a];
+            int64_t v = search(buf + start[k], cnt[k], d + 1, best - (total - plb[k]), &child_best, 0);
+            total += v - plb[k];
+            if (total >= best) ok = 0;
+        }
+        if (ok) {
+            best = total;
+            bestg = g;
+            if (best <= lb) break;                       /* reached the bound: optimal */
+        } else if (total < fail_lb) {
+            fail_lb = total;
+        }
+    }
+    if (bestg >= 0) {
+        *best_guess = bestg;
+        tt_store(S, n, d, best, 1, bestg);
+        return best;
+    }
+    /* Every guess failed against beta.  Each guess's total was a lower bound >= beta when it
+     * stopped; guesses never tried had bounds >= the one that stopped the loop or were
+     * skipped at generation (min_skipped).  The smallest of all these bounds S. */
+    if (fail_lb < beta) fail_lb = beta;                /* (cannot happen; defensive) */
+    if (fail_lb > INF / 2) fail_lb = beta;             /* no useful guess at all */
+    if (fail_lb < lb) fail_lb = lb;
+    tt_store(S, n, d, fail_lb, 0, -1);
+    return fail_lb;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Capacities: how many secrets can be solved within j guesses, at most                   */
+/* ------------------------------------------------------------------------------------ */
+/*
+ * cap(S, j) = max_g [g in S] + sum over non-solved parts P of cap(P, j-1), and a subset never
+ * does better than the full code set.  Expanding two levels from the full set (first guess is
+ * any code, they are all equivalent) and bounding the third level by min(|Q|, cap[j-2]):
+ *   cap[j] <= 1 + sum_P max_g2 ([g2 in P] + sum_Q min(|Q|, cap[j-2])).
+ * For j = 2, 3 this is exact (Tanaka's Table 1 for ten symbols: 14, 127).
+ */
+static void compute_caps(void) {
+    cap[0] = 0;
+    cap[1] = 1;
+    uint16_t *all = malloc(sizeof(uint16_t) * N);
+    uint16_t *sorted = malloc(sizeof(uint16_t) * N);
+    int cnt[NRMAX], start[NRMAX + 1];
+    memset(cnt, 0, sizeof(cnt));
+    for (int i = 0; i < N; i++) all[i] = (uint16_t)i;
+    for (int i = 0; i < N; i++) cnt[resp[i]]++;        /* guess 0 against everything */
+    start[0] = 0;
+    for (int k = 0; k < NR; k++) start[k + 1] = start[k] + cnt[k];
+    int pos[NRMAX];
+    memcpy(pos, start, sizeof(pos));
+    for (int i = 0; i < N; i++) sorted[pos[resp[i]]++] = (uint16_t)i;
+    for (int j = 2; j <= MAXD + 1; j++) {
+        if (cap[j - 1] >= N) { cap[j] = N; continue; }
+        int64_t total = 1;
+        for (int k = 0; k < NR; k++) {
+            if (!cnt[k] || k == SOLVED) continue;
+            const uint16_t *P = sorted + start[k];
+            int64_t bestp = 0;
+            for (int g = 0; g < N; g++) {
+                int c2[NRMAX];
+                memset(c2, 0, sizeof(c2));
+                const uint8_t *r = resp + (size_t)g * N;
+                for (int i = 0; i < cnt[k]; i++) c2[r[P[i]]]++;
+                int64_t v = c2[SOLVED] ? 1 : 0;
+                for (int q = 0; q < NR; q++)
+                    if (c2[q] && q != SOLVED) v += c2[q] < cap[j - 2] ? c2[q] : cap[j - 2];
+                if (v > bestp) bestp = v;
+            }
+            total += bestp;
+        }
+        cap[j] = total < N ? total : N;
+    }
+    free(all);
+    free(sorted);
+}
+
+/* LB(d, n): fill guess numbers d+1, d+2, ... greedily up to their capacities. */
+static void compute_lbtab(void) {
+    for (int d = 0; d <= MAXD; d++) {
+        for (int n = 0; n <= N; n++) {
+            int64_t v = 0;
+            int left = n;
+            for (int j = 1; left > 0; j++) {
+                int64_t room = cap[j] - cap[j - 1];
+                if (d + j > MAXD + 1) { v = INF; break; }
+                int64_t take = left < room ? left : room;
+                v += take * cost[d + j];
+                left -= (int)take;
+            }
+            lbtab[(size_t)d * (N + 1) + n] = v;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Python interface                                                                       */
+/* ------------------------------------------------------------------------------------ */
+static void free_tables(void) {
+    free(codes); free(index_of); free(resp); free(lbtab); free(tt); free(arena);
+    codes = NULL; index_of = NULL; resp = NULL; lbtab = NULL; tt = NULL; arena = NULL;
+    for (int d = 0; d < MAXD + 2; d++) { free(cand_buf[d]); free(part_buf[d]); cand_buf[d] = NULL; part_buf[d] = NULL; }
+}
+
+static void gen_perms(int *cur, int k, int used) {
+    if (k == L) { memcpy(perms[nperms++], cur, sizeof(int) * MAXL); return; }
+    for (int i = 0; i < L; i++)
+        if (!(used >> i & 1)) { cur[k] = i; gen_perms(cur, k + 1, used | 1 << i); }
+}
+
+static void gen_codes(uint8_t *cur, int k, int used, int *count) {
+    if (k == L) { memcpy(codes[*count], cur, MAXL); (*count)++; return; }
+    for (int s = 0; s < NSYM; s++)
+        if (!(used >> s & 1)) { cur[k] = (uint8_t)s; gen_codes(cur, k + 1, used | 1 << s, count); }
+}
+
+PyDoc_STRVAR(init_doc,
+"init(length, nsym, costs, tt_log2=22) -> caps\n\n"
+"Build the tables for codes of `length` distinct symbols out of `nsym`; costs[k] is the cost\n"
+"of solving a secret with guess number k (k = 0.. at least 20, increasing from k = 1).\n"
+"Clears the transposition table. Returns the capacity list cap[j] used by the bound.");
+
+static PyObject *py_init(PyObject *self, PyObject *args) {
+    (void)self;
+    int length, nsym, tt_log2 = 22;
+    PyObject *costs_obj;
+    if (!PyArg_ParseTuple(args, "iiO|i", &length, &nsym, &costs_obj, &tt_log2)) return NULL;
+    if (length < 2 || length > MAXL || nsym < length || nsym > MAXSYM) {
+        PyErr_SetString(PyExc_ValueError, "unsupported game size");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(costs_obj, "costs must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t nc = PySequence_Fast_GET_SIZE(seq);
+    if (nc < MAXD + 2) { Py_DECREF(seq); PyErr_Format(PyExc_ValueError, "need %d costs", MAXD + 2); return NULL; }
+    for (int k = 0; k < MAXD + 2; k++) {
+        cost[k] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, k));
+    }
+    Py_DECREF(seq);
+    if (PyErr_Occurred()) return NULL;
+    for (int k = 2; k < MAXD + 2; k++)
+        if (cost[k] <= cost[k - 1]) { PyErr_SetString(PyExc_ValueError, "costs must increase"); return NULL; }
+
+    free_tables();
+    L = length; NSYM = nsym; NR = (L + 1) * (L + 1); SOLVED = L * (L + 1);
+    N = 1;
+    for (int i = 0; i < L; i++) N *= NSYM - i;
+    codes = malloc(sizeof(*codes) * N);
+    int npacked = 1;
+    for (int i = 0; i < L; i++) npacked *= NSYM;
+    index_of = malloc(sizeof(int32_t) * npacked);
+    for (int i = 0; i < npacked; i++) index_of[i] = -1;
+    uint8_t cur[MAXL] = {0};
+    int count = 0;
+    gen_codes(cur, 0, 0, &count);
+    for (int i = 0; i < N; i++) index_of[packed(codes[i])] = i;
+    resp = malloc((size_t)N * N);
+    int seen[NRMAX] = {0};
+    for (int g = 0; g < N; g++)
+        for (int s = 0; s < N; s++) {
+            int r = score_codes(codes[s], codes[g]);
+            resp[(size_t)g * N + s] = (uint8_t)r;
+            seen[r] = 1;
+        }
+    /* Renumber the responses that occur 0..NRESP-1 so per-guess count vectors are short. */
+    int compact[NRMAX];
+    NRESP = 0;
+    for (int k = 0; k < NR; k++) {
+        compact[k] = seen[k] ? NRESP : -1;
+        if (seen[k]) rid_code[NRESP++] = k;
+    }
+    for (size_t i = 0; i < (size_t)N * N; i++) resp[i] = (uint8_t)compact[resp[i]];
+    SOLVED = compact[SOLVED];
+    NR = NRESP;
+    free(count_buf);
+    count_buf = calloc((size_t)N * NR, sizeof(uint16_t));
+    int pc[MAXL];
+    nperms = 0;
+    gen_perms(pc, 0, 0);
+    for (int d = 0; d < MAXD + 2; d++) {
+        cand_buf[d] = malloc(sizeof(Cand) * N);
+        part_buf[d] = malloc(sizeof(uint16_t) * N);
+    }
+    compute_caps();
+    lbtab = malloc(sizeof(int64_t) * (size_t)(MAXD + 1) * (N + 1));
+    compute_lbtab();
+    if (tt_log2 < 10) tt_log2 = 10;
+    if (tt_log2 > 28) tt_log2 = 28;
+    tt_mask = ((size_t)1 << tt_log2) - 1;
+    tt = calloc(tt_mask + 1, sizeof(TTEntry));
+    arena_cap = (tt_mask + 1) * 16;
+    arena = malloc(sizeof(uint16_t) * arena_cap);
+    if (!codes || !index_of || !resp || !lbtab || !tt || !arena) { free_tables(); return PyErr_NoMemory(); }
+    tt_used = 0;            /* calloc'ed: already empty, and untouched pages stay free */
+    arena_used = 0;
+    st_nodes = st_tt_hits = st_tt_stores = st_guesses = st_tt_compactions = 0;
+    PyObject *out = PyList_New(0);
+    for (int j = 0; j <= MAXD + 1; j++) {
+        PyObject *v = PyLong_FromLongLong(cap[j]);
+        PyList_Append(out, v);
+        Py_DECREF(v);
+    }
+    return out;
+}
+
+static int get_set(PyObject *obj, Py_buffer *view, const uint16_t **S, int *n) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return -1;
+    if (view->len % 2) { PyBuffer_Release(view); PyErr_SetString(PyExc_ValueError, "uint16 array expected"); return -1; }
+    *S = view->buf;
+    *n = (int)(view->len / 2);
+    for (int i = 0; i < *n; i++)
+        if ((*S)[i] >= N || (i && (*S)[i] <= (*S)[i - 1])) {
+            PyBuffer_Release(view);
+            PyErr_SetString(PyExc_ValueError, "set must be sorted distinct code indices");
+            return -1;
+        }
+    return 0;
+}
+
+PyDoc_STRVAR(solve_doc,
+"solve(set, history, beta=None) -> (value, guess, exact)\n\n"
+"Optimal cost of the candidate `set` (bytes of sorted uint16 code indices) after the guesses\n"
+"in `history` (sequence of code indices); the depth is len(history). With `beta`, the search\n"
+"stops proving once it knows the value is >= beta (then exact is False).");
+
+static PyObject *py_solve(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *set_obj, *hist_obj, *beta_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O", &set_obj, &hist_obj, &beta_obj)) return NULL;
+    if (!resp) { PyErr_SetString(PyExc_RuntimeError, "call init() first"); return NULL; }
+    PyObject *hs = PySequence_Fast(hist_obj, "history must be a sequence");
+    if (!hs) return NULL;
+    Py_ssize_t nh = PySequence_Fast_GET_SIZE(hs);
+    if (nh > MAXD - 3) { Py_DECREF(hs); PyErr_SetString(PyExc_ValueError, "history too long"); return NULL; }
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(hs, i));
+        if (v < 0 || v >= N) { Py_DECREF(hs); if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad code index"); return NULL; }
+        hist[i] = (int)v;
+    }
+    Py_DECREF(hs);
+    int64_t beta = INF;
+    if (beta_obj != Py_None) { beta = PyLong_AsLongLong(beta_obj); if (PyErr_Occurred()) return NULL; }
+    Py_buffer view;
+    const uint16_t *S;
+    int n;
+    if (get_set(set_obj, &view, &S, &n) < 0) return NULL;
+    int guess = -1;
+    int64_t v;
+    Py_BEGIN_ALLOW_THREADS
+    v = search(S, n, (int)nh, beta, &guess, 0);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(LiO)", (long long)v, guess, v < beta ? Py_True : Py_False);
+}
+
+PyDoc_STRVAR(partition_doc,
+"partition(set, guess) -> dict response_id -> bytes\n\n"
+"Split a candidate set by the response to `guess`; response_id = bulls * (length+1) + cows.");
+
+static PyObject *py_partition(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *set_obj;
+    int g;
+    if (!PyArg_ParseTuple(args, "Oi", &set_obj, &g)) return NULL;
+    if (!resp || g < 0 || g >= N) { PyErr_SetString(PyExc_ValueError, "bad guess or not initialised"); return NULL; }
+    Py_buffer view;
+    const uint16_t *S;
+    int n;
+    if (get_set(set_obj, &view, &S, &n) < 0) return NULL;
+    uint16_t *tmp = malloc(sizeof(uint16_t) * (n ? n : 1));
+    PyObject *out = PyDict_New();
+    const uint8_t *r = resp + (size_t)g * N;
+    for (int k = 0; k < NR && out; k++) {
+        int m = 0;
+        for (int i = 0; i < n; i++) if (r[S[i]] == k) tmp[m++] = S[i];
+        if (!m) continue;
+        PyObject *key = PyLong_FromLong(rid_code[k]);
+        PyObject *val = PyBytes_FromStringAndSize((const char *)tmp, (Py_ssize_t)m * 2);
+        if (!key || !val || PyDict_SetItem(out, key, val) < 0) { Py_CLEAR(out); }
+        Py_XDECREF(key); Py_XDECREF(val);
+    }
+    free(tmp);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyObject *py_response(PyObject *self, PyObject *args) {
+    (void)self;
+    int s, g;
+    if (!PyArg_ParseTuple(args, "ii", &s, &g)) return NULL;
+    if (!resp || s < 0 || s >= N || g < 0 || g >= N) { PyErr_SetString(PyExc_ValueError, "bad code index"); return NULL; }
+    return PyLong_FromLong(rid_code[resp[(size_t)g * N + s]]);
+}
+
+static PyObject *py_lower_bound(PyObject *self, PyObject *args) {
+    (void)self;
+    int n, d;
+    if (!PyArg_ParseTuple(args, "ii", &n, &d)) return NULL;
+    if (!lbtab || n < 0 || n > N || d < 0 || d > MAXD) { PyErr_SetString(PyExc_ValueError, "out of range"); return NULL; }
+    return PyLong_FromLongLong(LB(d, n));
+}
+
+static PyObject *py_stats(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    return Py_BuildValue("{sKsKsKsKsnsK}", "nodes", (unsigned long long)st_nodes,
+                         "tt_hits", (unsigned long long)st_tt_hits,
+                         "tt_stores", (unsigned long long)st_tt_stores,
+                         "guesses", (unsigned long long)st_guesses,
+                         "tt_used", (Py_ssize_t)tt_used,
+                         "tt_compactions", (unsigned long long)st_tt_compactions);
+}
+
+static PyObject *py_clear(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    tt_clear();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", py_init, METH_VARARGS, init_doc},
+    {"solve", py_solve, METH_VARARGS, solve_doc},
+    {"partition", py_partition, METH_VARARGS, partition_doc},
+    {"response", py_response, METH_VARARGS, "response(secret, guess) -> response id"},
+    {"lower_bound", py_lower_bound, METH_VARARGS, "lower_bound(n, depth) -> capacity bound"},
+    {"stats", py_stats, METH_NOARGS, "search counters since init()"},
+    {"clear", py_clear, METH_NOARGS, "empty the transposition table"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_native",
+    "Native core of the exact MOO solver (see bots/solver/_native.c).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m && PyModule_AddIntConstant(m, "NCOSTS", MAXD + 2) < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}

@@ -1,0 +1,409 @@
+"""``moo bot``: connect a strategy (or an external program) to a server and play N matches.
+
+Many bots share one event loop: ``--concurrency K`` opens K connections (``NAME-1`` ..
+``NAME-K``), each playing its matches one after another until N have been started in total.
+Strategies are synchronous and fast (they never do I/O), so calling them on the loop is fine;
+external programs are driven through :class:`clients.external.ExternalBot`, whose every answer
+is bounded by the move time limit, so a stuck program costs its own match and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import random
+import secrets
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from bots.base import Strategy, available, create
+from clients.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
+from clients.sdk import (
+    DEFAULT_URL,
+    Client,
+    ConnectionLost,
+    MatchAnnounced,
+    ServerError,
+)
+from clients.sdk.tokens import TokenStore
+from moo.errors import UnknownStrategy
+from moo.rules import Response, Rules
+
+__all__ = ["MatchOutcome", "Player", "StrategyPlayer", "configure", "main", "play_match"]
+
+
+class Player(Protocol):
+    """What the runner drives: the Strategy contract, made async (external bots need I/O)."""
+
+    name: str
+
+    async def new_match(self, rules: Rules, rng: random.Random) -> None: ...
+    async def next_guess(self) -> str: ...
+    async def observe(self, guess: str, response: Response) -> None: ...
+    async def observe_opponent(self, count: int, response: Response | None) -> None: ...
+    async def end(self, outcome: str) -> None: ...
+    async def close(self) -> None: ...
+
+
+class StrategyPlayer:
+    """A registered in-process :class:`~bots.base.Strategy` as a :class:`Player`."""
+
+    def __init__(self, strategy: Strategy) -> None:
+        self.strategy = strategy
+        self.name = strategy.name or type(strategy).__name__
+
+    async def new_match(self, rules: Rules, rng: random.Random) -> None:
+        self.strategy.new_match(rules, rng)
+
+    async def next_guess(self) -> str:
+        return self.strategy.next_guess()
+
+    async def observe(self, guess: str, response: Response) -> None:
+        self.strategy.observe(guess, response)
+
+    async def observe_opponent(self, count: int, response: Response | None) -> None:
+        self.strategy.observe_opponent(count, response)
+
+    async def end(self, outcome: str) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class MatchOutcome:
+    """One finished (or abandoned) match from the bot's side."""
+
+    match_id: str
+    player: str
+    opponent: str
+    outcome: str  # win / loss / draw / aborted
+    reason: str
+    guesses: int
+    opponent_guesses: int
+    solved: bool
+    opponent_solved: bool
+    secret: str
+    opponent_secret: str | None
+    fair: bool | None
+    failure: str | None = None
+    seconds: float = 0.0
+    #: Left unfinished by an earlier run of this name and finished now (not in --games).
+    resumed: bool = False
+
+    def line(self) -> str:
+        head = f"{self.match_id:<10} {self.player} vs {self.opponent}"
+        tail = (
+            f"{self.outcome.upper():<5} {self.reason:<9} guesses {self.guesses}"
+            f"{' solved' if self.solved else ''}, opponent {self.opponent_guesses}"
+            f"{' solved' if self.opponent_solved else ''}"
+        )
+        extra = f"  [bot {self.failure}]" if self.failure else ""
+        if self.resumed:
+            extra += "  [resumed from an earlier run]"
+        if self.fair is False:
+            extra += "  [COMMITMENT MISMATCH]"
+        return f"{head}: {tail}{extra}"
+
+
+async def play_match(
+    client: Client, announced: MatchAnnounced, player: Player, rng: random.Random,
+    *, timeout: float = 600.0,
+) -> MatchOutcome:
+    """Play one match to its end with ``player``; the client must not be read by anyone else.
+
+    Driven by :class:`~clients.sdk.MatchState` rather than by individual events, so that a
+    reconnect (after which events are replayed or a reply is lost) cannot confuse it: at any
+    moment it simply asks "does the server expect a guess from me now?".
+    """
+    mid = announced.match_id
+    state = client.states[mid]
+    rules = announced.rules
+    started = time.monotonic()
+    failure: str | None = None
+    secret = rng.choice(rules.secrets)
+    fed_mine = fed_theirs = 0
+    asked_for: int | None = None  # our guess count when we last sent a guess
+
+    async def give_up(why: str) -> None:
+        nonlocal failure
+        failure = why
+        with contextlib.suppress(ServerError, ConnectionLost):
+            await client.resign(mid)
+
+    try:
+        await player.new_match(rules, rng)
+    except Exception as exc:  # a broken strategy or program loses this match, nothing more
+        await give_up(f"{type(exc).__name__}: {exc}" if not isinstance(exc, BotFailure)
+                      else str(exc))
+    secret_tries = 0
+
+    async with asyncio.timeout(timeout):
+        while not state.finished:
+            if state.needs_secret and secret_tries < 3:
+                # Checked every time round, so a secret lost to a dropped connection is re-sent.
+                secret_tries += 1
+                with contextlib.suppress(ServerError, ConnectionLost, TimeoutError):
+                    await client.set_secret(mid, secret)
+                continue
+            if failure is None:
+                try:
+                    # Tell the player what it has not heard yet (ours first: it's our move).
+                    mine, theirs = state.mine(), state.theirs()
+                    while fed_mine < len(mine) and mine[fed_mine].response is not None:
+                        turn = mine[fed_mine]
+                        assert turn.guess is not None and turn.response is not None
+                        await player.observe(turn.guess, turn.response)
+                        fed_mine += 1
+                    while fed_theirs < len(theirs) and theirs[fed_theirs].response is not None:
+                        await player.observe_opponent(fed_theirs + 1, theirs[fed_theirs].response)
+                        fed_theirs += 1
+                    if state.owes_guess and asked_for != len(mine):
+                        asked_for = len(mine)
+                        guess = await player.next_guess()
+                        try:
+                            await client.guess(mid, guess)
+                        except ServerError as exc:
+                            if exc.code in ("wrong_length", "repeated_symbol", "unknown_symbol"):
+                                await give_up(f"illegal guess {guess!r}: {exc.message}")
+                            elif exc.code == "rate_limited":
+                                asked_for = None  # refused before it counted: guess again
+                            # not_your_turn and the like: our view was stale; wait for events.
+                        except (ConnectionLost, TimeoutError):
+                            asked_for = None  # ask again once resumed, if still owed
+                        continue
+                except BotFailure as exc:
+                    await give_up(str(exc))
+                    continue
+                except Exception as exc:  # an in-process strategy that raised
+                    await give_up(f"{type(exc).__name__}: {exc}")
+                    continue
+            try:
+                await client.receive()
+            except ConnectionLost:
+                break
+
+    outcome = state.outcome or "aborted"
+    with contextlib.suppress(BotFailure):
+        await player.end(outcome)
+    result = state.result
+    seat = state.seat if state.seat is not None else 0
+    fair = state.fairness()
+    return MatchOutcome(
+        match_id=mid,
+        player=client.name,
+        opponent=state.opponent or announced.opponent,
+        outcome=outcome,
+        reason=result.reason if result else "connection lost",
+        guesses=state.counts[seat],
+        opponent_guesses=state.counts[1 - seat],
+        solved=state.solved(seat),
+        opponent_solved=state.solved(1 - seat),
+        secret=state.secret or secret,
+        opponent_secret=(result.secrets[1 - seat] if result and len(result.secrets) == 2
+                         else None),
+        fair=None if fair is None else all(fair),
+        failure=failure,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("strategy", nargs="?", default=None,
+                        help=f"a registered strategy ({', '.join(available())}) or "
+                             "package.module:Class; omit with --cmd")
+    parser.add_argument("--cmd", default=None,
+                        help="run an external program instead (docs/bot-protocol.md)")
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"server (default {DEFAULT_URL})")
+    parser.add_argument("--games", "-n", type=int, default=1, help="matches to play in total")
+    parser.add_argument("--concurrency", "-k", type=int, default=1,
+                        help="connections playing at once (names NAME-1..K)")
+    parser.add_argument("--name", default=None, help="player name (default: STRATEGY-xxxx)")
+    parser.add_argument("--pool", choices=("bots", "any"), default="any",
+                        help="quick-pair queue pool (default any)")
+    parser.add_argument("--pacing", choices=("lockstep", "free"), default=None)
+    parser.add_argument("--room", default=None, help="join this room code instead of queueing")
+    parser.add_argument("--vs-bot", default=None, metavar="NAME",
+                        help="play the server-hosted strategy NAME instead of queueing")
+    parser.add_argument("--encoding", choices=("json", "msgpack"), default="json")
+    parser.add_argument("--move-timeout", type=float, default=DEFAULT_MOVE_TIMEOUT,
+                        help="seconds an external program may think per guess (default 10)")
+    parser.add_argument("--seed", type=int, default=None, help="seed the bots' randomness")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+def _make_player(args: argparse.Namespace) -> Player:
+    if args.cmd:
+        return ExternalBot(args.cmd, move_timeout=args.move_timeout)
+    spec = args.strategy
+    if spec.startswith("cmd:"):
+        return ExternalBot(spec, move_timeout=args.move_timeout)
+    return StrategyPlayer(create(spec))
+
+
+class _Run:
+    """Shared by the K connections: the arguments, the results and the errors."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.outcomes: list[MatchOutcome] = []
+        self.errors: list[str] = []
+
+    def report(self, outcome: MatchOutcome) -> None:
+        self.outcomes.append(outcome)
+        if self.args.json:
+            print(json.dumps({"type": "match", **asdict(outcome)}), flush=True)
+        else:
+            print(outcome.line(), flush=True)
+
+
+async def _connection(
+    run: _Run, name: str, games: int, seed: int | None, tokens: TokenStore
+) -> None:
+    args = run.args
+    player = _make_player(args)
+    rng = random.Random(seed)
+    client = Client(args.url, name, token=tokens.get(args.url, name), bot=True,
+                    encoding=args.encoding, client_name="moo-bot")
+    try:
+        await client.connect()
+    except (ServerError, OSError, TimeoutError) as exc:
+        run.errors.append(f"{name}: cannot connect: {exc}")
+        print(f"{name}: cannot connect to {args.url}: {exc}", file=sys.stderr, flush=True)
+        return
+    if client.token:
+        tokens.put(args.url, client.name, client.token)
+    previous: str | None = None
+    try:
+        # Finish what this name left unfinished (a crashed run, same token) before new games;
+        # they are reported but do not count toward --games.
+        await _finish_unfinished(run, client, player, rng)
+        for _ in range(games):
+            try:
+                if args.vs_bot:
+                    announced = await client.play_bot(args.vs_bot, pacing=args.pacing)
+                elif args.room:
+                    if previous is None:
+                        announced = await client.join_room(args.room)
+                    else:
+                        # Same room, next game: offer a rematch and wait for the opponent.
+                        await client.rematch(previous)
+                        announced = await client.wait_match(timeout=120)
+                else:
+                    await client.queue(pool=args.pool, pacing=args.pacing)
+                    announced = await client.wait_match(timeout=600)
+            except (ServerError, ConnectionLost, TimeoutError) as exc:
+                run.errors.append(f"{name}: {exc}")
+                print(f"{name}: {exc}", file=sys.stderr, flush=True)
+                break
+            outcome = await play_match(client, announced, player, rng)
+            previous = outcome.match_id
+            run.report(outcome)
+            if outcome.outcome == "aborted":
+                break
+    finally:
+        await player.close()
+        await client.close()
+
+
+async def _finish_unfinished(run: _Run, client: Client, player: Player,
+                             rng: random.Random) -> None:
+    welcome = client.welcome
+    for ref in welcome.matches if welcome else ():
+        if ref.phase == "finished":
+            continue
+        state = client.states[ref.match_id]
+        try:
+            # The SDK has sent ``resume``; wait until the replay has told us the rules.
+            async with asyncio.timeout(client.request_timeout):
+                while not state.config and not state.finished:
+                    await client.receive()
+        except (TimeoutError, ConnectionLost):
+            continue
+        if state.finished:
+            continue
+        announced = MatchAnnounced(raw={}, match_id=ref.match_id, seat=ref.seat,
+                                   opponent=state.opponent, config=state.config)
+        outcome = await play_match(client, announced, player, rng)
+        run.report(dataclasses.replace(outcome, resumed=True))
+
+
+async def run_bots(args: argparse.Namespace) -> _Run:
+    run = _Run(args)
+    base = args.name or f"{(args.strategy or 'cmd').split(':')[-1].split('/')[-1][:12]}" \
+                        f"-{secrets.token_hex(2)}"
+    k = max(1, min(args.concurrency, args.games))
+    names = [base] if k == 1 else [f"{base}-{i}" for i in range(1, k + 1)]
+    # Fixed shares rather than a shared counter: when our own connections are paired with
+    # each other in the queue, equal shares make them run out of work together instead of
+    # leaving one waiting in the queue for a partner that has already stopped.
+    shares = [args.games // k + (i < args.games % k) for i in range(k)]
+    tokens = TokenStore()
+    await asyncio.gather(*(
+        _connection(run, name, share, None if args.seed is None else args.seed + i, tokens)
+        for i, (name, share) in enumerate(zip(names, shares))
+    ))
+    return run
+
+
+def summary(outcomes: list[MatchOutcome]) -> dict[str, object]:
+    wins = sum(o.outcome == "win" for o in outcomes)
+    draws = sum(o.outcome == "draw" for o in outcomes)
+    losses = sum(o.outcome == "loss" for o in outcomes)
+    solved = [o.guesses for o in outcomes if o.solved]
+    return {
+        "matches": len(outcomes),
+        "wins": wins,
+        "draws": draws,
+        "losses": losses,
+        "aborted": len(outcomes) - wins - draws - losses,
+        "avg_guesses": round(sum(solved) / len(solved), 3) if solved else None,
+        "bot_failures": sum(o.failure is not None for o in outcomes),
+        "unfair": sum(o.fair is False for o in outcomes),
+    }
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.cmd and not args.strategy:
+        print("moo bot: name a STRATEGY or give --cmd PROGRAM", file=sys.stderr)
+        return 2
+    if args.games < 1 or args.concurrency < 1:
+        print("moo bot: --games and --concurrency must be at least 1", file=sys.stderr)
+        return 2
+    if args.room and args.concurrency > 1:
+        print("moo bot: a room seats one opponent: --room needs --concurrency 1", file=sys.stderr)
+        return 2
+    if args.room and args.vs_bot:
+        print("moo bot: choose --room or --vs-bot, not both", file=sys.stderr)
+        return 2
+    if not args.cmd:
+        try:
+            _make_player(args)
+        except UnknownStrategy as exc:
+            print(f"moo bot: {exc}", file=sys.stderr)
+            return 2
+    run = asyncio.run(run_bots(args))
+    total = summary(run.outcomes)
+    if args.json:
+        print(json.dumps({"type": "summary", **total}), flush=True)
+    else:
+        avg = total["avg_guesses"]
+        print(
+            f"{total['matches']} matches: {total['wins']} W / {total['draws']} D / "
+            f"{total['losses']} L"
+            + (f", {total['aborted']} aborted" if total["aborted"] else "")
+            + (f", average {avg} guesses when solved" if avg is not None else "")
+            + (f", {total['bot_failures']} bot failures" if total["bot_failures"] else ""),
+            flush=True,
+        )
+    played = sum(not o.resumed for o in run.outcomes)
+    return 0 if played == args.games and not run.errors else 1

@@ -1,0 +1,504 @@
+"""The tournament runner: the plan of paired games, the in-process engine, and the scheduler.
+
+*Plan.* For every pair of bots and every round ``r`` two secrets ``x, y`` are drawn (the same
+two for every pair of bots in that round, like a shared opening book) and played both ways:
+leg 0 has the first bot guess ``y`` while the second guesses ``x``; leg 1 swaps them. The luck
+of drawing an easy secret therefore cancels within a pair, which is why pairs are scored
+together (pentanomial statistics, see :mod:`clients.tournament.stats`). Every match has a
+stable ``key`` derived from the plan alone, so ``--resume`` can tell what was already played.
+
+*Engines.* :class:`LocalEngine` drives the very same sans-I/O :class:`~moo.match.Match` the
+server runs, in this process (or in worker processes with ``--concurrency``);
+:class:`clients.tournament.remote.RemoteEngine` plays each match for real on a server.
+Both return a :class:`~clients.tournament.results.MatchRecord`.
+
+*Determinism.* Each seat's strategy gets ``random.Random`` seeded from the tournament seed and
+the match key, so in local mode a match's outcome does not depend on scheduling, concurrency or
+interruption: a resumed run reproduces the uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bots.base import Strategy, create
+from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
+from clients.tournament.stats import SprtResult, SprtSpec, sprt
+from moo.errors import MooError
+from moo.match import Event, Match, MatchConfig
+from moo.rules import DEFAULT_RULES, Response, Rules
+
+__all__ = [
+    "Engine",
+    "Job",
+    "LocalEngine",
+    "Progress",
+    "TournamentResult",
+    "choose_secret",
+    "display_names",
+    "make_plan",
+    "make_strategy",
+    "play_local",
+    "run_tournament",
+]
+
+FORMATS = ("roundrobin", "gauntlet")
+SECRET_MODES = ("uniform", "bots")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One match to play: ``specs[i]`` sits in seat ``i`` and sets ``secrets[i]``."""
+
+    key: str
+    seed: int
+    round: int
+    leg: int
+    pair: tuple[int, int]
+    specs: tuple[str, str]
+    names: tuple[str, str]
+    #: None when the bots choose their own secrets (``--secrets bots``)
+    secrets: tuple[str, str] | None
+
+
+def display_names(specs: Sequence[str]) -> list[str]:
+    """Readable, unique labels: ``cmd:./prog`` -> ``prog``, ``pkg.mod:Class`` -> ``Class``."""
+    out: list[str] = []
+    for spec in specs:
+        if spec.startswith("cmd:"):
+            base = spec[4:].strip().split()[0].rstrip("/").rsplit("/", 1)[-1] or "cmd"
+        elif ":" in spec:
+            base = spec.rsplit(":", 1)[-1]
+        else:
+            base = spec
+        name, n = base, 2
+        while name in out:
+            name, n = f"{base}#{n}", n + 1
+        out.append(name)
+    return out
+
+
+def pairs_for(n_bots: int, fmt: str) -> list[tuple[int, int]]:
+    if fmt == "gauntlet":
+        return [(0, j) for j in range(1, n_bots)]
+    if fmt == "roundrobin":
+        return [(i, j) for i in range(n_bots) for j in range(i + 1, n_bots)]
+    raise ValueError(f"format must be one of {FORMATS}")
+
+
+def secret_pair(seed: int, round_: int, rules: Rules) -> tuple[str, str]:
+    """The two secrets of round ``round_``: independent and uniform over the legal secrets."""
+    rng = random.Random(f"moo-tournament:{seed}:{round_}")
+    return rng.choice(rules.secrets), rng.choice(rules.secrets)
+
+
+def make_plan(
+    specs: Sequence[str],
+    *,
+    fmt: str = "roundrobin",
+    rounds: int = 10,
+    seed: int = 1,
+    secrets: str = "uniform",
+    rules: Rules = DEFAULT_RULES,
+) -> list[Job]:
+    """Every match of the tournament, round by round (so a stopped run is still balanced)."""
+    if len(specs) < 2:
+        raise ValueError("a tournament needs at least two bots")
+    if secrets not in SECRET_MODES:
+        raise ValueError(f"--secrets must be one of {SECRET_MODES}")
+    names = display_names(specs)
+    jobs = []
+    for r in range(rounds):
+        x, y = secret_pair(seed, r, rules)
+        for a, b in pairs_for(len(specs), fmt):
+            for leg in (0, 1):
+                pair_secrets = ((x, y) if leg == 0 else (y, x)) if secrets == "uniform" else None
+                jobs.append(
+                    Job(
+                        key=f"{a}.{names[a]}|{b}.{names[b]}|r{r}|g{leg}",
+                        seed=seed,
+                        round=r,
+                        leg=leg,
+                        pair=(a, b),
+                        specs=(specs[a], specs[b]),
+                        names=(names[a], names[b]),
+                        secrets=pair_secrets,
+                    )
+                )
+    return jobs
+
+
+# -- strategies ---------------------------------------------------------------------------------
+
+
+def make_strategy(spec: str, *, relabel: bool = True) -> Strategy:
+    """A strategy from a registered name, ``pkg.mod:Class``, ``file.py:Class`` or ``cmd:./prog``.
+
+    External programs go through the SDK's adapter (``clients.external``). Registered and
+    module strategies are relabelled per match by :func:`bots.base.create` (unless
+    ``relabel=False``, for exact evaluation); files and programs are played as they are.
+    """
+    if spec.startswith("cmd:"):
+        try:
+            external = importlib.import_module("clients.external")
+        except ImportError:
+            raise MooError(
+                f"{spec!r}: external programs need clients/external.py (the SDK), not found"
+            ) from None
+        factory: Callable[[str], Strategy] | None = None
+        for attr in ("create_strategy", "strategy_from_spec", "ExternalStrategy"):
+            factory = getattr(external, attr, None)
+            if factory is not None:
+                break
+        if factory is None:
+            raise MooError("clients.external has no external-program strategy adapter")
+        return factory(spec)
+    module_part, sep, attr = spec.rpartition(":")
+    if sep and module_part.endswith(".py"):
+        return _from_file(module_part, attr)
+    if sep and os.getcwd() not in sys.path and "" not in sys.path:
+        # `moo` is a console script: make the user's own modules in the current directory
+        # importable, as `python -m` would
+        sys.path.insert(0, os.getcwd())
+    return create(spec, relabel=relabel)
+
+
+def _from_file(path: str, attr: str) -> Strategy:
+    """``path/to/mybot.py:MyBot``: load a strategy class straight from a file."""
+    import importlib.util
+
+    name = "moo_user_" + re.sub(r"\W", "_", os.path.abspath(path))
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None or not os.path.exists(path):
+            raise MooError(f"cannot load strategy file {path!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise MooError(f"{path!r} has no strategy class {attr!r}")
+    strategy = factory()
+    if not isinstance(strategy, Strategy):
+        raise MooError(f"{path}:{attr} does not implement bots.base.Strategy")
+    return strategy
+
+
+def choose_secret(strategy: Strategy, rules: Rules, rng: random.Random) -> str:
+    """The bot's own secret for ``--secrets bots``: its ``choose_secret`` if it has one."""
+    chooser = getattr(strategy, "choose_secret", None)
+    if callable(chooser):
+        return rules.check_secret(chooser(rules, rng))
+    return rng.choice(rules.secrets)
+
+
+def close_strategy(strategy: Strategy) -> None:
+    closer = getattr(strategy, "close", None)
+    if callable(closer):
+        try:
+            closer()
+        except Exception:
+            pass
+
+
+def seat_rng(job: Job, seat: int) -> random.Random:
+    return random.Random(f"moo-tournament:{job.seed}:{job.key}:{seat}")
+
+
+def play_local(
+    job: Job, strategies: tuple[Strategy, Strategy], config: MatchConfig
+) -> MatchRecord:
+    """Play ``job`` to the end on an in-process :class:`Match`; time is a guess counter.
+
+    What each seat learns, and when, is what a server connection would see: in lockstep both
+    responses of a round arrive together at the ``round`` event; in free pacing at once.
+    """
+    started = int(time.time() * 1000)
+    rules = config.rules
+    match, _ = Match.create(job.key, job.names, config, 0)
+    rngs = (seat_rng(job, 0), seat_rng(job, 1))
+    for seat in (0, 1):
+        strategies[seat].new_match(rules, rngs[seat])
+    secrets = job.secrets or (
+        choose_secret(strategies[0], rules, rngs[0]),
+        choose_secret(strategies[1], rules, rngs[1]),
+    )
+    for seat in (0, 1):
+        match.set_secret(seat, secrets[seat], "tournament", 0)
+    tick = 0
+    while not match.finished:
+        moved = False
+        for seat in (0, 1):
+            if match.finished or not match.owes_move(seat):
+                continue
+            tick += 1
+            try:
+                guess = strategies[seat].next_guess()
+                events = match.guess(seat, guess, tick)
+            except Exception:
+                match.resign(seat, tick)
+                break
+            moved = True
+            _deliver(match, events, strategies)
+        if not moved and not match.finished:  # cannot happen with a correct Match; be safe
+            match.resign(0, tick)
+    return _record_from_match(job, match, "local", started)
+
+
+def _deliver(match: Match, events: list[Event], strategies: tuple[Strategy, Strategy]) -> None:
+    lockstep = match.config.pacing == "lockstep"
+    for event in events:
+        kind = event["kind"]
+        if kind == "guess" and not lockstep:
+            seat = event["seat"]
+            response = Response(event["bulls"], event["cows"])
+            strategies[seat].observe(event["guess"], response)
+            strategies[1 - seat].observe_opponent(event["n"], response)
+        elif kind == "round":
+            n = event["n"]
+            results = event["results"]
+            for seat in (0, 1):
+                guess, bulls, cows = results[seat]
+                strategies[seat].observe(guess, Response(bulls, cows))
+            for seat in (0, 1):
+                _, bulls, cows = results[1 - seat]
+                strategies[seat].observe_opponent(n, Response(bulls, cows))
+
+
+def _record_from_match(job: Job, match: Match, mode: str, started: int) -> MatchRecord:
+    result = match.result or {}
+    return MatchRecord(
+        key=job.key,
+        seed=job.seed,
+        round=job.round,
+        leg=job.leg,
+        players=list(job.names),
+        secrets=[str(s.secret) for s in match.seats],
+        guesses=[[g for g, _, _ in s.guesses] for s in match.seats],
+        counts=[s.count for s in match.seats],
+        winner=result.get("winner"),
+        reason=str(result.get("reason")),
+        mode=mode,
+        started_ms=started,
+        finished_ms=int(time.time() * 1000),
+        match_id=None,
+        pair=list(job.pair),
+    )
+
+
+# -- engines ------------------------------------------------------------------------------------
+
+
+class Engine(Protocol):
+    async def start(self, jobs: Sequence[Job]) -> None: ...
+
+    async def play(self, job: Job) -> MatchRecord: ...
+
+    async def close(self) -> None: ...
+
+
+#: per-process cache of strategy instances, keyed by (spec, seat): a strategy plays one match
+#: at a time and keeps its expensive tables between matches
+_CACHE: dict[tuple[str, int], Strategy] = {}
+
+
+def _cached(spec: str, seat: int) -> Strategy:
+    strategy = _CACHE.get((spec, seat))
+    if strategy is None:
+        strategy = _CACHE[(spec, seat)] = make_strategy(spec)
+    return strategy
+
+
+def _worker_play(job: Job, config: dict[str, Any]) -> MatchRecord:
+    cfg = MatchConfig.from_dict(config)
+    return play_local(job, (_cached(job.specs[0], 0), _cached(job.specs[1], 1)), cfg)
+
+
+class LocalEngine:
+    """In-process matches; with ``concurrency > 1`` spread over that many worker processes."""
+
+    def __init__(self, config: MatchConfig, concurrency: int = 1) -> None:
+        self.config = config
+        self.concurrency = max(1, concurrency)
+        self._pool: ProcessPoolExecutor | None = None
+        self._strategies: dict[tuple[str, int], Strategy] = {}
+
+    async def start(self, jobs: Sequence[Job]) -> None:
+        # Fail fast on a bad bot name before any match is played.
+        for spec in sorted({s for job in jobs for s in job.specs}):
+            self._strategy(spec, 0)
+        if self.concurrency > 1:
+            self._pool = ProcessPoolExecutor(max_workers=self.concurrency)
+
+    def _strategy(self, spec: str, seat: int) -> Strategy:
+        strategy = self._strategies.get((spec, seat))
+        if strategy is None:
+            strategy = self._strategies[(spec, seat)] = make_strategy(spec)
+        return strategy
+
+    async def play(self, job: Job) -> MatchRecord:
+        if self._pool is not None:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._pool, _worker_play, job, self.config.to_dict()
+            )
+        strategies = (self._strategy(job.specs[0], 0), self._strategy(job.specs[1], 1))
+        return play_local(job, strategies, self.config)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        for strategy in self._strategies.values():
+            close_strategy(strategy)
+        self._strategies.clear()
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line progress bar on stderr (redrawn at most 10 times a second)."""
+
+    def __init__(self, total: int, *, enabled: bool | None = None, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.total = total
+        self.done = 0
+        self.start = time.monotonic()
+        self._last = 0.0
+        self.note = ""
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and (now - self._last >= 0.1 or self.done >= self.total):
+            self._last = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.done / elapsed
+        frac = self.done / self.total if self.total else 1.0
+        width = 30
+        filled = int(width * frac)
+        eta = (self.total - self.done) / rate if rate > 0 else 0.0
+        bar = "#" * filled + "." * (width - filled)
+        self.stream.write(
+            f"\r[{bar}] {self.done}/{self.total} matches  {rate:7.1f}/s  "
+            f"ETA {eta:5.0f}s {self.note}"
+        )
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self._draw(time.monotonic())
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# -- scheduler ----------------------------------------------------------------------------------
+
+
+@dataclass
+class TournamentResult:
+    records: list[MatchRecord]
+    played: int
+    skipped: int
+    elapsed_s: float
+    sprt: SprtResult | None
+
+
+def _sprt_state(records: Sequence[MatchRecord], spec: SprtSpec) -> SprtResult:
+    table = pair_standings(records)
+    penta = [0, 0, 0, 0, 0]
+    for st in table.values():
+        penta = [p + q for p, q in zip(penta, st.penta)]
+    return sprt(penta, spec)
+
+
+async def run_tournament(
+    jobs: Sequence[Job],
+    engine: Engine,
+    *,
+    out: ResultsFile | None = None,
+    resume: bool = False,
+    concurrency: int = 1,
+    sprt_spec: SprtSpec | None = None,
+    progress: Progress | None = None,
+) -> TournamentResult:
+    """Play every job not already in ``out`` (when resuming); stop early if the SPRT decides.
+
+    Matches run ``concurrency`` at a time; each finished match is appended to ``out`` at once.
+    The returned records are those of the plan, old and new, in plan order.
+    """
+    out = out or ResultsFile(None)
+    keys = {job.key: i for i, job in enumerate(jobs)}
+    done: dict[str, MatchRecord] = {}
+    if resume:
+        for record in out.load():
+            if record.key in keys:
+                done[record.key] = record
+    out.open(append=resume)
+    todo = [job for job in jobs if job.key not in done]
+    skipped = len(jobs) - len(todo)
+    progress = progress or Progress(len(jobs), enabled=False)
+    progress.total = len(jobs)
+    progress.done = skipped
+    decision: SprtResult | None = None
+    if sprt_spec is not None:
+        decision = _sprt_state(list(done.values()), sprt_spec)
+    start = time.monotonic()
+    played = 0
+    queue = list(reversed(todo))
+    stop = decision is not None and decision.decision is not None
+    failure: list[BaseException] = []
+
+    async def worker() -> None:
+        nonlocal played, decision, stop
+        while queue and not stop and not failure:
+            job = queue.pop()
+            try:
+                record = await engine.play(job)
+            except Exception as exc:  # one failure ends the tournament, reported by the CLI
+                failure.append(exc)
+                return
+            done[record.key] = record
+            out.write(record)
+            played += 1
+            if sprt_spec is not None:
+                decision = _sprt_state(list(done.values()), sprt_spec)
+                d = decision
+                progress.note = f"LLR {d.llr:+.2f} [{d.lower:.2f}, {d.upper:.2f}]"
+                if decision.decision is not None:
+                    stop = True
+            progress.advance()
+
+    try:
+        if todo and not stop:
+            await engine.start(todo)
+            workers = [asyncio.create_task(worker()) for _ in range(max(1, concurrency))]
+            try:
+                await asyncio.gather(*workers)
+            finally:
+                for w in workers:
+                    w.cancel()
+    finally:
+        await engine.close()
+        out.close()
+        progress.finish()
+    if failure:
+        raise failure[0]
+    records = sorted(done.values(), key=lambda r: keys[r.key])
+    return TournamentResult(records, played, skipped, time.monotonic() - start, decision)

@@ -1,0 +1,269 @@
+"""Screenshots of the browser client's key screens, taken in headless Chromium.
+
+    python -m clients.web_screenshots [--out docs/img]
+
+Starts a private ``moo serve`` (temporary database), seeds the leaderboard with a few games
+played over the protocol, then drives real pages through the screens: sign-in, lobby, a match
+in progress (desktop and phone, light and dark), the result with its fairness check, live
+matches and the leaderboard. Everything is awaited on page conditions; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import connect
+
+from clients.web_harness import ROOT, MooServer, chromium_problem, launch_chromium
+from moo.rules import DEFAULT_RULES, Response, score
+
+WAIT_MS = 20_000
+DESKTOP = {"width": 1200, "height": 820}
+PHONE = {"width": 390, "height": 844}
+
+#: Leaderboard seed: (player, bot opponent, games).
+SEED = [
+    ("ada", "random", 5),
+    ("grace", "random", 4),
+    ("linus", "random", 3),
+    ("margaret", "random", 3),
+    ("tanaka", "random", 2),
+]
+
+
+def consistent(history: list[tuple[str, int, int]]) -> list[str]:
+    return [
+        code
+        for code in DEFAULT_RULES.secrets
+        if all(score(code, g) == Response(b, c) for g, b, c in history)
+    ]
+
+
+async def _play_bot_game(ws: Any, strategy: str, rng: random.Random) -> None:
+    await ws.send(json.dumps({"type": "play_bot", "strategy": strategy}))
+    seat: int | None = None
+    match_id = ""
+    history: list[tuple[str, int, int]] = []
+    while True:
+        msg = json.loads(await ws.recv())
+        if msg["type"] == "error":
+            raise RuntimeError(f"seeding failed: {msg}")
+        if msg["type"] == "match":
+            seat, match_id = msg["seat"], msg["match_id"]
+            secret = "".join(rng.sample(DEFAULT_RULES.alphabet, DEFAULT_RULES.length))
+            await ws.send(json.dumps({"type": "secret", "match_id": match_id, "secret": secret}))
+            continue
+        if msg["type"] != "event" or msg.get("match_id") != match_id or seat is None:
+            continue
+        kind = msg["kind"]
+        if kind == "finished":
+            return
+        solved = False
+        if kind == "round":
+            guess, bulls, cows = msg["results"][seat]
+            history.append((guess, bulls, cows))
+            solved = any(r[1] == DEFAULT_RULES.length for r in msg["results"])
+        if kind in ("started", "round") and not solved:
+            guess = rng.choice(consistent(history))
+            await ws.send(json.dumps({"type": "guess", "match_id": match_id, "guess": guess}))
+
+
+async def seed_leaderboard(port: int) -> None:
+    for name, strategy, games in SEED:
+        rng = random.Random(name)
+        async with connect(f"ws://127.0.0.1:{port}/", subprotocols=["moo.v1.json"]) as ws:  # type: ignore[list-item]
+            await ws.send(json.dumps({"type": "hello", "name": name}))
+            welcome = json.loads(await ws.recv())
+            if welcome["type"] != "welcome":
+                raise RuntimeError(f"hello refused: {welcome}")
+            for _ in range(games):
+                await _play_bot_game(ws, strategy, rng)
+
+
+# -- pages -------------------------------------------------------------------------------------
+def _page(browser: Any, url: str, **context: Any) -> Any:
+    page = browser.new_context(**context).new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(url)
+    return page
+
+
+def _login(page: Any, name: str) -> None:
+    page.fill("#name-input", name)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#conn[data-state=online]")
+
+
+def _rows(page: Any) -> list[tuple[str, int, int]]:
+    raw = page.eval_on_selector_all(
+        "#hist-0 .hist-row:not(.pending)",
+        "els => els.map(e => [e.dataset.guess, +e.dataset.bulls, +e.dataset.cows])",
+    )
+    return [(g, b, c) for g, b, c in raw]
+
+
+def _finished(page: Any) -> bool:
+    return bool(page.eval_on_selector("#view-match", "e => e.dataset.phase === 'finished'"))
+
+
+def _guess(page: Any, rng: random.Random, *, best: bool = False) -> None:
+    """One consistent guess through the on-screen pad, then wait for its response."""
+    page.wait_for_function(
+        "() => document.querySelector('#view-match').dataset.phase === 'finished'"
+        " || !document.querySelector('#code-input').disabled"
+    )
+    if _finished(page):
+        return
+    history = _rows(page)
+    left = consistent(history)
+    code = left[0] if best else rng.choice(left)
+    for ch in code:
+        page.click(f"#pad .key[data-key='{ch}']")
+    page.click("#code-submit")
+    page.wait_for_function(
+        """(n) => document.querySelector(`#hist-0 .hist-row[data-n="${n}"]:not(.pending)`)
+             || document.querySelector('#view-match').dataset.phase === 'finished'""",
+        arg=len(history) + 1,
+    )
+
+
+def _start_bot_match(page: Any, strategy: str, secret: str) -> None:
+    page.click("#nav .tab[data-tab=play]")
+    page.select_option("#bot-select", strategy)
+    page.click("#btn-bot")
+    page.wait_for_selector("#entry[data-mode=secret]")
+    page.fill("#code-input", secret)
+    page.click("#code-submit")
+    page.wait_for_selector("#entry[data-mode=guess]")
+
+
+def take(out: Path, url: str, port: int) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    shots: list[Path] = []
+
+    def shot(page: Any, name: str, *, full: bool = False) -> None:
+        path = out / f"{name}.png"
+        page.screenshot(path=str(path), full_page=full, animations="disabled")
+        shots.append(path)
+
+    rng = random.Random(1971)
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            # Sign-in and lobby.
+            page = _page(browser, url, viewport=DESKTOP)
+            page.wait_for_selector("#view-login:not([hidden])")
+            page.fill("#name-input", "alice")
+            shot(page, "login")
+            page.click("#login-form button[type=submit]")
+            page.wait_for_selector("#conn[data-state=online]")
+            page.wait_for_selector("body[data-view=play]")
+            shot(page, "lobby")
+
+            # A match in progress: a few rounds against a bot (again if the bot wins early).
+            for _ in range(6):
+                _start_bot_match(page, "random", "2907")
+                for _ in range(3):
+                    _guess(page, rng)
+                if not _finished(page):
+                    break
+                page.click("#btn-leave")
+            page.wait_for_selector("#hist-1 .hist-row")
+            # The player's own notes on the pad, as a person would deduce them from the history:
+            # digits in no remaining candidate marked out (✗), digits in all of them in (✓).
+            left = consistent(_rows(page))
+            marks = [(d, 1) for d in DEFAULT_RULES.alphabet if all(d not in c for c in left)][:3]
+            marks += [(d, 2) for d in DEFAULT_RULES.alphabet if all(d in c for c in left)][:2]
+            page.click("#btn-notes")
+            for key, taps in marks:
+                for _ in range(taps):
+                    page.click(f"#pad .key[data-key='{key}']")
+            page.click("#btn-notes")
+            shot(page, "playing", full=True)
+
+            # The same match on a phone, light and dark: the page resumes it by the token.
+            state = page.context.storage_state()
+            for scheme in ("light", "dark"):
+                phone = _page(
+                    browser, url, viewport=PHONE, device_scale_factor=2, is_mobile=True,
+                    has_touch=True, storage_state=state, color_scheme=scheme,
+                )
+                phone.wait_for_selector("#hist-0 .hist-row:not(.pending)")
+                shot(phone, "phone" if scheme == "light" else "phone-dark")
+                phone.context.close()
+            page.reload()  # the phones took its seat over (close code 4001): take it back
+            page.wait_for_selector("#hist-0 .hist-row:not(.pending)")
+
+            # Play it out: the result with both secrets and the fairness check.
+            for _ in range(12):
+                if _finished(page):
+                    break
+                _guess(page, rng, best=True)
+            page.wait_for_selector("#fairness .fair[data-seat='1'][data-ok=ok]")
+            page.evaluate("window.scrollTo(0, 0)")
+            shot(page, "result", full=True)
+
+            # Live matches: two people in a room, seen from a third page.
+            ann = _page(browser, url, viewport=DESKTOP)
+            bob = _page(browser, url, viewport=DESKTOP)
+            _login(ann, "ann")
+            _login(bob, "bob")
+            ann.click("#btn-room-create")
+            code = ann.wait_for_selector("#room-code:not(:empty)").text_content()
+            bob.fill("#room-input", code)
+            bob.click("#join-form button[type=submit]")
+            for p, secret in ((ann, "0123"), (bob, "4567")):
+                p.wait_for_selector("#entry[data-mode=secret]")
+                p.fill("#code-input", secret)
+                p.click("#code-submit")
+            page.click("#btn-leave")
+            page.click("#nav .tab[data-tab=watch]")
+            page.wait_for_selector("#live-list .live-item")
+            shot(page, "watch")
+            page.click("#live-list .live-item button[data-watch]")
+            page.wait_for_selector("#view-match[data-mode=watch][data-phase=playing]")
+            for p, g in ((ann, "8901"), (bob, "0132")):
+                p.wait_for_selector("#code-input:not([disabled])")
+                p.fill("#code-input", g)
+                p.click("#code-submit")
+            page.wait_for_selector("#hist-1 .hist-row[data-n='1']:not(.pending)")
+            shot(page, "spectate")
+            page.click("#btn-stop-watch")
+
+            # Leaderboard.
+            page.click("#nav .tab[data-tab=board]")
+            page.wait_for_selector("#board-body tr[data-player=alice]")
+            shot(page, "leaderboard")
+        finally:
+            browser.close()
+    return shots
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m clients.web_screenshots", description=__doc__)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    args = parser.parse_args(argv)
+    problem = chromium_problem()
+    if problem:
+        print(f"cannot take screenshots: {problem}", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        server = MooServer(Path(tmp) / "moo.sqlite3", extra=["--bot-delay-ms", "0"])
+        with server:
+            asyncio.run(seed_leaderboard(server.port))
+            for path in take(args.out, server.url, server.port):
+                print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,253 @@
+"""Player ratings: OpenSkill (Plackett-Luce, 1 v 1 with draws), updated after every rated match.
+
+Why OpenSkill rather than Elo: it tracks uncertainty (``sigma``) as well as skill (``mu``), so
+a newcomer moves fast and a veteran slowly, and the conservative ``ordinal`` (mu - 3 sigma)
+ranks a player with three lucky games below one with a long good record. A draw (both solve in
+the same number of guesses, or nobody solves) is a tie in rank.
+
+The ratings also keep the Cambridge 1971 figure the lobby shows beside them: the average number
+of guesses a player needed when it solved. ``leaderboard("rating")`` ranks by ordinal,
+``leaderboard("average")`` by that average.
+
+State lives in memory and is written to its own small SQLite file beside the match database
+(``var/moo.ratings.sqlite3`` for ``var/moo.sqlite3``) by a background flush once a second, off
+the event loop; a crash can lose at most the last second of rating updates, never a match.
+Ratings can always be recomputed from the stored match results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from openskill.models import PlackettLuce
+
+from moo.match import Event, Match
+
+__all__ = ["PlayerRating", "RatingChange", "Ratings", "ratings_path"]
+
+log = logging.getLogger("moo.ratings")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ratings (
+    name TEXT PRIMARY KEY,
+    mu REAL NOT NULL, sigma REAL NOT NULL,
+    games INTEGER NOT NULL, wins INTEGER NOT NULL, draws INTEGER NOT NULL,
+    losses INTEGER NOT NULL, solved INTEGER NOT NULL, guesses INTEGER NOT NULL,
+    time_ms INTEGER NOT NULL
+)
+"""
+
+
+def ratings_path(db: str) -> str | None:
+    """The ratings file beside the match database; None (memory only) for ``:memory:``."""
+    if not db or db == ":memory:":
+        return None
+    path = Path(db)
+    return str(path.with_name(path.stem + ".ratings.sqlite3"))
+
+
+@dataclass
+class PlayerRating:
+    name: str
+    mu: float
+    sigma: float
+    games: int = 0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    solved: int = 0
+    guesses: int = 0
+    time_ms: int = 0
+
+    @property
+    def ordinal(self) -> float:
+        """The conservative estimate used for ranking: mu - 3 sigma."""
+        return self.mu - 3.0 * self.sigma
+
+    @property
+    def avg_guesses(self) -> float | None:
+        return self.guesses / self.solved if self.solved else None
+
+    def row(self) -> dict[str, Any]:
+        """A ``leaderboard`` row (docs/protocol.md), plus mu and sigma."""
+        return {
+            "name": self.name,
+            "rating": round(self.ordinal, 2),
+            "mu": round(self.mu, 3),
+            "sigma": round(self.sigma, 3),
+            "games": self.games,
+            "wins": self.wins,
+            "draws": self.draws,
+            "losses": self.losses,
+            "avg_guesses": None if self.avg_guesses is None else round(self.avg_guesses, 3),
+            "avg_time_s": round(self.time_ms / 1000.0 / self.games, 3) if self.games else None,
+        }
+
+
+@dataclass(frozen=True)
+class RatingChange:
+    name: str
+    match_id: str
+    before: float
+    after: float
+    mu: float
+    sigma: float
+    outcome: str  # win / draw / loss
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "delta": round(self.after - self.before, 3)}
+
+
+class Ratings:
+    """In-memory ratings with a periodic flush; call :meth:`record` for each finished match."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        on_change: Callable[[RatingChange, PlayerRating], None] | None = None,
+        flush_interval_s: float = 1.0,
+    ) -> None:
+        self.path = path
+        self.model = PlackettLuce()
+        self.players: dict[str, PlayerRating] = {}
+        self.on_change = on_change
+        self.flush_interval_s = flush_interval_s
+        self._dirty: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.path is not None:
+            rows = await asyncio.to_thread(self._load, self.path)
+            for row in rows:
+                self.players[row.name.casefold()] = row
+            self._task = asyncio.create_task(self._flusher(), name="ratings-flush")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+        await self.flush()
+
+    @staticmethod
+    def _load(path: str) -> list[PlayerRating]:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(path) as conn:
+            conn.execute(_SCHEMA)
+            rows = conn.execute(
+                "SELECT name, mu, sigma, games, wins, draws, losses, solved, guesses, time_ms"
+                " FROM ratings"
+            ).fetchall()
+        return [PlayerRating(*row) for row in rows]
+
+    async def _flusher(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval_s)
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("cannot write ratings; will retry")
+
+    async def flush(self) -> None:
+        if self.path is None or not self._dirty:
+            return
+        names, self._dirty = self._dirty, set()
+        rows = [asdict(self.players[n]) for n in names]
+        try:
+            await asyncio.to_thread(self._write, self.path, rows)
+        except Exception:
+            self._dirty |= names
+            raise
+
+    @staticmethod
+    def _write(path: str, rows: list[dict[str, Any]]) -> None:
+        with sqlite3.connect(path) as conn:
+            conn.execute(_SCHEMA)
+            conn.executemany(
+                "INSERT OR REPLACE INTO ratings VALUES (:name, :mu, :sigma, :games, :wins,"
+                " :draws, :losses, :solved, :guesses, :time_ms)",
+                rows,
+            )
+
+    # -- updates ------------------------------------------------------------------------------
+    def get(self, name: str) -> PlayerRating:
+        key = name.casefold()
+        player = self.players.get(key)
+        if player is None:
+            fresh = self.model.rating(name=name)
+            player = self.players[key] = PlayerRating(name, float(fresh.mu), float(fresh.sigma))
+        return player
+
+    def __call__(self, match: Match, events: list[Event]) -> None:
+        """Arena listener: rate a match when its ``finished`` event is committed."""
+        if match.config.rated and any(e["kind"] == "finished" for e in events):
+            self.record(match)
+
+    def record(self, match: Match) -> list[RatingChange]:
+        """Update both players from a finished match; returns the two changes."""
+        result = match.result
+        if result is None:
+            return []
+        names = match.players
+        if names[0].casefold() == names[1].casefold():
+            return []
+        winner = result.get("winner")
+        a, b = self.get(names[0]), self.get(names[1])
+        ranks = [1.0, 1.0] if winner is None else ([1.0, 2.0] if winner == 0 else [2.0, 1.0])
+        before = (a.ordinal, b.ordinal)
+        (ra,), (rb,) = self.model.rate(
+            [[self.model.rating(mu=a.mu, sigma=a.sigma, name=a.name)],
+             [self.model.rating(mu=b.mu, sigma=b.sigma, name=b.name)]],
+            ranks=ranks,
+        )
+        duration = int(match.events[-1]["at"] - match.events[0]["at"]) if match.events else 0
+        changes = []
+        for seat, (player, new) in enumerate(((a, ra), (b, rb))):
+            player.mu, player.sigma = float(new.mu), float(new.sigma)
+            player.games += 1
+            outcome = "draw" if winner is None else ("win" if winner == seat else "loss")
+            if outcome == "win":
+                player.wins += 1
+            elif outcome == "loss":
+                player.losses += 1
+            else:
+                player.draws += 1
+            solved_at = match.seats[seat].solved_at
+            if solved_at is not None:
+                player.solved += 1
+                player.guesses += solved_at
+            player.time_ms += duration
+            self._dirty.add(player.name.casefold())
+            change = RatingChange(
+                player.name, match.match_id, before[seat], player.ordinal, player.mu,
+                player.sigma, outcome,
+            )
+            changes.append(change)
+            if self.on_change is not None:
+                try:
+                    self.on_change(change, player)
+                except Exception:
+                    log.exception("rating listener failed")
+        return changes
+
+    # -- queries ------------------------------------------------------------------------------
+    def leaderboard(self, by: str = "rating", limit: int = 50) -> list[dict[str, Any]]:
+        players = [p for p in self.players.values() if p.games]
+        if by == "average":
+            players.sort(
+                key=lambda p: (p.avg_guesses is None, p.avg_guesses or 0.0, -p.games, p.name)
+            )
+        else:
+            players.sort(key=lambda p: (-p.ordinal, -p.games, p.name))
+        return [p.row() for p in players[:limit]]
