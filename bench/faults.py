@@ -24,8 +24,10 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.rawbot import (
     JSON,
@@ -81,13 +83,19 @@ async def tournament(
     seed: int = 1,
     mean_gap: int = 40,
     timeout: float = 600.0,
+    env: dict[str, str] | None = None,
+    side: Callable[[Record], Coroutine[Any, Any, None]] | None = None,
 ) -> FaultReport:
     """Play until ``matches`` matches have finished, killing the server ``kills`` times."""
     rng = random.Random(seed)
     report = FaultReport(signal.Signals(sig).name.removeprefix("SIG"), kills)
     db = db_dir / "faults.sqlite3"
     server = ServerProcess(
-        db, free_port(), "--grace-ms", "300000", env={"MOO_SQLITE_SYNCHRONOUS": "FULL"}
+        db,
+        free_port(),
+        "--grace-ms",
+        "300000",
+        env={"MOO_SQLITE_SYNCHRONOUS": "FULL", **(env or {})},
     )
     t0 = time.monotonic()
     report.restarts_s.append(await server.start())
@@ -99,6 +107,8 @@ async def tournament(
         for i in range(2 * pairs)
     ]
     tasks = [asyncio.create_task(b.play_matches(10**9, stop=stop)) for b in bots]
+    # Another fault alongside (e.g. the MQTT broker going away): runs until the end.
+    side_task = asyncio.create_task(side(record)) if side is not None else None
 
     async def until(pred: object, what: str, limit: float) -> None:
         async with asyncio.timeout(limit):
@@ -129,6 +139,11 @@ async def tournament(
                 break
             await asyncio.sleep(0.05)
     finally:
+        if side_task is not None:
+            if side_task.done() and not side_task.cancelled() and side_task.exception():
+                raise RuntimeError("the side fault failed") from side_task.exception()
+            side_task.cancel()
+            await asyncio.gather(side_task, return_exceptions=True)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -13,7 +13,9 @@ acknowledging what it could not store.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import shutil
 import signal
 import sqlite3
 from collections.abc import Callable
@@ -23,7 +25,7 @@ from typing import Any
 import pytest
 
 from bench.faults import tournament
-from bench.rawbot import logged_guesses
+from bench.rawbot import Record, free_port, logged_guesses
 from server.app import App
 from server.storage import SQLiteStore
 from tests.server_support import Client, running, server_settings
@@ -125,3 +127,46 @@ async def test_new_match_is_refused_with_storage_unavailable(tmp_path: Path) -> 
         reply = await b.expect(lambda m: m.get("ref") == ref, timeout=3)
         assert reply["type"] == "error" and reply["code"] == "storage_unavailable", reply
         assert app.arena.live == {}
+
+
+async def test_mqtt_broker_down_and_restarting_leaves_matches_unaffected(tmp_path: Path) -> None:
+    """The publisher (server/publisher.py) must never hold up a match: the broker is absent
+    at first, then started, SIGKILLed and restarted while a tournament runs."""
+    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    assert Path(mosquitto).exists(), "mosquitto is installed by .ci/run"
+    port = free_port()
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    phases: list[str] = []
+
+    async def broker_chaos(record: Record) -> None:
+        async def after(n: int) -> None:
+            while len(record.acked) < n:
+                await asyncio.sleep(0.01)
+
+        proc = None
+        try:
+            for start, stop in ((30, 70), (110, 150)):  # down, up, killed, up, killed
+                await after(start)
+                proc = await asyncio.create_subprocess_exec(
+                    mosquitto, "-c", str(conf),
+                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                )
+                phases.append(f"up@{len(record.acked)}")
+                await after(stop)
+                proc.kill()
+                await proc.wait()
+                phases.append(f"killed@{len(record.acked)}")
+        finally:
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+    report = await tournament(
+        tmp_path, kills=0, pairs=4, matches=24, seed=13,
+        env={"MOO_MQTT_URL": f"mqtt://127.0.0.1:{port}"}, side=broker_chaos,
+    )
+    assert len(phases) == 4, phases  # the broker really went up and down twice mid-play
+    assert report.lost == [] and report.unfinished == []
+    assert report.client_errors == []
+    assert report.p99_ms < 1000, report.summary()
