@@ -166,6 +166,7 @@ async def test_mqtt_broker_down_and_restarting_leaves_matches_unaffected(tmp_pat
         tmp_path, kills=0, pairs=4, matches=24, seed=13,
         env={"MOO_MQTT_URL": f"mqtt://127.0.0.1:{port}"}, side=broker_chaos,
     )
+    print(report.summary(), phases)
     assert len(phases) == 4, phases  # the broker really went up and down twice mid-play
     assert report.lost == [] and report.unfinished == []
     assert report.client_errors == []
