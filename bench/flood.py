@@ -2,7 +2,8 @@
 
 ``python -m bench.flood URL CONNECTIONS`` keeps CONNECTIONS connections flooding pings as fast
 as the socket takes them, reconnecting whenever the server closes one, until its standard input
-closes; then it prints one JSON line: the close codes it saw and the messages it sent.
+closes. It prints ``started`` once the first flooder is in, and at the end one JSON
+line: the close codes it saw and the messages it sent.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ async def flood(url: str, connections: int) -> dict[str, object]:
     closes: Counter[int] = Counter()
     sent = 0
     stop = asyncio.Event()
+    started = False
 
     async def watch_stdin() -> None:
         loop = asyncio.get_running_loop()
@@ -28,7 +30,7 @@ async def flood(url: str, connections: int) -> dict[str, object]:
         stop.set()
 
     async def one(i: int) -> None:
-        nonlocal sent
+        nonlocal sent, started
         n = 0
         while not stop.is_set():
             n += 1
@@ -44,6 +46,9 @@ async def flood(url: str, connections: int) -> dict[str, object]:
                 continue
             try:
                 await ws.send(json.dumps({"type": "hello", "name": f"flood{i}x{n}"}))
+                if not started:  # tell the caller the flood is on (it waits for this line)
+                    started = True
+                    print("started", flush=True)
                 while not stop.is_set():
                     await ws.send('{"type":"ping"}')
                     sent += 1
