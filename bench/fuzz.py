@@ -182,7 +182,14 @@ class FrameGen:
                     unicode_errors="surrogatepass",  # lone surrogates become invalid UTF-8
                 )
             )
-        return json.dumps(msg, ensure_ascii=self.rng.random() < 0.5)
+        text = json.dumps(msg, ensure_ascii=self.rng.random() < 0.5)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A text frame on the wire is valid UTF-8 (websockets checks), so a lone surrogate
+            # can only arrive escaped: "\ud800".
+            text = json.dumps(msg, ensure_ascii=True)
+        return text
 
     def text(self) -> str:
         r = self.rng.random()
