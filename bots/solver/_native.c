@@ -42,7 +42,6 @@ static uint8_t (*codes)[MAXL];        /* codes[i][pos] = symbol index */
 static int32_t *index_of;             /* packed base-NSYM code -> index, -1 if not a code */
 static uint8_t *resp;                 /* resp[g * N + s]: compact id of (bulls, cows); symmetric */
 static int rid_code[NRMAX];           /* compact id -> bulls * (L+1) + cows */
-static uint16_t *count_buf;           /* N * NR response counts, all zero between scans */
 static int64_t cost[MAXD + 2];
 static int64_t cap[MAXD + 2];         /* cap[j]: at most cap[j] secrets solved within j guesses */
 static int64_t *lbtab;                /* lbtab[d * (N+1) + n]: capacity lower bound */
@@ -280,6 +279,216 @@ static int64_t solve3(const uint16_t *S, int d, int *best_guess) {
 }
 
 /*
+ * One-ply bounds of every guess, the solver's hot loop (every probe and every search runs it
+ * over all N guesses).
+ *
+ * bound(g) = [g in S] cost[d+1] + sum over the other parts P of g's partition of S of the
+ * capacity bound LB(d+1, |P|).  That capacity bound is convex and piecewise linear in |P|:
+ *     LB(d+1, m) = m cost[d+2] + sum_j slope_j max(0, m - cap[j]),
+ *     slope_j = cost[d+2+j] - cost[d+1+j],  cap[1] = 1,
+ * so for the j = 1 term the sum over parts only needs the number of parts:
+ * sum_P max(0, |P| - 1) = (n - hit) - parts.  That gives
+ *     bound'(g) = hit cost[d+1] + (n - hit) cost[d+2] + slope_1 ((n - hit) - parts),
+ * a lower bound of bound(g) which is exact unless some part can be larger than cap[2]
+ * (impossible when (n - hit) - parts + 1 <= cap[2]).
+ *
+ * bound' needs only which responses occur, not how often: a bit mask per guess, OR-ed over
+ * the members of S.  With SSSE3 that is two byte shuffles and two ORs per 16 guesses and
+ * member (the response id picks its bit from a 16-entry table), against one scattered
+ * read-modify-write increment per guess and member for counting.  The few guesses whose
+ * bound' is not exact and still matters are finished one by one (exact_bound()).
+ *
+ * gbound[g] receives bound'(g), or USELESS when g puts all of S in one unsolved part;
+ * gexact[g] says whether it is already exact.  Sets larger than MASK_MAX are counted.
+ */
+#if defined(__SSSE3__)
+#include <tmmintrin.h>
+#endif
+#define USELESS INT64_MAX
+#define BLK 64
+static int64_t *bound_buf[MAXD + 2];
+static uint8_t *mask_lo, *mask_hi;
+static int *link_buf;
+static uint64_t member_key[64];     /* random keys for partition signatures */                /* per guess, padded to a multiple of BLK */
+
+typedef struct { int64_t c1, c2, slope[8]; int thr[8]; int nt; } BoundCoef;
+
+static void bound_coef(BoundCoef *bc, int d, int n) {
+    bc->c1 = cost[d + 1];
+    bc->c2 = cost[d + 2];
+    bc->nt = 0;
+    for (int j = 1; j < 8 && cap[j] < n; j++) {
+        bc->thr[bc->nt] = (int)cap[j];
+        bc->slope[bc->nt] = cost[d + 2 + j] - cost[d + 1 + j];
+        bc->nt++;
+    }
+}
+
+/* The exact bound(g), by counting g's parts. */
+static int64_t exact_bound(const uint16_t *S, int n, const BoundCoef *bc, int g) {
+    int c[NRMAX];
+    memset(c, 0, sizeof(int) * NR);
+    const uint8_t *r = resp + (size_t)g * N;
+    for (int i = 0; i < n; i++) c[r[S[i]]]++;
+    int hit = c[SOLVED], rest = n - hit, parts = 0;
+    c[SOLVED] = 0;
+    for (int k = 0; k < NR; k++) parts += c[k] != 0;
+    if (!hit && parts == 1) return USELESS;
+    int64_t b = (hit ? bc->c1 : 0) + (int64_t)rest * bc->c2;
+    if (bc->nt > 0) b += bc->slope[0] * (rest - parts);
+    for (int t = 1; t < bc->nt; t++) {
+        int th = bc->thr[t], sum = 0;
+        for (int k = 0; k < NR; k++) sum += c[k] > th ? c[k] - th : 0;
+        b += bc->slope[t] * sum;
+    }
+    return b;
+}
+
+/* Exact bound of every guess by counting: the counts of a block of BLK guesses stay in L1
+ * while the members' rows are read slice by slice (bytes when n < 256). */
+static void guess_bounds(const uint16_t *S, int n, int d, int64_t *gbound) {
+    BoundCoef bc;
+    bound_coef(&bc, d, n);
+    if (n > 255 || NR > 16 || d + 10 > MAXD) {
+        for (int g = 0; g < N; g++) gbound[g] = exact_bound(S, n, &bc, g);
+        return;
+    }
+    uint8_t cnt[BLK * 16] __attribute__((aligned(64)));
+    for (int g0 = 0; g0 < N; g0 += BLK) {
+        int gb = N - g0 < BLK ? N - g0 : BLK;
+        memset(cnt, 0, (size_t)gb * 16);
+        for (int i = 0; i < n; i++) {
+            const uint8_t *row = resp + (size_t)S[i] * N + g0;
+            for (int j = 0; j < gb; j++) cnt[j * 16 + row[j]]++;
+        }
+        for (int j = 0; j < gb; j++) {
+            uint8_t *c = cnt + j * 16;
+            int hit = c[SOLVED];
+            c[SOLVED] = 0;
+            int rest = n - hit, parts = 0;
+            for (int k = 0; k < 16; k++) parts += c[k] != 0;
+            if (!hit && parts == 1) { gbound[g0 + j] = USELESS; continue; }
+            int64_t b = (hit ? bc.c1 : 0) + (int64_t)rest * bc.c2;
+            if (bc.nt > 0) b += bc.slope[0] * (rest - parts);
+            for (int t = 1; t < bc.nt; t++) {
+                int th = bc.thr[t], sum = 0;
+                for (int k = 0; k < 16; k++) sum += c[k] > th ? c[k] - th : 0;
+                b += bc.slope[t] * sum;
+            }
+            gbound[g0 + j] = b;
+        }
+    }
+}
+
+/* min over guesses of bound(g) (INF if no guess is useful), for probes: bound' from the
+ * response masks, grouped by (hit, parts), which is all bound' depends on; groups are visited
+ * in increasing bound' and the inexact members of a group are finished by exact_bound() only
+ * while they can still beat the best exact bound found. */
+#define MASK_MAX 64                       /* probes of sets this big are counted */
+static int64_t probe_bound(const uint16_t *S, int n, int d) {
+    BoundCoef bc;
+    bound_coef(&bc, d, n);
+    if (NR > 16 || d + 10 > MAXD || n >= MASK_MAX) {
+        /* Big sets: most guesses would need finishing, counting them all is cheaper. */
+        int64_t *gb = bound_buf[d];
+        guess_bounds(S, n, d, gb);
+        int64_t best = INF;
+        for (int g = 0; g < N; g++)
+            if (gb[g] < best) best = gb[g];
+        return best;
+    }
+    int nblk = (N + BLK - 1) / BLK;
+#if defined(__SSSE3__)
+    uint8_t lot[16], hit8[16];
+    for (int k = 0; k < 16; k++) {
+        lot[k] = k < 8 ? (uint8_t)(1 << k) : 0;
+        hit8[k] = k >= 8 ? (uint8_t)(1 << (k - 8)) : 0;
+    }
+    const __m128i LO = _mm_loadu_si128((const __m128i *)lot);
+    const __m128i HI = _mm_loadu_si128((const __m128i *)hit8);
+    for (int b = 0; b < nblk; b++) {
+        int g0 = b * BLK;
+        __m128i l0 = _mm_setzero_si128(), l1 = l0, l2 = l0, l3 = l0;
+        __m128i h0 = l0, h1 = l0, h2 = l0, h3 = l0;
+        for (int i = 0; i < n; i++) {
+            const uint8_t *row = resp + (size_t)S[i] * N + g0;
+            __m128i v0 = _mm_loadu_si128((const __m128i *)row);
+            __m128i v1 = _mm_loadu_si128((const __m128i *)(row + 16));
+            __m128i v2 = _mm_loadu_si128((const __m128i *)(row + 32));
+            __m128i v3 = _mm_loadu_si128((const __m128i *)(row + 48));
+            l0 = _mm_or_si128(l0, _mm_shuffle_epi8(LO, v0));
+            h0 = _mm_or_si128(h0, _mm_shuffle_epi8(HI, v0));
+            l1 = _mm_or_si128(l1, _mm_shuffle_epi8(LO, v1));
+            h1 = _mm_or_si128(h1, _mm_shuffle_epi8(HI, v1));
+            l2 = _mm_or_si128(l2, _mm_shuffle_epi8(LO, v2));
+            h2 = _mm_or_si128(h2, _mm_shuffle_epi8(HI, v2));
+            l3 = _mm_or_si128(l3, _mm_shuffle_epi8(LO, v3));
+            h3 = _mm_or_si128(h3, _mm_shuffle_epi8(HI, v3));
+        }
+        _mm_storeu_si128((__m128i *)(mask_lo + g0), l0);
+        _mm_storeu_si128((__m128i *)(mask_lo + g0 + 16), l1);
+        _mm_storeu_si128((__m128i *)(mask_lo + g0 + 32), l2);
+        _mm_storeu_si128((__m128i *)(mask_lo + g0 + 48), l3);
+        _mm_storeu_si128((__m128i *)(mask_hi + g0), h0);
+        _mm_storeu_si128((__m128i *)(mask_hi + g0 + 16), h1);
+        _mm_storeu_si128((__m128i *)(mask_hi + g0 + 32), h2);
+        _mm_storeu_si128((__m128i *)(mask_hi + g0 + 48), h3);
+    }
+#else
+    memset(mask_lo, 0, (size_t)nblk * BLK);
+    memset(mask_hi, 0, (size_t)nblk * BLK);
+    for (int i = 0; i < n; i++) {
+        const uint8_t *row = resp + (size_t)S[i] * N;
+        for (int g = 0; g < N; g++) {
+            int k = row[g];
+            if (k < 8) mask_lo[g] |= (uint8_t)(1 << k); else mask_hi[g] |= (uint8_t)(1 << (k - 8));
+        }
+    }
+#endif
+    /* Group by key = hit * 16 + parts: exact groups only need a flag, inexact guesses a list. */
+    enum { NKEY = 32 };
+    int head[NKEY], any_exact[NKEY];
+    for (int k = 0; k < NKEY; k++) { head[k] = -1; any_exact[k] = 0; }
+    int *next = link_buf;
+    const unsigned solved_bit = 1u << SOLVED;
+    const int thr2 = bc.nt > 1 ? bc.thr[1] : n;
+    for (int g = 0; g < N; g++) {
+        unsigned m = (unsigned)mask_lo[g] | (unsigned)mask_hi[g] << 8;
+        int hit = (m & solved_bit) != 0;
+        int parts = __builtin_popcount(m & ~solved_bit);
+        if (!hit && parts <= 1) continue;                /* learns nothing */
+        int key = hit * 16 + parts;
+        if (n - hit - parts + 1 <= thr2) { any_exact[key] = 1; continue; }
+        next[g] = head[key];
+        head[key] = g;
+    }
+    /* bound'(key) = hit c1 + rest c2 + slope1 (rest - parts): visit keys by increasing value. */
+    int64_t kval[NKEY];
+    int order[NKEY], nk = 0;
+    const int64_t slope1 = bc.nt > 0 ? bc.slope[0] : 0;
+    for (int k = 0; k < NKEY; k++) {
+        if (!any_exact[k] && head[k] < 0) continue;
+        int hit = k / 16, parts = k % 16, rest = n - hit;
+        kval[k] = (hit ? bc.c1 : 0) + (int64_t)rest * bc.c2 + slope1 * (rest - parts);
+        int a = nk++;
+        while (a > 0 && kval[order[a - 1]] > kval[k]) { order[a] = order[a - 1]; a--; }
+        order[a] = k;
+    }
+    int64_t best = INF;
+    for (int a = 0; a < nk; a++) {
+        int k = order[a];
+        if (kval[k] >= best) break;
+        if (any_exact[k]) { best = kval[k]; break; }  /* nothing later can beat it */
+        for (int g = head[k]; g >= 0; g = next[g]) {
+            int64_t b = exact_bound(S, n, &bc, g);
+            if (b < best) best = b;
+            if (best <= kval[k]) return best;             /* the group's floor: unbeatable */
+        }
+    }
+    return best;
+}
+
+/*
  * value of S at depth d (d == number of guesses in hist).  Exact if < beta; otherwise a lower
  * bound >= beta.  *best_guess receives the best guess when the result is exact.
  *
@@ -333,10 +542,18 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
         }
     }
 
+    if (probe) {
+        /* Only the smallest one-ply bound matters (see probe_bound()). */
+        int64_t v = probe_bound(S, n, d);
+        if (v < lb) v = lb;
+        if (v > LB(d, n)) tt_store(S, n, d, v, 0, -1);
+        return v;
+    }
+
     /* Generate guesses: canonical under symmetry, useful (they split S or hit it), with a
      * distinct partition, and with a lower bound that can still beat beta. */
     Sym *sy = &sym_buf[d];
-    if (!probe) sym_setup(sy, S, n, hist, d);
+    sym_setup(sy, S, n, hist, d);
     Cand *cands = cand_buf[d];
     int nc = 0;
     int64_t min_skipped = INF;                     /* smallest bound of a guess left out */
@@ -344,31 +561,15 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
      * which part is "solved") equals an earlier one has the same value. */
     enum { DEDUP_MAX = 48, DHASH = 8192 };
     static uint64_t dedup[MAXD + 2][DHASH];
-    int use_dedup = !probe && n <= DEDUP_MAX;
+    int use_dedup = n <= DEDUP_MAX;
     if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
-    /* Response counts of every guess at once: walk the table rows of the members of S
-     * (sequential memory) instead of n scattered reads per guess. */
-    for (int i = 0; i < n; i++) {
-        const uint8_t *row = resp + (size_t)S[i] * N;
-        uint16_t *c = count_buf;
-        for (int g = 0; g < N; g++) c[g * NR + row[g]]++;
-    }
-    const int64_t *lbrow = lbtab + (size_t)(d + 1) * (N + 1);
+    /* One-ply bound of every guess (see guess_bounds()). */
+    int64_t *gbound = bound_buf[d];
+    guess_bounds(S, n, d, gbound);
     for (int g = 0; g < N; g++) {
-        uint16_t *c = count_buf + (size_t)g * NR;
-        /* Bound: the solved class costs cost[d+1], every other part its capacity bound
-         * (lbrow[0] == 0 for empty classes).  Clear the counts as they are read. */
-        int64_t b = c[SOLVED] ? cost[d + 1] : 0;
-        int largest = 0, hit = c[SOLVED];
-        c[SOLVED] = 0;
-        for (int k = 0; k < NR; k++) {
-            int x = c[k];
-            b += lbrow[x];
-            if (x > largest) largest = x;
-            c[k] = 0;
-        }
-        if (largest == n && !hit) continue;            /* learns nothing */
-        if (b >= beta || probe) {
+        int64_t b = gbound[g];
+        if (b == USELESS) continue;                    /* learns nothing */
+        if (b >= beta) {
             /* Equivalent guesses have equal bounds: no symmetry test needed for a minimum. */
             if (b < min_skipped) min_skipped = b;
             continue;
@@ -376,16 +577,20 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
         if (!is_canonical(sy, g)) continue;
         const uint8_t *r = resp + (size_t)g * N;
         if (use_dedup) {
-            /* Canonical partition signature: each element labelled by the first element
-             * of its class; the solved class marked. */
-            int first[NRMAX];
-            for (int k = 0; k < NR; k++) first[k] = -1;
-            uint64_t sig = 0x12345678ULL;
-            for (int i = 0; i < n; i++) {
-                int k = r[S[i]];
-                if (first[k] < 0) first[k] = i;
-                sig = (sig ^ (uint64_t)(first[k] + 1 + (k == SOLVED ? 1000 : 0))) * 0x100000001b3ULL;
-                sig ^= sig >> 31;
+            /* Partition signature, independent of how the parts are labelled: a part hashes
+             * to the sum of its members' random keys (members by position in S), the parts'
+             * hashes are mixed and summed; the solved part is tagged. */
+            uint64_t ph[NRMAX];
+            memset(ph, 0, sizeof(uint64_t) * NR);
+            for (int i = 0; i < n; i++) ph[r[S[i]]] += member_key[i];
+            ph[SOLVED] ^= 0xA5A5A5A5A5A5A5A5ULL;
+            uint64_t sig = 0;
+            for (int k = 0; k < NR; k++) {
+                if (!ph[k]) continue;
+                uint64_t z = ph[k] * 0xbf58476d1ce4e5b9ULL;
+                z ^= z >> 31;
+                z *= 0x94d049bb133111ebULL;
+                sig += z ^ (z >> 29);
             }
             if (!sig) sig = 1;
             size_t slot = sig & (DHASH - 1);
@@ -400,11 +605,6 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
         cands[nc].bound = b;
         cands[nc].guess = g;
         nc++;
-    }
-    if (probe) {
-        int64_t v = min_skipped > lb ? min_skipped : lb;
-        if (v > LB(d, n)) tt_store(S, n, d, v, 0, -1);
-        return v;
     }
     st_guesses += (uint64_t)nc;
     qsort(cands, (size_t)nc, sizeof(Cand), cmp_cand);
@@ -610,7 +810,21 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     int count = 0;
     gen_codes(cur, 0, 0, &count);
     for (int i = 0; i < N; i++) index_of[packed(codes[i])] = i;
-    resp = malloc((size_t)N * N);
+    resp = calloc((size_t)N * N + BLK, 1);      /* padded: the mask kernel reads whole blocks */
+    free(mask_lo); free(mask_hi);
+    mask_lo = malloc((size_t)N + BLK);
+    mask_hi = malloc((size_t)N + BLK);
+    free(link_buf);
+    {
+        uint64_t x = 0x243F6A8885A308D3ULL;                /* splitmix64 */
+        for (int i = 0; i < 64; i++) {
+            uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+            member_key[i] = (z ^ (z >> 31)) | 1;
+        }
+    }
+    link_buf = malloc(sizeof(int) * (size_t)N);
     int seen[NRMAX] = {0};
     for (int g = 0; g < N; g++)
         for (int s = 0; s < N; s++) {
@@ -628,13 +842,14 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     for (size_t i = 0; i < (size_t)N * N; i++) resp[i] = (uint8_t)compact[resp[i]];
     SOLVED = compact[SOLVED];
     NR = NRESP;
-    free(count_buf);
-    count_buf = calloc((size_t)N * NR, sizeof(uint16_t));
     int pc[MAXL];
     nperms = 0;
     gen_perms(pc, 0, 0);
     for (int d = 0; d < MAXD + 2; d++) {
         cand_buf[d] = malloc(sizeof(Cand) * N);
+        free(bound_buf[d]);
+        bound_buf[d] = malloc(sizeof(int64_t) * N);
+
         part_buf[d] = malloc(sizeof(uint16_t) * N);
     }
     compute_caps();
