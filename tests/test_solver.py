@@ -225,3 +225,35 @@ def test_shipped_strongest_beats_minimum() -> None:
     assert 100 * rate >= 50.20823
     # And it still beats our own (differently shaped) minimum tree.
     assert score_vs(strongest, ours)[0] > 0
+
+
+@pytest.mark.parametrize("tiebreak", [False, True])
+def test_split_cells_across_processes_give_the_same_tree(
+    monkeypatch: pytest.MonkeyPatch, tiebreak: bool
+) -> None:
+    """--jobs splits big cells at their second guess (parts, then refutations of the other
+    candidates); the answer must be exactly the one-process tree, not just as good a one."""
+    from bots.solver import full
+
+    rules = Rules(length=4, alphabet="0123456")
+    objective = minimum_objective(tiebreak=tiebreak)
+    one = solve_cells(rules, objective, jobs=1)
+    monkeypatch.setattr(full, "SPLIT_MIN", 60)  # split every cell of 60+ (840 secrets in all)
+    two = solve_cells(rules, objective, jobs=2)
+    assert two.total == one.total == 3639
+    assert two.paths == one.paths
+    assert [c.second_guess for c in two.cells] == [c.second_guess for c in one.cells]
+
+
+def test_split_cells_strongest_matches_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same with the strongest objective, whose costs are far from guess counts."""
+    from bots.solver import full
+
+    rules = Rules(length=4, alphabet="012345")
+    minimum = solve_cells(rules, minimum_objective())
+    objective = strongest_objective(minimum.distribution)
+    one = solve_cells(rules, objective, jobs=1)
+    monkeypatch.setattr(full, "SPLIT_MIN", 30)
+    two = solve_cells(rules, objective, jobs=2)
+    assert two.paths == one.paths
+    assert two.score() == one.score()

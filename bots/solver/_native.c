@@ -488,6 +488,71 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
     return best;
 }
 
+/* The guesses worth trying at a node, in cand_buf[d] sorted by bound (returns how many):
+ * canonical under symmetry, useful (they split S or hit it), with a distinct partition, and
+ * with a bound that can still beat beta.  *skipped receives the smallest bound of the guesses
+ * left out for their bound (INF if none), which a failing search still needs. */
+static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *skipped) {
+    Sym *sy = &sym_buf[d];
+    sym_setup(sy, S, n, hist, d);
+    Cand *cands = cand_buf[d];
+    int nc = 0;
+    int64_t min_skipped = INF;                     /* smallest bound of a guess left out */
+    /* Partition dedup for small sets: a guess whose partition of S (as a set of parts, plus
+     * which part is "solved") equals an earlier one has the same value. */
+    enum { DEDUP_MAX = 48, DHASH = 8192 };
+    static uint64_t dedup[MAXD + 2][DHASH];
+    int use_dedup = n <= DEDUP_MAX;
+    if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
+    /* One-ply bound of every guess (see guess_bounds()). */
+    int64_t *gbound = bound_buf[d];
+    guess_bounds(S, n, d, gbound);
+    for (int g = 0; g < N; g++) {
+        int64_t b = gbound[g];
+        if (b == USELESS) continue;                    /* learns nothing */
+        if (b >= beta) {
+            /* Equivalent guesses have equal bounds: no symmetry test needed for a minimum. */
+            if (b < min_skipped) min_skipped = b;
+            continue;
+        }
+        if (!is_canonical(sy, g)) continue;
+        const uint8_t *r = resp + (size_t)g * N;
+        if (use_dedup) {
+            /* Partition signature, independent of how the parts are labelled: a part hashes
+             * to the sum of its members' random keys (members by position in S), the parts'
+             * hashes are mixed and summed; the solved part is tagged. */
+            uint64_t ph[NRMAX];
+            memset(ph, 0, sizeof(uint64_t) * NR);
+            for (int i = 0; i < n; i++) ph[r[S[i]]] += member_key[i];
+            ph[SOLVED] ^= 0xA5A5A5A5A5A5A5A5ULL;
+            uint64_t sig = 0;
+            for (int k = 0; k < NR; k++) {
+                if (!ph[k]) continue;
+                uint64_t z = ph[k] * 0xbf58476d1ce4e5b9ULL;
+                z ^= z >> 31;
+                z *= 0x94d049bb133111ebULL;
+                sig += z ^ (z >> 29);
+            }
+            if (!sig) sig = 1;
+            size_t slot = sig & (DHASH - 1);
+            int dup = 0;
+            while (dedup[d][slot]) {
+                if (dedup[d][slot] == sig) { dup = 1; break; }
+                slot = (slot + 1) & (DHASH - 1);
+            }
+            if (dup) continue;
+            dedup[d][slot] = sig;
+        }
+        cands[nc].bound = b;
+        cands[nc].guess = g;
+        nc++;
+    }
+    st_guesses += (uint64_t)nc;
+    qsort(cands, (size_t)nc, sizeof(Cand), cmp_cand);
+    *skipped = min_skipped;
+    return nc;
+}
+
 /*
  * value of S at depth d (d == number of guesses in hist).  Exact if < beta; otherwise a lower
  * bound >= beta.  *best_guess receives the best guess when the result is exact.
@@ -550,64 +615,10 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
         return v;
     }
 
-    /* Generate guesses: canonical under symmetry, useful (they split S or hit it), with a
-     * distinct partition, and with a lower bound that can still beat beta. */
-    Sym *sy = &sym_buf[d];
-    sym_setup(sy, S, n, hist, d);
+    /* Generate guesses (see gen_cands()). */
+    int64_t min_skipped;
+    int nc = gen_cands(S, n, d, beta, &min_skipped);
     Cand *cands = cand_buf[d];
-    int nc = 0;
-    int64_t min_skipped = INF;                     /* smallest bound of a guess left out */
-    /* Partition dedup for small sets: a guess whose partition of S (as a set of parts, plus
-     * which part is "solved") equals an earlier one has the same value. */
-    enum { DEDUP_MAX = 48, DHASH = 8192 };
-    static uint64_t dedup[MAXD + 2][DHASH];
-    int use_dedup = n <= DEDUP_MAX;
-    if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
-    /* One-ply bound of every guess (see guess_bounds()). */
-    int64_t *gbound = bound_buf[d];
-    guess_bounds(S, n, d, gbound);
-    for (int g = 0; g < N; g++) {
-        int64_t b = gbound[g];
-        if (b == USELESS) continue;                    /* learns nothing */
-        if (b >= beta) {
-            /* Equivalent guesses have equal bounds: no symmetry test needed for a minimum. */
-            if (b < min_skipped) min_skipped = b;
-            continue;
-        }
-        if (!is_canonical(sy, g)) continue;
-        const uint8_t *r = resp + (size_t)g * N;
-        if (use_dedup) {
-            /* Partition signature, independent of how the parts are labelled: a part hashes
-             * to the sum of its members' random keys (members by position in S), the parts'
-             * hashes are mixed and summed; the solved part is tagged. */
-            uint64_t ph[NRMAX];
-            memset(ph, 0, sizeof(uint64_t) * NR);
-            for (int i = 0; i < n; i++) ph[r[S[i]]] += member_key[i];
-            ph[SOLVED] ^= 0xA5A5A5A5A5A5A5A5ULL;
-            uint64_t sig = 0;
-            for (int k = 0; k < NR; k++) {
-                if (!ph[k]) continue;
-                uint64_t z = ph[k] * 0xbf58476d1ce4e5b9ULL;
-                z ^= z >> 31;
-                z *= 0x94d049bb133111ebULL;
-                sig += z ^ (z >> 29);
-            }
-            if (!sig) sig = 1;
-            size_t slot = sig & (DHASH - 1);
-            int dup = 0;
-            while (dedup[d][slot]) {
-                if (dedup[d][slot] == sig) { dup = 1; break; }
-                slot = (slot + 1) & (DHASH - 1);
-            }
-            if (dup) continue;
-            dedup[d][slot] = sig;
-        }
-        cands[nc].bound = b;
-        cands[nc].guess = g;
-        nc++;
-    }
-    st_guesses += (uint64_t)nc;
-    qsort(cands, (size_t)nc, sizeof(Cand), cmp_cand);
 
     /* Try guesses in bound order.  For each: probe every part (one-ply bound), then replace
      * each part's bound by its exact value, largest part first, until the running total can
@@ -889,15 +900,17 @@ static int get_set(PyObject *obj, Py_buffer *view, const uint16_t **S, int *n) {
 }
 
 PyDoc_STRVAR(solve_doc,
-"solve(set, history, beta=None) -> (value, guess, exact)\n\n"
+"solve(set, history, beta=None, probe=False) -> (value, guess, exact)\n\n"
 "Optimal cost of the candidate `set` (bytes of sorted uint16 code indices) after the guesses\n"
 "in `history` (sequence of code indices); the depth is len(history). With `beta`, the search\n"
-"stops proving once it knows the value is >= beta (then exact is False).");
+"stops proving once it knows the value is >= beta (then exact is False). With `probe`, only\n"
+"the one-ply lower bound is computed (never exact unless the set is tiny).");
 
 static PyObject *py_solve(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *set_obj, *hist_obj, *beta_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "OO|O", &set_obj, &hist_obj, &beta_obj)) return NULL;
+    int probe = 0;
+    if (!PyArg_ParseTuple(args, "OO|Op", &set_obj, &hist_obj, &beta_obj, &probe)) return NULL;
     if (!resp) { PyErr_SetString(PyExc_RuntimeError, "call init() first"); return NULL; }
     PyObject *hs = PySequence_Fast(hist_obj, "history must be a sequence");
     if (!hs) return NULL;
@@ -918,10 +931,49 @@ static PyObject *py_solve(PyObject *self, PyObject *args) {
     int guess = -1;
     int64_t v;
     Py_BEGIN_ALLOW_THREADS
-    v = search(S, n, (int)nh, beta, &guess, 0);
+    v = search(S, n, (int)nh, beta, &guess, probe);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    return Py_BuildValue("(LiO)", (long long)v, guess, v < beta ? Py_True : Py_False);
+    return Py_BuildValue("(LiO)", (long long)v, guess, !probe && v < beta ? Py_True : Py_False);
+}
+
+PyDoc_STRVAR(candidates_doc,
+"candidates(set, history, beta=None) -> [(bound, guess), ...]\n\n"
+"The guesses the search would try at this node, in the order it would try them, with their\n"
+"one-ply lower bounds (used to split one node's work across processes).");
+
+static PyObject *py_candidates(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *set_obj, *hist_obj, *beta_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O", &set_obj, &hist_obj, &beta_obj)) return NULL;
+    if (!resp) { PyErr_SetString(PyExc_RuntimeError, "call init() first"); return NULL; }
+    PyObject *hs = PySequence_Fast(hist_obj, "history must be a sequence");
+    if (!hs) return NULL;
+    Py_ssize_t nh = PySequence_Fast_GET_SIZE(hs);
+    if (nh > MAXD - 3) { Py_DECREF(hs); PyErr_SetString(PyExc_ValueError, "history too long"); return NULL; }
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(hs, i));
+        if (v < 0 || v >= N) { Py_DECREF(hs); if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad code index"); return NULL; }
+        hist[i] = (int)v;
+    }
+    Py_DECREF(hs);
+    int64_t beta = INF;
+    if (beta_obj != Py_None) { beta = PyLong_AsLongLong(beta_obj); if (PyErr_Occurred()) return NULL; }
+    Py_buffer view;
+    const uint16_t *S;
+    int n;
+    if (get_set(set_obj, &view, &S, &n) < 0) return NULL;
+    int64_t skipped;
+    int nc = n < 2 ? 0 : gen_cands(S, n, (int)nh, beta, &skipped);
+    PyBuffer_Release(&view);
+    PyObject *out = PyList_New(nc);
+    if (!out) return NULL;
+    for (int c = 0; c < nc; c++) {
+        PyObject *t = Py_BuildValue("(Li)", (long long)cand_buf[nh][c].bound, cand_buf[nh][c].guess);
+        if (!t) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, c, t);
+    }
+    return out;
 }
 
 PyDoc_STRVAR(partition_doc,
@@ -990,6 +1042,7 @@ static PyObject *py_clear(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"init", py_init, METH_VARARGS, init_doc},
     {"solve", py_solve, METH_VARARGS, solve_doc},
+    {"candidates", py_candidates, METH_VARARGS, candidates_doc},
     {"partition", py_partition, METH_VARARGS, partition_doc},
     {"response", py_response, METH_VARARGS, "response(secret, guess) -> response id"},
     {"lower_bound", py_lower_bound, METH_VARARGS, "lower_bound(n, depth) -> capacity bound"},
