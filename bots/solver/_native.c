@@ -190,7 +190,8 @@ typedef struct {
 } Sym;
 static Sym sym_buf[MAXD + 2];
 
-static void sym_setup(Sym *sy, const uint16_t *S, int n, const int *h, int nh) {
+/* Only the symbol classes (A: absent from S, F: present but never guessed). */
+static void sym_classes(Sym *sy, const uint16_t *S, int n, const int *h, int nh) {
     int present = 0, used = 0;
     for (int i = 0; i < n; i++)
         for (int p = 0; p < L; p++) present |= 1 << codes[S[i]][p];
@@ -199,6 +200,10 @@ static void sym_setup(Sym *sy, const uint16_t *S, int n, const int *h, int nh) {
     for (int s = 0; s < NSYM; s++)
         sy->cls[s] = !(present >> s & 1) ? 1 : !(used >> s & 1) ? 2 : 0;
     sy->ng = 0;
+}
+
+static void sym_setup(Sym *sy, const uint16_t *S, int n, const int *h, int nh) {
+    sym_classes(sy, S, n, h, nh);
     for (int q = 1; q < nperms; q++) {             /* perms[0] is the identity */
         int pi[MAXSYM], inv[MAXSYM], ok = 1;
         for (int s = 0; s < NSYM; s++) pi[s] = inv[s] = -1;
@@ -309,6 +314,7 @@ static int64_t solve3(const uint16_t *S, int d, int *best_guess) {
 static int64_t *bound_buf[MAXD + 2];
 static uint8_t *mask_lo, *mask_hi;
 static int *link_buf;
+static uint8_t *inexact_buf;
 static uint64_t member_key[64];     /* random keys for partition signatures */                /* per guess, padded to a multiple of BLK */
 
 typedef struct { int64_t c1, c2, slope[8]; int thr[8]; int nt; } BoundCoef;
@@ -380,23 +386,67 @@ static void guess_bounds(const uint16_t *S, int n, int d, int64_t *gbound) {
     }
 }
 
-/* min over guesses of bound(g) (INF if no guess is useful), for probes: bound' from the
- * response masks, grouped by (hit, parts), which is all bound' depends on; groups are visited
- * in increasing bound' and the inexact members of a group are finished by exact_bound() only
- * while they can still beat the best exact bound found. */
-#define MASK_MAX 64                       /* probes of sets this big are counted */
-static int64_t probe_bound(const uint16_t *S, int n, int d) {
+/* The guesses that are smallest among those obtained by permuting class-A symbols among
+ * themselves and class-F symbols among themselves (canon(g) == g), for the class pattern of
+ * sy; cached by pattern, since a search meets few distinct patterns. */
+typedef struct { uint32_t key; int count; uint16_t *list; } AfList;
+enum { AF_SLOTS = 512 };
+static AfList af_cache[AF_SLOTS];
+
+static const uint16_t *af_canonical(const Sym *sy, int *count) {
+    uint32_t key = 1;
+    for (int s = 0; s < NSYM; s++) key = key * 3 + (uint32_t)sy->cls[s];
+    AfList *e = &af_cache[(key * 2654435761u) >> 23 & (AF_SLOTS - 1)];
+    if (e->list && e->key == key) { *count = e->count; return e->list; }
+    if (!e->list) e->list = malloc(sizeof(uint16_t) * (size_t)N);
+    int m = 0;
+    for (int g = 0; g < N; g++)
+        if (canon(sy, codes[g]) == g) e->list[m++] = (uint16_t)g;
+    e->key = key;
+    e->count = m;
+    *count = m;
+    return e->list;
+}
+
+static void af_cache_clear(void) {
+    for (int i = 0; i < AF_SLOTS; i++) { free(af_cache[i].list); af_cache[i].list = NULL; }
+}
+
+/* guess_bounds() for the listed guesses only (gbound indexed by guess); n <= 255. */
+static void guess_bounds_list(const uint16_t *S, int n, int d, const uint16_t *list, int m,
+                              int64_t *gbound) {
     BoundCoef bc;
     bound_coef(&bc, d, n);
-    if (NR > 16 || d + 10 > MAXD || n >= MASK_MAX) {
-        /* Big sets: most guesses would need finishing, counting them all is cheaper. */
-        int64_t *gb = bound_buf[d];
-        guess_bounds(S, n, d, gb);
-        int64_t best = INF;
-        for (int g = 0; g < N; g++)
-            if (gb[g] < best) best = gb[g];
-        return best;
+    uint8_t cnt[BLK * 16] __attribute__((aligned(64)));
+    for (int j0 = 0; j0 < m; j0 += BLK) {
+        int jb = m - j0 < BLK ? m - j0 : BLK;
+        const uint16_t *lj = list + j0;
+        memset(cnt, 0, (size_t)jb * 16);
+        for (int i = 0; i < n; i++) {
+            const uint8_t *row = resp + (size_t)S[i] * N;
+            for (int j = 0; j < jb; j++) cnt[j * 16 + row[lj[j]]]++;
+        }
+        for (int j = 0; j < jb; j++) {
+            uint8_t *c = cnt + j * 16;
+            int hit = c[SOLVED];
+            c[SOLVED] = 0;
+            int rest = n - hit, parts = 0;
+            for (int k = 0; k < 16; k++) parts += c[k] != 0;
+            if (!hit && parts == 1) { gbound[lj[j]] = USELESS; continue; }
+            int64_t b = (hit ? bc.c1 : 0) + (int64_t)rest * bc.c2;
+            if (bc.nt > 0) b += bc.slope[0] * (rest - parts);
+            for (int t = 1; t < bc.nt; t++) {
+                int th = bc.thr[t], sum = 0;
+                for (int k = 0; k < 16; k++) sum += c[k] > th ? c[k] - th : 0;
+                b += bc.slope[t] * sum;
+            }
+            gbound[lj[j]] = b;
+        }
     }
+}
+
+/* mask_lo/mask_hi[g]: which responses guess g gets from the members of S (bit = response id). */
+static void mask_scan(const uint16_t *S, int n) {
     int nblk = (N + BLK - 1) / BLK;
 #if defined(__SSSE3__)
     uint8_t lot[16], hit8[16];
@@ -445,6 +495,37 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
         }
     }
 #endif
+}
+
+/* min over guesses of bound(g) (INF if no guess is useful), for probes: bound' from the
+ * response masks, grouped by (hit, parts), which is all bound' depends on; groups are visited
+ * in increasing bound' and the inexact members of a group are finished by exact_bound() only
+ * while they can still beat the best exact bound found. */
+#define MASK_MAX 64                       /* sets this big are counted, not masked */
+static int64_t probe_bound(const uint16_t *S, int n, int d) {
+    BoundCoef bc;
+    bound_coef(&bc, d, n);
+    Sym *sy = &sym_buf[d];                      /* classes only: equivalent guesses, equal bounds */
+    sym_classes(sy, S, n, hist, d);
+    if (NR > 16 || d + 10 > MAXD || n >= MASK_MAX) {
+        /* Big sets: most guesses would need finishing, counting them all is cheaper (only
+         * one guess per family of interchangeable symbols, when that saves enough). */
+        int64_t *gb = bound_buf[d];
+        int m;
+        const uint16_t *list = af_canonical(sy, &m);
+        int64_t best = INF;
+        if (m * 4 < N * 3 && n <= 255 && NR <= 16 && d + 10 <= MAXD) {
+            guess_bounds_list(S, n, d, list, m, gb);
+            for (int j = 0; j < m; j++)
+                if (gb[list[j]] < best) best = gb[list[j]];
+        } else {
+            guess_bounds(S, n, d, gb);
+            for (int g = 0; g < N; g++)
+                if (gb[g] < best) best = gb[g];
+        }
+        return best;
+    }
+    mask_scan(S, n);
     /* Group by key = hit * 16 + parts: exact groups only need a flag, inexact guesses a list. */
     enum { NKEY = 32 };
     int head[NKEY], any_exact[NKEY];
@@ -452,7 +533,10 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
     int *next = link_buf;
     const unsigned solved_bit = 1u << SOLVED;
     const int thr2 = bc.nt > 1 ? bc.thr[1] : n;
-    for (int g = 0; g < N; g++) {
+    int nlist;
+    const uint16_t *list = af_canonical(sy, &nlist);
+    for (int j = 0; j < nlist; j++) {
+        int g = list[j];
         unsigned m = (unsigned)mask_lo[g] | (unsigned)mask_hi[g] << 8;
         int hit = (m & solved_bit) != 0;
         int parts = __builtin_popcount(m & ~solved_bit);
@@ -488,6 +572,47 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
     return best;
 }
 
+/* Bounds for a search node: exact for every guess that can be a candidate (< beta) or can be
+ * the smallest bound left out; the others keep bound' (>= beta and >= that smallest one), so
+ * gen_cands() sees the same candidates and the same smallest skipped bound as with exact ones. */
+#ifndef SEARCH_MASK_MAX
+#define SEARCH_MASK_MAX 15
+#endif
+static void search_bounds(const uint16_t *S, int n, int d, int64_t beta, int64_t *gbound) {
+    if (NR > 16 || d + 10 > MAXD || n > SEARCH_MASK_MAX) {
+        guess_bounds(S, n, d, gbound);
+        return;
+    }
+    BoundCoef bc;
+    bound_coef(&bc, d, n);
+    mask_scan(S, n);
+    const unsigned solved_bit = 1u << SOLVED;
+    const int thr2 = bc.nt > 1 ? bc.thr[1] : n;
+    const int64_t slope1 = bc.nt > 0 ? bc.slope[0] : 0;
+    uint8_t *inexact = inexact_buf;
+    int64_t m1 = INF;
+    int any_inexact = 0;
+    for (int g = 0; g < N; g++) {
+        unsigned m = (unsigned)mask_lo[g] | (unsigned)mask_hi[g] << 8;
+        int hit = (m & solved_bit) != 0;
+        int parts = __builtin_popcount(m & ~solved_bit);
+        inexact[g] = 0;
+        if (!hit && parts <= 1) { gbound[g] = USELESS; continue; }
+        int rest = n - hit;
+        int64_t b = (hit ? bc.c1 : 0) + (int64_t)rest * bc.c2 + slope1 * (rest - parts);
+        gbound[g] = b;
+        if (rest - parts + 1 <= thr2) {
+            if (b >= beta && b < m1) m1 = b;
+        } else {
+            inexact[g] = 1;
+            any_inexact = 1;
+        }
+    }
+    if (!any_inexact) return;
+    for (int g = 0; g < N; g++)
+        if (inexact[g] && (gbound[g] < beta || gbound[g] < m1)) gbound[g] = exact_bound(S, n, &bc, g);
+}
+
 /* The guesses worth trying at a node, in cand_buf[d] sorted by bound (returns how many):
  * canonical under symmetry, useful (they split S or hit it), with a distinct partition, and
  * with a bound that can still beat beta.  *skipped receives the smallest bound of the guesses
@@ -504,10 +629,18 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
     static uint64_t dedup[MAXD + 2][DHASH];
     int use_dedup = n <= DEDUP_MAX;
     if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
-    /* One-ply bound of every guess (see guess_bounds()). */
+    /* One-ply bounds.  Guesses that only differ by interchangeable symbols (class A or F)
+     * have equal bounds, so only the smallest of each such family is bounded at all when
+     * that leaves out enough of them to pay for the indirection. */
     int64_t *gbound = bound_buf[d];
-    guess_bounds(S, n, d, gbound);
-    for (int g = 0; g < N; g++) {
+    int m;
+    const uint16_t *list = af_canonical(sy, &m);
+    int use_list = m * 4 < N * 3 && n > SEARCH_MASK_MAX && n <= 255 && NR <= 16 && d + 10 <= MAXD;
+    if (use_list) guess_bounds_list(S, n, d, list, m, gbound);
+    else search_bounds(S, n, d, beta, gbound);
+    int ng = use_list ? m : N;
+    for (int j = 0; j < ng; j++) {
+        int g = use_list ? list[j] : j;
         int64_t b = gbound[g];
         if (b == USELESS) continue;                    /* learns nothing */
         if (b >= beta) {
@@ -763,7 +896,9 @@ static void compute_lbtab(void) {
 /* ------------------------------------------------------------------------------------ */
 /* Python interface                                                                       */
 /* ------------------------------------------------------------------------------------ */
+static void af_cache_clear(void);
 static void free_tables(void) {
+    af_cache_clear();
     free(codes); free(index_of); free(resp); free(lbtab); free(tt); free(arena);
     codes = NULL; index_of = NULL; resp = NULL; lbtab = NULL; tt = NULL; arena = NULL;
     for (int d = 0; d < MAXD + 2; d++) { free(cand_buf[d]); free(part_buf[d]); cand_buf[d] = NULL; part_buf[d] = NULL; }
@@ -836,6 +971,8 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
         }
     }
     link_buf = malloc(sizeof(int) * (size_t)N);
+    free(inexact_buf);
+    inexact_buf = malloc((size_t)N);
     int seen[NRMAX] = {0};
     for (int g = 0; g < N; g++)
         for (int s = 0; s < N; s++) {
