@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -65,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.main(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `moo strategy dump minimum | head`: the reader left, which is not an error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -57,3 +57,22 @@ def test_dump_json_and_random_seeds(capsys: pytest.CaptureFixture[str], tmp_path
 def test_dump_of_unknown_strategy_fails_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
     assert moo(["strategy", "dump", "nosuchbot"]) == 2
     assert "unknown strategy" in capsys.readouterr().err
+
+
+def test_dump_into_a_closed_pipe_is_quiet() -> None:
+    """`moo strategy dump minimum | head -1`: the reader leaving early is not a crash."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moo", "strategy", "dump", "minimum"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.read(5)
+    proc.stdout.close()  # like head: read a little, then go away
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert first == b"0123:"
+    assert "Traceback" not in err, err
+    assert proc.returncode in (0, 141)
