@@ -60,19 +60,20 @@ def test_dump_of_unknown_strategy_fails_cleanly(capsys: pytest.CaptureFixture[st
 
 
 def test_dump_into_a_closed_pipe_is_quiet() -> None:
-    """`moo strategy dump minimum | head -1`: the reader leaving early is not a crash."""
+    """`moo strategy dump minimum | head -1`: the reader leaving is not a crash.
+
+    The read end is closed before the child can have written anything (it has to import and
+    load the tree first), so its first write meets EPIPE every time."""
     import subprocess
     import sys
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "moo", "strategy", "dump", "minimum"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
-    assert proc.stdout is not None and proc.stderr is not None
-    first = proc.stdout.read(5)
-    proc.stdout.close()  # like head: read a little, then go away
-    err = proc.stderr.read().decode()
-    proc.wait(timeout=60)
-    assert first == b"0123:"
-    assert "Traceback" not in err, err
-    assert proc.returncode in (0, 141)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err.decode(), err.decode()
+    assert "BrokenPipeError" not in err.decode(), err.decode()
+    assert proc.returncode == 141
