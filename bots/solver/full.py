@@ -165,7 +165,7 @@ def solve_cells(
     jobs: int = 1,
     cells: Sequence[Response] | None = None,
     progress: Callable[[int, int, CellResult | None, float], None] | None = None,
-    heartbeat: float = 30.0,
+    heartbeat: float = 5.0,
 ) -> FullResult:
     """Solve the given cells (default: all) with ``jobs`` processes; verify the union."""
     global _inherited
