@@ -17,6 +17,8 @@ import sys
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from server.cli import tune_gc
+
 
 async def _echo(ws: ServerConnection) -> None:
     try:
@@ -35,6 +37,7 @@ async def _main(host: str, port: int) -> None:
         _echo, host, port, compression=None, max_size=4096, max_queue=4,
         subprotocols=["moo.v1.json", "moo.v1.msgpack"],  # type: ignore[list-item]
     ) as server:
+        tune_gc()  # the match server's process settings, so the comparison is like for like
         bound = server.sockets[0].getsockname()[1]
         print(f"listening on ws://{host}:{bound}/", file=sys.stderr, flush=True)
         await stop.wait()

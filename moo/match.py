@@ -116,7 +116,7 @@ class MatchConfig:
         return cls(**{k: v for k, v in fields.items() if k in known})
 
 
-@dataclass
+@dataclass(slots=True)
 class Seat:
     """One side of the match, as the replay of the log leaves it."""
 
@@ -138,11 +138,70 @@ class Seat:
         return len(self.guesses)
 
 
-class Match:
-    """State and rules of one match. Build with :meth:`create` or :meth:`replay`."""
+_CONFIGS: dict[str, MatchConfig] = {}
 
-    def __init__(self, match_id: str) -> None:
+
+def _shared_config(data: dict[str, Any]) -> MatchConfig:
+    """One :class:`MatchConfig` object per distinct configuration, however many matches use it.
+
+    A server holds thousands of live matches with a handful of configurations between them;
+    sharing the (frozen) value saves each match its own config and rules objects.
+    """
+    key = repr(sorted(data.items()))
+    config = _CONFIGS.get(key)
+    if config is None:
+        config = MatchConfig.from_dict(data)
+        if len(_CONFIGS) < 1000:
+            _CONFIGS[key] = config
+    return config
+
+
+_RESULTS: dict[tuple[str, int, int], tuple[str, int, int]] = {}
+
+
+def _shared_result(guess: str, bulls: int, cows: int) -> tuple[str, int, int]:
+    """One tuple object per distinct (guess, bulls, cows) across all matches.
+
+    Every live match keeps each seat's guesses; players and bots repeat the same openings and
+    the same answers, so sharing the (immutable) entries saves most of a long match's
+    memory. The table is bounded (about 70 000 pairs exist for 4 of 10; past the bound new
+    entries are simply not shared).
+    """
+    key = (guess, bulls, cows)
+    shared = _RESULTS.get(key)
+    if shared is not None:
+        return shared
+    if len(_RESULTS) < 200_000:
+        _RESULTS[key] = key
+    return key
+
+
+class Match:
+    """State and rules of one match. Build with :meth:`create` or :meth:`replay`.
+
+    With ``keep_log=False`` the match folds each event into its state and forgets it: the
+    server keeps the log on disk (the store is the source of truth) and reads it back for the
+    rare replay, so a long match costs memory for its state only. ``events`` is then empty.
+    """
+
+    __slots__ = (
+        "_seq",
+        "config",
+        "created_at",
+        "events",
+        "keep_log",
+        "last_at",
+        "match_id",
+        "phase",
+        "result",
+        "rounds_done",
+        "seats",
+        "secret_deadline",
+    )
+
+    def __init__(self, match_id: str, *, keep_log: bool = True) -> None:
         self.match_id = match_id
+        self.keep_log = keep_log
         self.config = MatchConfig()
         self.seats: list[Seat] = []
         self.phase: Phase = "secrets"
@@ -151,36 +210,42 @@ class Match:
         self.rounds_done = 0
         self.secret_deadline: int | None = None
         self.last_at = 0
+        self.created_at = 0
+        self._seq = 0
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
     def create(
-        cls, match_id: str, players: tuple[str, str], config: MatchConfig, now: int
+        cls,
+        match_id: str,
+        players: tuple[str, str],
+        config: MatchConfig,
+        now: int,
+        *,
+        keep_log: bool = True,
     ) -> tuple[Match, list[Event]]:
-        match = cls(match_id)
+        match = cls(match_id, keep_log=keep_log)
         event = match._emit(
             "created", now, players=list(players), config=config.to_dict(), match_id=match_id
         )
         return match, [event]
 
     @classmethod
-    def replay(cls, events: list[Event]) -> Match:
+    def replay(cls, events: list[Event], *, keep_log: bool = True) -> Match:
         """Rebuild a match from its log; the log is trusted (it was validated when written)."""
         if not events or events[0].get("kind") != "created":
             raise ValueError("a match log starts with a 'created' event")
-        match = cls(str(events[0].get("match_id", "")))
+        match = cls(str(events[0].get("match_id", "")), keep_log=keep_log)
         for event in events:
-            if event["seq"] != len(match.events) + 1:
-                raise ValueError(
-                    f"log gap: expected seq {len(match.events) + 1}, got {event['seq']}"
-                )
+            if event["seq"] != match._seq + 1:
+                raise ValueError(f"log gap: expected seq {match._seq + 1}, got {event['seq']}")
             match._apply(event)
         return match
 
     # -- queries ----------------------------------------------------------------------------
     @property
     def seq(self) -> int:
-        return len(self.events)
+        return self._seq
 
     @property
     def finished(self) -> bool:
@@ -395,9 +460,12 @@ class Match:
         kind, at = event["kind"], int(event["at"])
         previous_at = self.last_at
         self.last_at = at
-        self.events.append(event)
+        self._seq += 1
+        if self.keep_log:
+            self.events.append(event)
         if kind == "created":
-            self.config = MatchConfig.from_dict(event["config"])
+            self.created_at = at
+            self.config = _shared_config(event["config"])
             self.seats = [
                 Seat(name=str(n), clock_left=self.config.clock_total_ms) for n in event["players"]
             ]
@@ -415,7 +483,7 @@ class Match:
             seat = event["seat"]
             s = self.seats[seat]
             self._charge(s, at)
-            s.guesses.append((event["guess"], event["bulls"], event["cows"]))
+            s.guesses.append(_shared_result(event["guess"], event["bulls"], event["cows"]))
             if event["bulls"] == self.config.rules.length and s.solved_at is None:
                 s.solved_at = s.count
             s.running_since = at if self.owes_move(seat) else None

@@ -157,7 +157,27 @@ class Rules:
         """Return ``text`` as a canonical guess or raise an :class:`InvalidCode` subclass."""
         return self._check(text, distinct=not self.repeats_in_guess)
 
+    @cached_property
+    def _known(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Every legal secret and guess, each mapped to one shared string object.
+
+        A valid code is then accepted with one dictionary lookup, and every match stores the
+        same few thousand string objects instead of a fresh copy per guess. Variants with more
+        than 100 000 legal guesses (repeats allowed, 5-6 positions) skip the table and go
+        through the full check below.
+        """
+        secrets = {code: code for code in self.secrets}
+        if not self.repeats_in_guess:
+            return secrets, secrets
+        if len(self.alphabet) ** self.length > 100_000:
+            return secrets, {}
+        return secrets, {code: code for code in self.guesses}
+
     def _check(self, text: object, *, distinct: bool) -> str:
+        if type(text) is str:
+            known = self._known[0 if distinct else 1].get(text)
+            if known is not None:
+                return known
         if not isinstance(text, str):
             raise UnknownSymbol(
                 f"a code is a string of {self.length} {self.symbols_text}, "
@@ -181,7 +201,7 @@ class Rules:
             raise RepeatedSymbol(
                 f"{unit} must be distinct ({', '.join(repeated)} repeated)"
             )
-        return code
+        return self._known[0 if distinct else 1].get(code, code)
 
     def is_secret(self, text: str) -> bool:
         try:

@@ -24,6 +24,7 @@ from moo import __version__
 from moo.protocol import SUBPROTOCOLS
 from server.arena import Arena, bot_player_name
 from server.connection import CLOSE_RESTART, Connection
+from server.heartbeat import Heartbeat
 from server.http import HttpFront, _text
 from server.lobby import Lobby
 from server.publisher import install as install_hooks
@@ -53,6 +54,11 @@ class App:
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
         self.hooks = install_hooks(self)  # ratings + optional MQTT (server/publisher.py)
+        self.heartbeat = Heartbeat(
+            lambda: self.connections,
+            idle_timeout_s=settings.idle_timeout_s,
+            ping_interval_s=settings.ping_interval_s,
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -73,11 +79,13 @@ class App:
             max_size=s.max_message_bytes,
             max_queue=4,
             open_timeout=s.handshake_timeout_s,
-            ping_interval=s.ping_interval_s or None,
-            ping_timeout=s.ping_interval_s or None,
+            # keepalive pings and idle timeouts: one task for all (server/heartbeat.py)
+            ping_interval=None,
+            ping_timeout=None,
             close_timeout=2,
             server_header=None,
         )
+        self.heartbeat.start()
         log.info("listening on ws://%s:%d/ (db %s)", s.host, self.port, s.db)
 
     @property
@@ -92,6 +100,7 @@ class App:
         self._stopped.set()
         self.lobby.closed = True
         self.arena.stop()
+        await self.heartbeat.stop()
         if self.server is not None:
             self.server.close(close_connections=False)
         for conn in list(self.connections):

@@ -87,7 +87,7 @@ class HostedBot:
     started: bool = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class LiveMatch:
     match: Match
     bots: list[HostedBot | None]
@@ -118,7 +118,8 @@ class Arena:
         self.live: dict[str, LiveMatch] = {}
         #: finished matches kept briefly for rematch offers: match_id -> (players, pacing, bots)
         self.recent: dict[str, LiveMatch] = {}
-        self.by_player: dict[str, set[str]] = {}
+        #: player -> ids of the live matches they sit in (a short list: usually one)
+        self.by_player: dict[str, list[str]] = {}
         #: called with (match, events) once events are durable and sent (ratings, MQTT)
         self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
@@ -148,7 +149,9 @@ class Arena:
         if self.stopping:
             raise NotAvailable("the server is shutting down; try again in a moment")
         config = match_config(self.settings, pacing)
-        match, events = Match.create(self.new_match_id(), players, config, self.clock())
+        match, events = Match.create(
+            self.new_match_id(), players, config, self.clock(), keep_log=False
+        )
         lm = LiveMatch(match=match, bots=[self._hosted(b) if b else None for b in bots])
         self._register(lm)
         meta = {"players": list(players), "bots": list(bots)}
@@ -170,7 +173,9 @@ class Arena:
     def _register(self, lm: LiveMatch) -> None:
         self.live[lm.id] = lm
         for name in lm.match.players:
-            self.by_player.setdefault(name, set()).add(lm.id)
+            ids = self.by_player.setdefault(name, [])
+            if lm.id not in ids:
+                ids.append(lm.id)
 
     def restore(self, stored: Iterable[StoredMatch]) -> int:
         """Bring unfinished matches back after a restart, without charging the downtime."""
@@ -178,7 +183,7 @@ class Arena:
         for sm in stored:
             events = _until_gap(sm.events)
             try:
-                match = Match.replay(events)
+                match = Match.replay(events, keep_log=False)
             except (ValueError, KeyError, TypeError):
                 log.exception("cannot replay match %s; left as it is", sm.match_id)
                 continue
@@ -265,7 +270,7 @@ class Arena:
     def _stats(self, match: Match) -> list[StatDelta]:
         result = match.result or {}
         winner = result.get("winner")
-        duration = match.events[-1]["at"] - match.events[0]["at"]
+        duration = match.last_at - match.created_at
         out = []
         for seat, s in enumerate(match.seats):
             outcome = "draw" if winner is None else "win" if winner == seat else "loss"
@@ -427,9 +432,10 @@ class Arena:
     def _attach(self, lm: LiveMatch, seat: int, conn: Connection) -> None:
         old = lm.conns[seat]
         if old is not None and old is not conn:
-            old.matches.discard(lm.id)
+            _discard(old.matches, lm.id)
         lm.conns[seat] = conn
-        conn.matches.add(lm.id)
+        if lm.id not in conn.matches:
+            conn.matches.append(lm.id)
 
     async def finished_match(self, match_id: str) -> LiveMatch:
         """A finished match, from memory or from the log, for a late ``resume``/``watch``."""
@@ -439,10 +445,33 @@ class Arena:
         events = await self.store.match_events(match_id) if len(match_id) <= 40 else None
         if not events:
             raise UnknownMatch(f"no match {match_id!r}")
-        match = Match.replay(_until_gap(events))
+        match = Match.replay(_until_gap(events), keep_log=False)
         if not match.finished:  # unfinished but not live: its log is cut (storage failure)
             raise UnknownMatch(f"match {match_id!r} is not available")
         return LiveMatch(match=match, bots=[None, None], durable_seq=match.seq)
+
+    async def missed(self, lm: LiveMatch, last_seq: int) -> list[Event]:
+        """The durable events after ``last_seq``, read back from the log.
+
+        Live matches keep no log in memory, so a replay reads the store. Commits go on while
+        the read is in flight, so this reads again until it has caught up with
+        ``durable_seq`` and returns only events up to it: the caller then attaches the
+        connection *without awaiting*, and every later event reaches it through the fan-out,
+        in order, with no gap and no duplicate.
+        """
+        out: list[Event] = []
+        seen = max(0, last_seq)
+        while seen < lm.durable_seq:
+            events = await self.store.match_events(lm.id, after=seen)
+            if lm.broken:
+                raise UnknownMatch(f"no live match {lm.id!r}")
+            limit = lm.durable_seq
+            fresh = [e for e in events or () if seen < e["seq"] <= limit]
+            if not fresh or fresh[0]["seq"] != seen + 1:
+                raise StorageError(f"the log of {lm.id} cannot be read back")
+            out.extend(fresh)
+            seen = fresh[-1]["seq"]
+        return out
 
     async def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
         """Replay what the seat missed; a finished match replays to its end (e.g. after a
@@ -451,13 +480,21 @@ class Arena:
         if lm is None or lm.broken:
             lm = await self.finished_match(match_id)
             seat = self.seat_of(lm, conn)
+            missed = await self.missed(lm, last_seq)
             conn.send(self._match_message(lm, seat, ref))
-            self._replay(lm, conn, seat, last_seq)
+            self._replay(lm, conn, seat, missed)
+            return
+        seat = self.seat_of(lm, conn)
+        missed = await self.missed(lm, last_seq)
+        if conn.closing:  # replaced by a newer connection while the log was read
+            return
+        if self.live.get(match_id) is not lm:  # it ended while the log was read
+            await self.resume(conn, match_id, last_seq, ref)
             return
         seat = self.seat_of(lm, conn)
         self._attach(lm, seat, conn)
         conn.send(self._match_message(lm, seat, ref))
-        self._replay(lm, conn, seat, last_seq)
+        self._replay(lm, conn, seat, missed)
         self._persist(lm, lm.match.reconnect(seat, self.clock()))
 
     async def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
@@ -466,9 +503,19 @@ class Arena:
         lm = self.live.get(match_id)
         if lm is None or lm.broken:
             lm = await self.finished_match(match_id)  # replayed once, nothing live follows
+            missed = await self.missed(lm, last_seq)
         else:
+            missed = await self.missed(lm, last_seq)
+            if conn.closing:
+                return
+            if self.live.get(match_id) is not lm:  # it ended while the log was read
+                await self.watch(conn, match_id, last_seq, ref)
+                return
+            if len(conn.spectating) >= MAX_WATCHING and match_id not in conn.spectating:
+                raise NotAvailable(f"watching {MAX_WATCHING} matches already")
             lm.spectators.add(conn)
-            conn.spectating.add(lm.id)
+            if lm.id not in conn.spectating:
+                conn.spectating.append(lm.id)
         conn.send(
             {
                 "type": "watching",
@@ -478,16 +525,18 @@ class Arena:
                 **({"ref": ref} if ref is not None else {}),
             }
         )
-        self._replay(lm, conn, "spectator", last_seq)
+        self._replay(lm, conn, "spectator", missed)
 
     def unwatch(self, conn: Connection, match_id: str) -> None:
         lm = self.live.get(match_id)
         if lm is not None:
             lm.spectators.discard(conn)
-        conn.spectating.discard(match_id)
+        _discard(conn.spectating, match_id)
 
-    def _replay(self, lm: LiveMatch, conn: Connection, viewer: Viewer, last_seq: int) -> None:
-        for event in lm.match.events[max(0, last_seq) : lm.durable_seq]:
+    def _replay(
+        self, lm: LiveMatch, conn: Connection, viewer: Viewer, events: list[Event]
+    ) -> None:
+        for event in events:
             view = lm.match.view(event, viewer)
             if view is not None:
                 conn.send(_event_message(lm.id, view))
@@ -580,14 +629,14 @@ class Arena:
         for name in lm.match.players:
             ids = self.by_player.get(name)
             if ids is not None:
-                ids.discard(lm.id)
+                _discard(ids, lm.id)
                 if not ids:
                     del self.by_player[name]
         for conn in lm.conns:
             if conn is not None:
-                conn.matches.discard(lm.id)
+                _discard(conn.matches, lm.id)
         for conn in lm.spectators:
-            conn.spectating.discard(lm.id)
+            _discard(conn.spectating, lm.id)
 
     def stop(self) -> None:
         """Freeze: no timers or bot moves from now on (the log keeps the state)."""
@@ -624,6 +673,11 @@ def _think(bot: HostedBot, rules: Rules, own: list[tuple[str, int, int]]) -> str
         bot.strategy.observe(guess, Response(bulls, cows))
     bot.observed = len(own)
     return bot.strategy.next_guess()
+
+
+def _discard(items: list[str], item: str) -> None:
+    if item in items:
+        items.remove(item)
 
 
 def _event_message(match_id: str, view: Event) -> dict[str, Any]:

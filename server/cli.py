@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
 
 from server.settings import ConfigError, load_settings
 
-__all__ = ["configure", "main"]
+__all__ = ["configure", "main", "tune_gc"]
 
 #: flag -> (settings key, type, help)
 _FLAGS: dict[str, tuple[str, type, str]] = {
@@ -74,7 +75,25 @@ async def _serve(settings: object) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await app.start()
+    tune_gc()
     try:
         await stop.wait()
     finally:
         await app.stop()
+
+
+def tune_gc() -> None:
+    """Keep the cycle collector's full passes off the request path.
+
+    A server with thousands of connections holds a million long-lived objects (websockets'
+    protocol state, matches, players). CPython's default thresholds scan all of them in a
+    full collection every few hundred thousand allocations: pauses of hundreds of milliseconds
+    during which no acknowledgement leaves, which was the whole of the benchmark's old p99.
+    What was allocated before serving (modules, strategy tables, restored matches) is frozen
+    out of the collector for good; young generations are collected 30x less often but still
+    cheaply; a full pass still happens, only rarely. Everything on the hot path is reclaimed by
+    reference counting alone (no cycles), so nothing accumulates in between.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 50, 100)

@@ -1,17 +1,20 @@
 """One client's WebSocket: codec, outgoing frames and closing.
 
 Matches never await a client. Everything sent to a connection goes through
-:meth:`Connection.send_frame`, which only appends an already-encoded frame to a bounded list and
-marks the connection for a flush at the end of the current event-loop iteration. The flush
-writes every pending frame in one socket write, synchronously: no task and no wake-up per
-message, and the events of a commit batch (a guess and its round's reveal, several matches'
-events) leave together. While the socket's write buffer is above a high-water mark the frames
-wait; a client that stops reading until ``send_queue_max`` frames pile up is disconnected
-(1008) instead of holding up its opponent, its spectators or the server's memory. It can
-reconnect and replay what it missed by ``seq``.
+:meth:`Connection.send_frame`, which only appends an already-encoded message to a bounded list
+and marks the connection dirty. One callback per event-loop iteration (not one per connection)
+then flushes every dirty connection, each with one socket write of all its pending frames,
+synchronously: no task and no wake-up per message, and the events of a commit batch (a guess
+and its round's reveal, several matches' events) leave together. While the socket's write
+buffer is above a high-water mark the frames wait; a client that stops reading until
+``send_queue_max`` frames pile up is disconnected (1008) instead of holding up its opponent,
+its spectators or the server's memory. It can reconnect and replay what it missed by ``seq``.
 
-The writes go through websockets' sans-I/O protocol object (``ws.protocol``), the same one its
-own ``send()`` uses, so framing and state checks stay websockets'.
+The frames are built here (:func:`frame_header`: server frames are never masked and never
+compressed, so a data frame is a 2-10 byte header and the payload) and written only while
+websockets' protocol object says the connection is OPEN; websockets still owns the handshake,
+control frames and the closing handshake. tests/test_server_connection.py checks the bytes
+against websockets' own serializer.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import struct
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
@@ -29,17 +34,20 @@ from moo.protocol import Codec
 
 __all__ = [
     "CLOSE_GOING_AWAY",
+    "CLOSE_INTERNAL_ERROR",
     "CLOSE_POLICY",
     "CLOSE_REPLACED",
     "CLOSE_RESTART",
     "Connection",
     "error_message",
+    "frame_header",
 ]
 
 log = logging.getLogger("moo.connection")
 
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008
+CLOSE_INTERNAL_ERROR = 1011
 CLOSE_RESTART = 1012
 #: How long a close may take (flush + closing handshake) before the socket is aborted.
 _CLOSE_BUDGET_S = 3.0
@@ -54,6 +62,30 @@ _RETRY_S = 0.05
 
 Frame = str | bytes
 
+#: Connections with frames waiting, and whether the one flush callback is scheduled.
+_dirty: list[Connection] = []
+_flush_scheduled = False
+
+
+def frame_header(binary: bool, size: int) -> bytes:
+    """RFC 6455 header of one unfragmented, unmasked data frame of ``size`` payload bytes."""
+    first = 0x82 if binary else 0x81  # FIN + opcode
+    if size < 126:
+        return bytes((first, size))
+    if size < 1 << 16:
+        return bytes((first, 126)) + size.to_bytes(2, "big")
+    return bytes((first, 127)) + size.to_bytes(8, "big")
+
+
+def _flush_dirty() -> None:
+    """The once-per-iteration flush of every connection that was sent something."""
+    global _flush_scheduled
+    _flush_scheduled = False
+    conns = _dirty[:]
+    _dirty.clear()
+    for conn in conns:
+        conn.flush()
+
 
 class Connection:
     """The server side of one WebSocket, after the handshake."""
@@ -61,11 +93,14 @@ class Connection:
     __slots__ = (
         "_closer",
         "_pending",
+        "_ping_data",
         "_scheduled",
         "binary",
         "closing",
         "codec",
+        "last_in",
         "matches",
+        "ping_at",
         "player",
         "queue_max",
         "spectating",
@@ -78,13 +113,19 @@ class Connection:
         self.binary = codec.binary
         self.queue_max = queue_max
         self.player: str | None = None
-        #: match ids where this connection holds a seat / watches
-        self.matches: set[str] = set()
-        self.spectating: set[str] = set()
+        #: match ids where this connection holds a seat / watches (lists: almost always 0-1
+        #: entries, and an empty set costs 216 bytes against a list's 56, per connection)
+        self.matches: list[str] = []
+        self.spectating: list[str] = []
         self.closing = False
         self._pending: list[Frame] = []
         self._scheduled = False
         self._closer: asyncio.Task[None] | None = None
+        #: loop time of the last data frame received (the session stamps it; see heartbeat.py)
+        self.last_in = asyncio.get_running_loop().time()
+        #: loop time of the last keepalive Ping, and its payload while its Pong is awaited
+        self.ping_at = 0.0
+        self._ping_data: bytes | None = None
 
     # -- sending ----------------------------------------------------------------------------
     def encode(self, msg: dict[str, Any]) -> Frame:
@@ -104,7 +145,11 @@ class Connection:
         pending.append(frame)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            _dirty.append(self)
+            global _flush_scheduled
+            if not _flush_scheduled:
+                _flush_scheduled = True
+                asyncio.get_running_loop().call_soon(_flush_dirty)
 
     def send_error(self, exc: MooError, ref: Any = None) -> None:
         self.send(error_message(exc, ref))
@@ -124,17 +169,48 @@ class Connection:
             self._scheduled = True
             asyncio.get_running_loop().call_later(_RETRY_S, self.flush)
             return False
-        protocol = ws.protocol
+        parts: list[bytes] = []
         for frame in pending:
             if isinstance(frame, str):
-                protocol.send_text(frame.encode("utf-8"))
+                payload = frame.encode("utf-8")
+                parts.append(frame_header(False, len(payload)))
+                parts.append(payload)
             else:
-                protocol.send_binary(frame)
+                parts.append(frame_header(True, len(frame)))
+                parts.append(frame)
         pending.clear()
-        data = b"".join(protocol.data_to_send())
-        if data:
-            transport.write(data)
+        # anything websockets itself queued (a Pong, our keepalive Ping) goes first
+        parts[:0] = ws.protocol.data_to_send()
+        transport.write(b"".join(parts))
         return True
+
+    # -- keepalive ----------------------------------------------------------------------------
+    def ping(self, now: float) -> None:
+        """Send a keepalive Ping now, registered where websockets matches the Pong to it."""
+        ws = self.ws
+        if self.closing or ws.protocol.state is not State.OPEN:
+            return
+        data = struct.pack("!I", random.getrandbits(32))
+        while data in ws.pending_pings:
+            data = struct.pack("!I", random.getrandbits(32))
+        ws.pending_pings[data] = (asyncio.get_running_loop().create_future(), now)
+        self._ping_data = data
+        self.ping_at = now
+        ws.protocol.send_ping(data)
+        if not self._pending:  # otherwise the scheduled flush carries it
+            out = b"".join(ws.protocol.data_to_send())
+            if out:
+                ws.transport.write(out)
+
+    def ping_pending(self) -> bool:
+        """Whether the last keepalive Ping is still waiting for its Pong."""
+        data = self._ping_data
+        if data is None:
+            return False
+        if data in self.ws.pending_pings:
+            return True
+        self._ping_data = None
+        return False
 
     # -- closing ----------------------------------------------------------------------------
     def close(self, code: int, reason: str) -> None:

@@ -316,7 +316,7 @@ def result_payload(match: Match, event: Event) -> dict[str, Any]:
         "guesses": [[g for g, _, _ in s.guesses] for s in match.seats],
         "pacing": match.config.pacing,
         "rated": match.config.rated,
-        "started_at": match.events[0]["at"] if match.events else None,
+        "started_at": match.created_at if match.seq else None,
         "finished_at": event.get("at"),
     }
 

@@ -211,7 +211,7 @@ class Ratings:
              [self.model.rating(mu=b.mu, sigma=b.sigma, name=b.name)]],
             ranks=ranks,
         )
-        duration = int(match.events[-1]["at"] - match.events[0]["at"]) if match.events else 0
+        duration = int(match.last_at - match.created_at) if match.seq else 0
         changes = []
         for seat, (player, new) in enumerate(((a, ra), (b, rb))):
             player.mu, player.sigma = float(new.mu), float(new.sigma)

@@ -38,7 +38,6 @@ from moo.protocol import (
     validate_client,
 )
 from server.connection import (
-    CLOSE_GOING_AWAY,
     CLOSE_POLICY,
     CLOSE_REPLACED,
     Connection,
@@ -83,6 +82,7 @@ async def run_session(app: App, ws: ServerConnection) -> None:
             async with asyncio.timeout(settings.handshake_timeout_s):
                 while conn.player is None:
                     frame = await ws.recv()
+                    conn.last_in = asyncio.get_running_loop().time()
                     if not bucket.take():
                         conn.close(CLOSE_POLICY, "rate limit exceeded")
                         return
@@ -99,14 +99,17 @@ async def run_session(app: App, ws: ServerConnection) -> None:
             conn.close(CLOSE_POLICY, "no hello in time")
             return
         # -- requests -----------------------------------------------------------------------------
-        idle = settings.idle_timeout_s
+        # The handshake is over: its headers are only memory now (~2.5 KiB a connection).
+        # websockets' parser keeps the request object itself alive, so it is emptied in place.
+        for message in (ws.request, ws.response):
+            if message is not None:
+                message.headers.clear()
+        raw, msg, frame = None, {}, b""
+        # Idle timeout and keepalive: server/heartbeat.py reads the stamp set below.
+        clock = asyncio.get_running_loop().time
         while not conn.closing:
-            try:
-                async with asyncio.timeout(idle):
-                    frame = await ws.recv()
-            except TimeoutError:
-                conn.close(CLOSE_GOING_AWAY, "idle timeout")
-                return
+            frame = await ws.recv()
+            conn.last_in = clock()
             if not bucket.take():
                 strikes += 1
                 if strikes >= _MAX_STRIKES:
@@ -122,6 +125,8 @@ async def run_session(app: App, ws: ServerConnection) -> None:
                 await _dispatch(app, conn, validate_client(raw), received)
             except MooError as exc:
                 conn.send(_error_reply(exc, raw))
+            # Nothing of this request stays alive while the connection waits for the next one.
+            raw, frame = None, b""
     except ConnectionClosed:
         pass
     finally:

@@ -278,6 +278,25 @@ def test_replay_reproduces_state_exactly() -> None:
         Match.replay(m.events[:2] + m.events[3:])
 
 
+def test_a_match_without_its_log_in_memory_is_the_same_match() -> None:
+    """The server's matches forget events once applied; state, seq and views must not differ."""
+    config = MatchConfig(pacing="free", clock_total_ms=100_000)
+    kept, _ = Match.create("m1", ("ann", "bob"), config, 0)
+    lean, _ = Match.create("m1", ("ann", "bob"), config, 0, keep_log=False)
+    for m in (kept, lean):
+        m.set_secret(0, SECRETS[0], "s0", 1)
+        m.set_secret(1, SECRETS[1], "s1", 2)
+        for i, g in enumerate(["9876", "4512", "4567"]):
+            m.guess(0, g, 100 * i)
+            m.guess(1, g, 100 * i + 50)
+    assert lean.events == [] and lean.seq == kept.seq == len(kept.events)
+    assert snapshot(lean) == snapshot(kept)
+    assert lean.created_at == kept.created_at == 0 and lean.last_at == kept.last_at
+    replayed = Match.replay(kept.events, keep_log=False)
+    assert snapshot(replayed) == snapshot(kept) and replayed.events == []
+    assert replayed.config is kept.config  # one shared config object per distinct config
+
+
 def test_config_round_trips() -> None:
     c = MatchConfig(pacing="free", guess_cap=10, clock_guess_ms=10_000, show_guesses=False)
     assert MatchConfig.from_dict(c.to_dict()) == c

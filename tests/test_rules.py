@@ -126,6 +126,27 @@ def test_validation_accepts_and_normalises() -> None:
         letters.check_secret("ABCG")
 
 
+def test_the_fast_path_accepts_exactly_the_legal_codes_and_shares_them() -> None:
+    """Valid codes are looked up, not re-checked: the table must agree with the full check."""
+    codes = {f"{i:04d}" for i in range(10_000)}
+    legal = {c for c in codes if len(set(c)) == 4}
+    for code in codes:
+        fresh = "".join(list(code))  # a new string object, as a decoder would make it
+        if code in legal:
+            assert DEFAULT_RULES.check_guess(fresh) is DEFAULT_RULES.check_secret(code)
+        else:
+            with pytest.raises(RepeatedSymbol):
+                DEFAULT_RULES.check_guess(fresh)
+    repeats = Rules(repeats_in_guess=True)
+    assert repeats.check_guess("5544") == "5544"
+    with pytest.raises(RepeatedSymbol):
+        repeats.check_secret("5544")
+    big = Rules(length=6, repeats_in_guess=True)  # 10^6 guesses: checked, not tabled
+    assert big.check_guess("555444") == "555444"
+    with pytest.raises(RepeatedSymbol):
+        big.check_secret("555444")
+
+
 def test_response_notation_round_trips() -> None:
     for r in DEFAULT_RULES.responses:
         assert parse_response(format_response(r)) == r

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.server import ServerProtocol
+from websockets.streams import StreamReader
 
 from moo.protocol import Codec
-from server.connection import WRITE_HIGH_WATER, Connection
+from server.connection import WRITE_HIGH_WATER, Connection, frame_header
 from server.ratelimit import TokenBucket
 from tests.server_support import Client, running, server_settings
 
@@ -68,6 +72,47 @@ async def test_a_slow_reader_is_dropped_instead_of_buffered_without_bound() -> N
     assert ws.transport.written == []  # nothing more was pushed at the stuck peer
 
 
+@pytest.mark.parametrize("size", [0, 1, 125, 126, 127, 4096, 65535, 65536, 70000])
+@pytest.mark.parametrize("binary", [False, True])
+def test_frames_are_byte_identical_to_websockets_own(size: int, binary: bool) -> None:
+    payload = bytes(i % 251 for i in range(size))
+    theirs = Frame(Opcode.BINARY if binary else Opcode.TEXT, payload).serialize(
+        mask=False, extensions=[]
+    )
+    assert frame_header(binary, size) + payload == theirs
+
+
+def _parse_frames(data: bytes) -> list[Frame]:
+    """Unmasked frames as a client reads them, with websockets' own parser."""
+    reader = StreamReader()
+    reader.feed_data(data)
+    reader.feed_eof()
+    frames = []
+    while reader.buffer:
+        parser = Frame.parse(reader.read_exact, mask=False)
+        try:
+            next(parser)
+        except StopIteration as done:
+            frames.append(done.value)
+        else:
+            raise AssertionError("truncated frame")
+    return frames
+
+
+async def test_a_burst_of_frames_leaves_in_one_write_per_connection() -> None:
+    socks = [FakeSocket(), FakeSocket()]
+    conns = [Connection(s, codec=Codec("moo.v1.json"), queue_max=16) for s in socks]  # type: ignore[arg-type]
+    for i in range(3):
+        for conn in conns:
+            conn.send({"type": "pong", "n": i})
+    assert all(s.transport.written == [] for s in socks)  # nothing before the loop turns
+    await asyncio.sleep(0)
+    for sock in socks:
+        (data,) = sock.transport.written
+        texts = [bytes(f.data).decode() for f in _parse_frames(data)]
+        assert texts == [f'{{"type":"pong","n":{i}}}' for i in range(3)]
+
+
 async def test_no_hello_in_time_closes_with_1008(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path, handshake_timeout_s=0.3)) as app:
         c = await Client.open(app.port)
@@ -78,6 +123,44 @@ async def test_idle_connection_is_closed(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path, idle_timeout_s=0.3)) as app:
         c = await Client.hello(app.port, "ann")
         assert await c.closed() == 1001
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait for a condition the server reaches on its own schedule (polled, bounded)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+async def test_quiet_client_is_pinged_and_stays_connected(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path, ping_interval_s=0.2)) as app:
+        c = await Client.hello(app.port, "ann")
+        await _until(lambda: app.heartbeat.pings >= 3)  # ~0.6 s of silence, Pongs came back
+        assert app.heartbeat.dead_closed == 0 and app.heartbeat.idle_closed == 0
+        assert (await c.request({"type": "ping"}))["type"] == "pong"
+        assert len(app.connections) == 1
+
+
+async def test_busy_client_is_not_pinged(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path, ping_interval_s=0.5)) as app:
+        c = await Client.hello(app.port, "ann")
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 1.5
+        while loop.time() < until:  # a frame every 0.1 s proves the peer is alive
+            assert (await c.request({"type": "ping"}))["type"] == "pong"
+            await asyncio.sleep(0.1)
+        assert app.heartbeat.pings == 0
+
+
+async def test_client_that_never_answers_pings_is_closed_with_1011(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path, ping_interval_s=0.2)) as app:
+        c = await Client.hello(app.port, "ann")
+        c.ws.transport.pause_reading()  # the peer hangs: no Pong will ever come back
+        await _until(lambda: app.heartbeat.dead_closed == 1)
+        assert app.heartbeat.pings == 1
+        c.ws.transport.resume_reading()
+        assert await c.closed() == 1011
+        await _until(lambda: not app.connections)
 
 
 def test_token_bucket_refills_at_its_rate() -> None:

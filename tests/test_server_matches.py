@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from moo.rules import DEFAULT_RULES
 from server.app import App
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
@@ -391,3 +393,34 @@ async def test_finished_match_can_still_be_resumed_and_watched(tmp_path: Path, e
         assert err["code"] == "not_your_seat"
         err = await eve.request({"type": "watch", "match_id": "m-none"})
         assert err["code"] == "unknown_match"
+
+
+async def test_watchers_joining_mid_match_see_every_event_exactly_once(
+    tmp_path: Path, enc: str
+) -> None:
+    """Live matches keep no log in memory: a replay is read back from the store while moves
+    keep being committed, and must still splice into the live fan-out without gap or repeat."""
+    async with running(server_settings(tmp_path)) as app:
+        p0, p1, mid = await _pair_by_queue(app, enc, pacing="free")
+        await _secrets(p0, p1, mid)
+        codes = [c for c in DEFAULT_RULES.secrets if c not in ("0123", "4567")][:: 97][:30]
+
+        async def play(p: Client) -> None:
+            for code in codes:
+                reply = await p.request({"type": "guess", "match_id": mid, "guess": code})
+                assert reply["kind"] == "guess", reply
+
+        moves = asyncio.gather(play(p0), play(p1))
+        watchers = []
+        for i in range(6):  # joining one after another while the guesses are committed
+            w = await Client.hello(app.port, f"w{i}", enc)
+            await w.request({"type": "watch", "match_id": mid, "last_seq": 0})
+            watchers.append(w)
+        await moves
+        assert app.arena.live[mid].durable_seq > 60  # nothing ended the match early
+        for w in watchers:
+            for seat in (0, 1):
+                await w.event(mid, "guess", seat=seat, n=len(codes))
+            seqs = [e["seq"] for e in w.events(mid)]
+            assert seqs == list(range(1, len(seqs) + 1))
+            assert len(seqs) >= 2 * len(codes)

@@ -38,6 +38,31 @@ async def test_appends_from_many_matches_share_commits_and_all_become_durable(
     assert rows.fetchone()[0] == 200
 
 
+async def test_a_batch_of_any_size_lands_row_for_row(tmp_path: Path) -> None:
+    """Rows go in as fixed-size multi-row INSERTs: every size must split without loss."""
+    store = SQLiteStore(tmp_path / "db.sqlite3", commit_window_ms=50)
+    await store.open()
+    loop = asyncio.get_running_loop()
+    sizes = [1, 2, 3, 5, 17, 64, 255, 256, 257, 345]
+    futures = []
+    for i, n in enumerate(sizes):
+        fut: asyncio.Future[BaseException | None] = loop.create_future()
+        events = [
+            {"seq": s, "kind": "guess", "at": s, "guess": f"{s:04d}"} for s in range(1, n + 1)
+        ]
+        store.append(f"m{i}", events, fut.set_result, meta={"n": n})
+        futures.append(fut)
+    assert await asyncio.gather(*futures) == [None] * len(sizes)
+    assert store.commits == 1  # all in one batch, so one multi-chunk bulk insert
+    for i, n in enumerate(sizes):
+        got = await store.match_events(f"m{i}")
+        assert got is not None and [e["seq"] for e in got] == list(range(1, n + 1))
+        assert got[-1]["guess"] == f"{n:04d}"
+        tail = await store.match_events(f"m{i}", after=n - 1)
+        assert tail == got[-1:]
+    await store.close()
+
+
 async def test_a_failing_append_does_not_take_its_batch_with_it(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "db.sqlite3")
     await store.open()
