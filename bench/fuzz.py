@@ -387,11 +387,31 @@ class _MemoryProtocol:
 
 
 class _MemoryTransport:
+    """Takes the server's raw WebSocket frames and files their payloads as the client sees them."""
+
+    def __init__(self, sent: list[str | bytes]) -> None:
+        self.sent = sent
+
     def get_write_buffer_size(self) -> int:
         return 0
 
     def write(self, data: bytes) -> None:
-        pass
+        at = 0
+        while at < len(data):
+            first, size = data[at], data[at + 1] & 0x7F
+            at += 2
+            if size >= 126:
+                width = 2 if size == 126 else 8
+                size = int.from_bytes(data[at : at + width], "big")
+                at += width
+            payload = bytes(data[at : at + size])
+            at += size
+            if first == 0x81:
+                self.sent.append(payload.decode("utf-8"))  # raises on lone surrogates
+            elif first == 0x82:
+                self.sent.append(payload)
+            else:
+                raise AssertionError(f"unexpected frame {first:#x} from the server")
 
 
 class MemoryWebSocket:
@@ -405,7 +425,10 @@ class MemoryWebSocket:
         self.waiting = asyncio.Event()
         self.closed: tuple[int, str] | None = None
         self.protocol = _MemoryProtocol(self)
-        self.transport = _MemoryTransport()
+        self.transport = _MemoryTransport(self.sent)
+        # what the session and the heartbeat touch on a real connection
+        self.request = self.response = None
+        self.pending_pings: dict[bytes, object] = {}
 
     async def recv(self) -> str | bytes:
         self.waiting.set()

@@ -378,7 +378,7 @@ class Match:
         before its round is complete, so neither side can act on the other's progress early.
         """
         kind = event["kind"]
-        out = {k: v for k, v in event.items()}
+        out = event.copy()
         if kind == "secret":
             if viewer != event["seat"]:
                 out.pop("secret", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
@@ -115,3 +116,20 @@ async def test_players_and_statistics(tmp_path: Path) -> None:
     assert (await store.leaderboard("average"))[0]["avg_guesses"] == 6.0
     assert await store.unfinished_matches() == []
     await store.close()
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"seq": 1, "kind": "created", "at": 0, "players": ["Ann", "bob"], "config": {"a": None}},
+        {"seq": 9, "kind": "round", "at": 2**53, "n": 3, "results": [["0123", 1, 2], [None, 0, 0]]},
+        {"seq": 2, "kind": "x", "at": -1, "s": 'é"\\\n\u2028\U0001f600', "f": 1.5, "t": True},
+    ],
+)
+def test_the_stored_json_is_exactly_what_json_dumps_makes(event: dict[str, object]) -> None:
+    from server.storage import _dumps
+
+    assert _dumps(event) == json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    assert json.loads(_dumps(event)) == event
+    with pytest.raises(TypeError):
+        _dumps({"not": object()})
