@@ -266,10 +266,12 @@ class Match:
         if self.phase != "playing":
             return False
         s = self.seats[seat]
-        if s.solved_at is not None or s.count >= self.config.guess_cap:
+        count = len(s.guesses)
+        config = self.config
+        if s.solved_at is not None or count >= config.guess_cap:
             return False
-        if self.config.pacing == "lockstep":
-            return s.count == self.rounds_done
+        if config.pacing == "lockstep":
+            return count == self.rounds_done
         return True
 
     def next_deadline(self) -> int | None:
@@ -303,20 +305,23 @@ class Match:
         if self.phase == "finished":
             raise MatchFinished("the match is over")
         me = self.seats[seat]
+        config = self.config
+        count = len(me.guesses)
+        lockstep = config.pacing == "lockstep"
         if me.solved_at is not None:
             raise NotYourTurn("you have already solved; waiting for your opponent")
-        if me.count >= self.config.guess_cap:
-            raise NotYourTurn(f"you have used all {self.config.guess_cap} guesses")
-        if self.config.pacing == "lockstep" and me.count > self.rounds_done:
-            raise NotYourTurn(f"round {me.count} is in: waiting for your opponent's guess")
-        guess = self.config.rules.check_guess(code)
+        if count >= config.guess_cap:
+            raise NotYourTurn(f"you have used all {config.guess_cap} guesses")
+        if lockstep and count > self.rounds_done:
+            raise NotYourTurn(f"round {count} is in: waiting for your opponent's guess")
+        guess = config.rules.check_guess(code)
         opponent = self.seats[1 - seat]
         assert opponent.secret is not None
         bulls, cows = score(opponent.secret, guess)
         out = [
-            self._emit("guess", now, seat=seat, n=me.count + 1, guess=guess, bulls=bulls, cows=cows)
+            self._emit("guess", now, seat=seat, n=count + 1, guess=guess, bulls=bulls, cows=cows)
         ]
-        if self.config.pacing == "lockstep" and self.seats[0].count == self.seats[1].count:
+        if lockstep and len(me.guesses) == len(opponent.guesses):
             n = self.rounds_done + 1
             results = [list(s.guesses[n - 1]) for s in self.seats]
             out.append(self._emit("round", now, n=n, results=results))
@@ -463,7 +468,20 @@ class Match:
         self._seq += 1
         if self.keep_log:
             self.events.append(event)
-        if kind == "created":
+        if kind == "guess":
+            seat = event["seat"]
+            s = self.seats[seat]
+            self._charge(s, at)
+            s.guesses.append(_shared_result(event["guess"], event["bulls"], event["cows"]))
+            if event["bulls"] == self.config.rules.length and s.solved_at is None:
+                s.solved_at = s.count
+            s.running_since = at if self.owes_move(seat) else None
+        elif kind == "round":
+            self.rounds_done = int(event["n"])
+            for i, s in enumerate(self.seats):
+                if self.owes_move(i):
+                    s.running_since = at
+        elif kind == "created":
             self.created_at = at
             self.config = _shared_config(event["config"])
             self.seats = [
@@ -479,19 +497,6 @@ class Match:
             self.secret_deadline = None
             for i, s in enumerate(self.seats):
                 s.running_since = at if self.owes_move(i) else None
-        elif kind == "guess":
-            seat = event["seat"]
-            s = self.seats[seat]
-            self._charge(s, at)
-            s.guesses.append(_shared_result(event["guess"], event["bulls"], event["cows"]))
-            if event["bulls"] == self.config.rules.length and s.solved_at is None:
-                s.solved_at = s.count
-            s.running_since = at if self.owes_move(seat) else None
-        elif kind == "round":
-            self.rounds_done = int(event["n"])
-            for i, s in enumerate(self.seats):
-                if self.owes_move(i):
-                    s.running_since = at
         elif kind == "away":
             s = self.seats[event["seat"]]
             s.connected, s.away_since = False, at

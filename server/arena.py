@@ -36,7 +36,6 @@ from moo.errors import (
     UnknownMatch,
 )
 from moo.match import Event, Match, MatchConfig, Viewer
-from moo.protocol import Codec
 from moo.rules import Response, Rules
 from server.connection import Connection, error_message
 from server.settings import Settings
@@ -46,8 +45,6 @@ __all__ = ["Arena", "LiveMatch", "bot_player_name", "match_config"]
 
 log = logging.getLogger("moo.arena")
 
-_JSON = Codec("moo.v1.json")
-_MSGPACK = Codec("moo.v1.msgpack")
 #: Matches one connection may watch at once (each adds to every event's fan-out).
 MAX_WATCHING = 32
 
@@ -280,31 +277,34 @@ class Arena:
     def _fanout(
         self, lm: LiveMatch, events: list[Event], actor: tuple[Connection, Any] | None
     ) -> None:
-        match = lm.match
-        recipients: list[tuple[Connection, Viewer]] = [
-            (c, seat) for seat, c in enumerate(lm.conns) if c is not None
-        ]
-        recipients.extend((c, "spectator") for c in lm.spectators)
-        ref_pending = actor is not None and actor[1] is not None
+        match, match_id = lm.match, lm.id
+        seats = lm.conns
+        spectators = lm.spectators
+        # the acknowledgement: the actor's first view carries its request's ref
+        ref_conn = actor[0] if actor is not None and actor[1] is not None else None
         for event in events:
-            cache: dict[tuple[Viewer, bool], str | bytes | None] = {}
-            for conn, viewer in recipients:
-                if ref_pending and actor is not None and conn is actor[0]:
-                    ref_pending = False
-                    view = match.view(event, viewer)
-                    if view is not None:
-                        msg = _event_message(lm.id, view)
-                        msg["ref"] = actor[1]
-                        conn.send(msg)
+            for seat in (0, 1):
+                conn = seats[seat]
+                if conn is None:
                     continue
-                key = (viewer, conn.binary)
-                if key not in cache:
-                    view = match.view(event, viewer)
-                    cache[key] = None if view is None else (
-                        (_MSGPACK if conn.binary else _JSON).encode(_event_message(lm.id, view))
-                    )
-                frame = cache[key]
-                if frame is not None:
+                view = match.view(event, seat)
+                if view is None:
+                    continue
+                msg = _event_message(match_id, view)
+                if conn is ref_conn:
+                    assert actor is not None
+                    msg["ref"] = actor[1]
+                    ref_conn = None
+                conn.send(msg)
+            if spectators:  # encoded once per wire format, however many watch
+                view = match.view(event, "spectator")
+                if view is None:
+                    continue
+                frames: dict[bool, str | bytes] = {}
+                for conn in spectators:
+                    frame = frames.get(conn.binary)
+                    if frame is None:
+                        frame = frames[conn.binary] = conn.encode(_event_message(match_id, view))
                     conn.send_frame(frame)
 
     def _notify(self, match: Match, events: list[Event]) -> None:

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import random
 import struct
+import weakref
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
@@ -62,9 +63,11 @@ _RETRY_S = 0.05
 
 Frame = str | bytes
 
-#: Connections with frames waiting, and whether the one flush callback is scheduled.
-_dirty: list[Connection] = []
-_flush_scheduled = False
+#: Per event loop, the connections with frames waiting; an entry exists exactly while that
+#: loop's one flush callback is scheduled (weak keys: a loop that closes takes its entry along).
+_dirty: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Connection]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def frame_header(binary: bool, size: int) -> bytes:
@@ -77,14 +80,15 @@ def frame_header(binary: bool, size: int) -> bytes:
     return bytes((first, 127)) + size.to_bytes(8, "big")
 
 
-def _flush_dirty() -> None:
+def _flush_dirty(loop: asyncio.AbstractEventLoop) -> None:
     """The once-per-iteration flush of every connection that was sent something."""
-    global _flush_scheduled
-    _flush_scheduled = False
-    conns = _dirty[:]
-    _dirty.clear()
-    for conn in conns:
-        conn.flush()
+    for conn in _dirty.pop(loop, ()):
+        try:
+            conn.flush()
+        except Exception:  # one broken connection must not keep the others' frames back
+            log.exception("cannot write to %s; closing it", conn.player)
+            conn.drop_pending()
+            conn.close(CLOSE_INTERNAL_ERROR, "internal error")
 
 
 class Connection:
@@ -145,11 +149,16 @@ class Connection:
         pending.append(frame)
         if not self._scheduled:
             self._scheduled = True
-            _dirty.append(self)
-            global _flush_scheduled
-            if not _flush_scheduled:
-                _flush_scheduled = True
-                asyncio.get_running_loop().call_soon(_flush_dirty)
+            loop = asyncio.get_running_loop()
+            dirty = _dirty.get(loop)
+            if dirty is None:
+                dirty = _dirty[loop] = []
+                loop.call_soon(_flush_dirty, loop)
+            dirty.append(self)
+
+    def drop_pending(self) -> None:
+        self._pending.clear()
+        self._scheduled = False
 
     def send_error(self, exc: MooError, ref: Any = None) -> None:
         self.send(error_message(exc, ref))

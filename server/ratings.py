@@ -191,7 +191,7 @@ class Ratings:
 
     def __call__(self, match: Match, events: list[Event]) -> None:
         """Arena listener: rate a match when its ``finished`` event is committed."""
-        if match.config.rated and any(e["kind"] == "finished" for e in events):
+        if match.finished and match.config.rated and any(e["kind"] == "finished" for e in events):
             self.record(match)
 
     def record(self, match: Match) -> list[RatingChange]:

@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from moo.errors import NameTaken, StorageError
 
@@ -209,9 +209,8 @@ def _dumps(obj: Any) -> str:
     return _ENCODER.encode(obj)
 
 
-@dataclass(frozen=True, slots=True)
-class _Append:
-    """An event append as plain data, so a whole batch of them is a few ``executemany`` calls."""
+class _Append(NamedTuple):
+    """An event append as plain data, so a whole batch of them is a few multi-row INSERTs."""
 
     match_id: str
     rows: list[tuple[str, int, str]]

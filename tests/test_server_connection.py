@@ -113,6 +113,27 @@ async def test_a_burst_of_frames_leaves_in_one_write_per_connection() -> None:
         assert texts == [f'{{"type":"pong","n":{i}}}' for i in range(3)]
 
 
+async def test_a_connection_that_cannot_be_written_does_not_hold_back_the_others() -> None:
+    socks = [FakeSocket(), FakeSocket(), FakeSocket()]
+
+    def broken(data: bytes) -> None:
+        raise OSError("socket gone")
+
+    socks[1].transport.write = broken  # type: ignore[method-assign]
+    conns = [Connection(s, codec=Codec("moo.v1.json"), queue_max=16) for s in socks]  # type: ignore[arg-type]
+    for conn in conns:
+        conn.send({"type": "pong"})
+    await asyncio.sleep(0)
+    assert len(socks[0].transport.written) == len(socks[2].transport.written) == 1
+    assert conns[1].closing
+    async with asyncio.timeout(5):
+        await socks[1].close_called.wait()
+    assert socks[1].closed is not None and socks[1].closed[0] == 1011
+    conns[0].send({"type": "pong"})  # the flush machinery still runs for everyone else
+    await asyncio.sleep(0)
+    assert len(socks[0].transport.written) == 2
+
+
 async def test_no_hello_in_time_closes_with_1008(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path, handshake_timeout_s=0.3)) as app:
         c = await Client.open(app.port)
