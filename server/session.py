@@ -122,7 +122,11 @@ async def run_session(app: App, ws: ServerConnection) -> None:
             received = time.perf_counter()
             try:
                 raw = codec.decode(frame)
-                await _dispatch(app, conn, validate_client(raw), received)
+                msg = validate_client(raw)
+                if msg["type"] in _MOVES:  # the hot path: no coroutine, nothing awaited
+                    _move(app, conn, msg, received)
+                else:
+                    await _dispatch(app, conn, msg, received)
             except MooError as exc:
                 conn.send(_error_reply(exc, raw))
             # Nothing of this request stays alive while the connection waits for the next one.
@@ -188,10 +192,8 @@ async def _dispatch(
     kind = msg["type"]
     ref = msg.get("id")
     arena, lobby = app.arena, app.lobby
-    if kind in ("secret", "guess", "resign"):
-        if msg["match_id"] not in arena.live:
-            arena.check_finished(msg["match_id"])
-        arena.act(conn, msg, received)
+    if kind in _MOVES:
+        _move(app, conn, msg, received)
     elif kind == "ping":
         conn.send(_ref({"type": "pong"}, ref))
     elif kind == "hello":
@@ -227,6 +229,17 @@ async def _dispatch(
         conn.send(_ref({"type": "leaderboard", "by": by, "players": rows}, ref))
     else:  # pragma: no cover - the schema admits only the types above
         raise NotAvailable(f"{kind!r} is not supported by this server")
+
+
+_MOVES = frozenset(("secret", "guess", "resign"))
+
+
+def _move(app: App, conn: Connection, msg: dict[str, Any], received: float | None) -> None:
+    """A seat's ``secret`` / ``guess`` / ``resign``: synchronous all the way to the store."""
+    arena = app.arena
+    if msg["match_id"] not in arena.live:
+        arena.check_finished(msg["match_id"])
+    arena.act(conn, msg, received)
 
 
 def _error_reply(exc: MooError, raw: Any) -> dict[str, Any]:

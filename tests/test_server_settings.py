@@ -61,3 +61,18 @@ def test_bad_environment_value_names_the_variable() -> None:
     with pytest.raises(ConfigError, match="MOO_PORT"):
         load_settings(env={"MOO_PORT": "eighty"})
     assert load_settings(env={"MOO_SHOW_GUESSES": "no"}).show_guesses is False
+
+
+def test_serve_moves_startup_objects_out_of_the_collector() -> None:
+    """moo serve's GC policy (server/cli.py tune_gc), checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc; from server.cli import tune_gc; tune_gc(); "
+        "print(gc.get_threshold(), gc.get_freeze_count() > 1000)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split(")")
+    assert out[0] + ")" == "(20000, 50, 100)" and out[1].strip() == "True"
