@@ -80,6 +80,10 @@ def frame_header(binary: bool, size: int) -> bytes:
     return bytes((first, 127)) + size.to_bytes(8, "big")
 
 
+_SMALL_TEXT = [frame_header(False, n) for n in range(126)]
+_SMALL_BINARY = [frame_header(True, n) for n in range(126)]
+
+
 def _flush_dirty(loop: asyncio.AbstractEventLoop) -> None:
     """The once-per-iteration flush of every connection that was sent something."""
     for conn in _dirty.pop(loop, ()):
@@ -178,18 +182,19 @@ class Connection:
             self._scheduled = True
             asyncio.get_running_loop().call_later(_RETRY_S, self.flush)
             return False
-        parts: list[bytes] = []
+        protocol = ws.protocol
+        # anything websockets itself queued (a Pong, our keepalive Ping) goes first
+        parts: list[bytes] = protocol.data_to_send() if protocol.writes else []
         for frame in pending:
             if isinstance(frame, str):
-                payload = frame.encode("utf-8")
-                parts.append(frame_header(False, len(payload)))
-                parts.append(payload)
+                frame = frame.encode("utf-8")
+                size = len(frame)
+                parts.append(_SMALL_TEXT[size] if size < 126 else frame_header(False, size))
             else:
-                parts.append(frame_header(True, len(frame)))
-                parts.append(frame)
+                size = len(frame)
+                parts.append(_SMALL_BINARY[size] if size < 126 else frame_header(True, size))
+            parts.append(frame)
         pending.clear()
-        # anything websockets itself queued (a Pong, our keepalive Ping) goes first
-        parts[:0] = ws.protocol.data_to_send()
         transport.write(b"".join(parts))
         return True
 

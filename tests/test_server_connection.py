@@ -102,15 +102,16 @@ def _parse_frames(data: bytes) -> list[Frame]:
 async def test_a_burst_of_frames_leaves_in_one_write_per_connection() -> None:
     socks = [FakeSocket(), FakeSocket()]
     conns = [Connection(s, codec=Codec("moo.v1.json"), queue_max=16) for s in socks]  # type: ignore[arg-type]
-    for i in range(3):
+    sizes = [0, 100, 200, 70_000]  # small frames (header table) and 2- and 8-byte lengths
+    for i in sizes:
         for conn in conns:
-            conn.send({"type": "pong", "n": i})
+            conn.send({"type": "pong", "n": "x" * i})
     assert all(s.transport.written == [] for s in socks)  # nothing before the loop turns
     await asyncio.sleep(0)
     for sock in socks:
         (data,) = sock.transport.written
         texts = [bytes(f.data).decode() for f in _parse_frames(data)]
-        assert texts == [f'{{"type":"pong","n":{i}}}' for i in range(3)]
+        assert texts == [f'{{"type":"pong","n":"{"x" * i}"}}' for i in sizes]
 
 
 async def test_a_connection_that_cannot_be_written_does_not_hold_back_the_others() -> None:
