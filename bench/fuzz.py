@@ -371,6 +371,7 @@ class _MemoryProtocol:
 
     def __init__(self, ws: MemoryWebSocket) -> None:
         self.ws = ws
+        self.writes: list[bytes] = []  # control frames websockets would have queued: none
 
     @property
     def state(self) -> State:
