@@ -456,7 +456,7 @@ class Match:
 
     def _emit(self, kind: str, now: int, **fields: Any) -> Event:
         at = max(int(now), self.last_at)  # time never runs backwards inside one log
-        event: Event = {"seq": self.seq + 1, "kind": kind, "at": at, **fields}
+        event: Event = {"seq": self._seq + 1, "kind": kind, "at": at, **fields}
         self._apply(event)
         return event
 
