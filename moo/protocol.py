@@ -52,6 +52,11 @@ class Field:
     max: int = 2**31 - 1
 
     def check(self, name: str, value: Any) -> None:
+        kind = type(value)
+        if kind is str and self.type is str and self.choices is None:  # the common case
+            if len(value) > self.max_len:
+                raise SchemaError(f"field {name!r} is longer than {self.max_len} characters")
+            return
         # bool is an int subclass; never accept one for the other.
         if isinstance(value, bool) != (self.type is bool) or not isinstance(value, self.type):
             raise SchemaError(f"field {name!r} must be {_TYPE_NAMES[self.type]}")
@@ -106,6 +111,13 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
 }
 
 
+#: type -> the fields it must carry, checked in one set operation
+_REQUIRED = {
+    kind: frozenset(key for key, spec in fields.items() if spec.required)
+    for kind, fields in CLIENT_MESSAGES.items()
+}
+
+
 def validate_client(message: Any) -> dict[str, Any]:
     """Check a decoded client message against the schema; return it unchanged if valid."""
     if not isinstance(message, dict):
@@ -131,9 +143,9 @@ def validate_client(message: Any) -> dict[str, Any]:
             shown = key if isinstance(key, str) and len(key) <= 32 else "(non-text key)"
             raise SchemaError(f"unknown field {shown!r} in {kind!r}")
         spec.check(key, value)
-    for key, spec in fields.items():
-        if spec.required and key not in message:
-            raise SchemaError(f"{kind!r} needs field {key!r}")
+    if not _REQUIRED[kind] <= message.keys():
+        missing = next(key for key in fields if fields[key].required and key not in message)
+        raise SchemaError(f"{kind!r} needs field {missing!r}")
     return message
 
 

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from bots.base import Strategy, create
@@ -123,7 +124,6 @@ class Arena:
         #: seconds from a request's frame arriving to its acknowledgement being queued, for the
         #: most recent acknowledged actions (``/healthz`` reports percentiles)
         self.ack_latency: deque[float] = deque(maxlen=5000)
-        self._accepted_at: dict[int, float] = {}
         #: one thread for every hosted bot's thinking (strategies are not thread-safe)
         self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
 
@@ -209,33 +209,51 @@ class Arena:
         before_fanout: Callable[[], None] | None = None,
         meta: dict[str, Any] | None = None,
         askers: Sequence[tuple[Connection, Any]] = (),
+        received: float | None = None,
     ) -> None:
+        """Hand ``events`` to the store; :meth:`_committed` runs once they are durable.
+
+        ``received`` (perf_counter) is when the request behind them arrived, for the
+        acknowledgement-latency figures.
+        """
         if not events:
             return
         finished = lm.match.finished and events[-1]["kind"] == "finished"
         stats = self._stats(lm.match) if finished else ()
-
-        def done(exc: BaseException | None) -> None:
-            if exc is not None:
-                self._storage_failed(lm, exc, actor, askers)
-                return
-            lm.durable_seq = events[-1]["seq"]
-            if before_fanout is not None:
-                before_fanout()
-            self._fanout(lm, events, actor)
-            started = self._accepted_at.pop(id(events[-1]), None)
-            if started is not None:
-                self.ack_latency.append(time.perf_counter() - started)
-            self._notify(lm.match, events)
-            if finished:
-                self._retire(lm)
-            else:
-                self._after_change(lm)
-
+        # a partial, not a closure: one object per action instead of a cell per variable
+        done = partial(
+            self._committed, lm, events, actor, before_fanout, askers, finished, received
+        )
         try:
             self.store.append(lm.id, events, done, meta=meta, finished=finished, stats=stats)
         except StorageError as exc:
             done(exc)
+
+    def _committed(
+        self,
+        lm: LiveMatch,
+        events: list[Event],
+        actor: tuple[Connection, Any] | None,
+        before_fanout: Callable[[], None] | None,
+        askers: Sequence[tuple[Connection, Any]],
+        finished: bool,
+        received: float | None,
+        exc: BaseException | None,
+    ) -> None:
+        if exc is not None:
+            self._storage_failed(lm, exc, actor, askers)
+            return
+        lm.durable_seq = events[-1]["seq"]
+        if before_fanout is not None:
+            before_fanout()
+        self._fanout(lm, events, actor)
+        if received is not None:
+            self.ack_latency.append(time.perf_counter() - received)
+        self._notify(lm.match, events)
+        if finished:
+            self._retire(lm)
+        else:
+            self._after_change(lm)
 
     def _storage_failed(
         self,
@@ -426,8 +444,12 @@ class Arena:
         if lm.conns[seat] is not conn:
             self._attach(lm, seat, conn)
             events = events + lm.match.reconnect(seat, now)
-        self._persist(lm, events, actor=(conn, msg.get("id")))
-        self._accepted_at[id(events[-1])] = time.perf_counter() if received is None else received
+        self._persist(
+            lm,
+            events,
+            actor=(conn, msg.get("id")),
+            received=time.perf_counter() if received is None else received,
+        )
 
     def _attach(self, lm: LiveMatch, seat: int, conn: Connection) -> None:
         old = lm.conns[seat]
