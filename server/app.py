@@ -55,7 +55,7 @@ class App:
         self._stopped = asyncio.Event()
         self.hooks = install_hooks(self)  # ratings + optional MQTT (server/publisher.py)
         self.heartbeat = Heartbeat(
-            lambda: self.connections,
+            self.connections,
             idle_timeout_s=settings.idle_timeout_s,
             ping_interval_s=settings.ping_interval_s,
         )

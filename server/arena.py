@@ -513,7 +513,6 @@ class Arena:
         if self.live.get(match_id) is not lm:  # it ended while the log was read
             await self.resume(conn, match_id, last_seq, ref)
             return
-        seat = self.seat_of(lm, conn)
         self._attach(lm, seat, conn)
         conn.send(self._match_message(lm, seat, ref))
         self._replay(lm, conn, seat, missed)
@@ -533,8 +532,6 @@ class Arena:
             if self.live.get(match_id) is not lm:  # it ended while the log was read
                 await self.watch(conn, match_id, last_seq, ref)
                 return
-            if len(conn.spectating) >= MAX_WATCHING and match_id not in conn.spectating:
-                raise NotAvailable(f"watching {MAX_WATCHING} matches already")
             lm.spectators.add(conn)
             if lm.id not in conn.spectating:
                 conn.spectating.append(lm.id)

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from server.connection import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, Connection
 
@@ -35,7 +35,7 @@ log = logging.getLogger("moo.heartbeat")
 class Heartbeat:
     def __init__(
         self,
-        connections: Callable[[], Collection[Connection]],
+        connections: Collection[Connection],
         *,
         idle_timeout_s: float,
         ping_interval_s: float,
@@ -74,7 +74,7 @@ class Heartbeat:
         loop = asyncio.get_running_loop()
         tick = self.period_s / self.slices
         while True:
-            batch = list(self.connections())
+            batch = list(self.connections)
             size = max(1, math.ceil(len(batch) / self.slices))
             for start in range(0, max(1, len(batch)), size):
                 await asyncio.sleep(tick)

@@ -76,13 +76,15 @@ async def run_session(app: App, ws: ServerConnection) -> None:
     app.connections.add(conn)
     bucket = TokenBucket(settings.rate_per_s, settings.rate_burst)
     strikes = 0
+    # Idle timeout and keepalive: server/heartbeat.py reads the stamp set on every frame.
+    clock = asyncio.get_running_loop().time
     try:
         # -- hello, within the handshake timeout ----------------------------------------------
         try:
             async with asyncio.timeout(settings.handshake_timeout_s):
                 while conn.player is None:
                     frame = await ws.recv()
-                    conn.last_in = asyncio.get_running_loop().time()
+                    conn.last_in = clock()
                     if not bucket.take():
                         conn.close(CLOSE_POLICY, "rate limit exceeded")
                         return
@@ -105,8 +107,6 @@ async def run_session(app: App, ws: ServerConnection) -> None:
             if message is not None:
                 message.headers.clear()
         raw, msg, frame = None, {}, b""
-        # Idle timeout and keepalive: server/heartbeat.py reads the stamp set below.
-        clock = asyncio.get_running_loop().time
         while not conn.closing:
             frame = await ws.recv()
             conn.last_in = clock()
@@ -126,7 +126,7 @@ async def run_session(app: App, ws: ServerConnection) -> None:
                 if msg["type"] in _MOVES:  # the hot path: no coroutine, nothing awaited
                     _move(app, conn, msg, received)
                 else:
-                    await _dispatch(app, conn, msg, received)
+                    await _dispatch(app, conn, msg)
             except MooError as exc:
                 conn.send(_error_reply(exc, raw))
             # Nothing of this request stays alive while the connection waits for the next one.
@@ -186,15 +186,12 @@ async def _hello(app: App, conn: Connection, msg: dict[str, Any]) -> None:
     conn.send(reply)
 
 
-async def _dispatch(
-    app: App, conn: Connection, msg: dict[str, Any], received: float | None = None
-) -> None:
+async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
+    """Every request but the moves (``_move``): lobby, replays, queries."""
     kind = msg["type"]
     ref = msg.get("id")
     arena, lobby = app.arena, app.lobby
-    if kind in _MOVES:
-        _move(app, conn, msg, received)
-    elif kind == "ping":
+    if kind == "ping":
         conn.send(_ref({"type": "pong"}, ref))
     elif kind == "hello":
         raise NotAvailable("hello was already said on this connection")
@@ -227,7 +224,7 @@ async def _dispatch(
         by = msg.get("by", "rating")
         rows = app.hooks.ratings.leaderboard(by)
         conn.send(_ref({"type": "leaderboard", "by": by, "players": rows}, ref))
-    else:  # pragma: no cover - the schema admits only the types above
+    else:  # pragma: no cover - the schema admits only the types above and the moves
         raise NotAvailable(f"{kind!r} is not supported by this server")
 
 
