@@ -11,6 +11,7 @@ HERE = Path(__file__).parent
 SIMD = ["-mssse3", "-mpopcnt"] if platform.machine().lower() in ("x86_64", "amd64") else []
 NATIVE = [
     ("bots.solver._native", ["bots/solver/_native.c"]),
+    ("bots.solver._table", ["bots/solver/_table.c"]),
 ]
 
 setup(

@@ -47,7 +47,8 @@ from websockets.protocol import State
 
 import moo.errors as errors_module
 from moo.errors import MooError
-from moo.protocol import CLIENT_MESSAGES, MAX_MESSAGE_BYTES, Codec, Field
+from moo.protocol import CLIENT_MESSAGES, MAX_MESSAGE_BYTES, TRANSPORT_FACTOR, Codec, Field
+from server.analysis import TIME_LIMIT_S as ANALYSIS_LIMIT_S
 from server.app import App
 from server.connection import Connection
 from server.session import run_session
@@ -62,9 +63,9 @@ SPECIFIC_CODES = {
     if isinstance(cls, type) and issubclass(cls, MooError)
 } - GENERIC_CODES
 
-#: Requests that docs/protocol.md lets succeed without a reply to the sender: ``decline``
-#: notifies only the challenger.
-SILENT_WHEN_ACCEPTED = {"decline"}
+#: Requests that docs/protocol.md lets succeed without a reply to the sender: none (even
+#: ``decline`` answers ``declined`` to the decliner).
+SILENT_WHEN_ACCEPTED: set[str] = set()
 
 WEIRD_STRINGS = [
     "",
@@ -316,7 +317,13 @@ class FrameGen:
 
     def oversized(self, player: str, codec: Codec) -> tuple[str | bytes, str]:
         msg = self.message(player)
-        msg["pad"] = "x" * self.rng.randint(MAX_MESSAGE_BYTES - 40, MAX_MESSAGE_BYTES * 2)
+        # half just over the message limit (too_large, the connection goes on), half over the
+        # transport ceiling (closed with 1009)
+        ceiling = MAX_MESSAGE_BYTES * TRANSPORT_FACTOR
+        if self.rng.random() < 0.5:
+            msg["pad"] = "x" * self.rng.randint(MAX_MESSAGE_BYTES - 40, MAX_MESSAGE_BYTES * 2)
+        else:
+            msg["pad"] = "x" * self.rng.randint(ceiling, ceiling + MAX_MESSAGE_BYTES)
         return self.encode(codec, msg), ""
 
     def deep(self, player: str, codec: Codec) -> tuple[str | bytes, str]:
@@ -510,10 +517,10 @@ class Session:
     def queued(self) -> bool:
         return _queued(self.conn)
 
-    async def feed(self, frame: str | bytes) -> None:
+    async def feed(self, frame: str | bytes, timeout: float = 5.0) -> None:
         self.ws.waiting.clear()
         self.ws.inbox.put_nowait(frame)
-        await self.settle()
+        await self.settle(timeout)
 
     async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
         """A well-formed request from the harness itself; returns the reply with its ref."""
@@ -556,6 +563,9 @@ class InProcessFuzzer:
             idle_timeout_s=10**6,
             handshake_timeout_s=10**6,
             bot_delay_ms=10**9,  # hosted bots never move inside a run: no state change by timer
+            argon2_time_cost=1,  # fuzzed set_password frames: hash cheaply
+            argon2_memory_kib=64,
+            argon2_parallelism=1,
             send_queue_max=10**6,
             static_dir=str(self.db_dir / "web"),
         )
@@ -577,7 +587,13 @@ class InProcessFuzzer:
     async def connect(self, name: str, sub: str) -> Session:
         old = self.sessions.get(name)
         s = Session(self.app, name, sub)
-        hello: dict[str, Any] = {"type": "hello", "name": name}
+        # programs (bot: true): the fuzzer keeps several matches per pair going at once, which
+        # docs/protocol.md allows programs only (a person plays one live match at a time)
+        hello: dict[str, Any] = {"type": "hello", "name": name, "bot": True}
+        if old is not None:
+            for m in old.decoded():  # a fuzzed sign_out_all rotated the token
+                if m.get("type") == "signed_out":
+                    old.token = m["token"]
         if old is not None and old.token:
             hello["token"] = old.token
         welcome = await s.request(hello)
@@ -679,8 +695,11 @@ class InProcessFuzzer:
         probe = _probe(s.codec, frame)
         before = self.snapshot(player, probe.get("match_id"))
         start = len(s.ws.sent)
+        # An analysis runs the exact solver in a child process (server/analysis.py): its
+        # session waits for it, up to the documented limit, and is stuck only past that.
+        wait = ANALYSIS_LIMIT_S + 10.0 if probe.get("type") == "analysis" else 5.0
         try:
-            await s.feed(frame)
+            await s.feed(frame, timeout=wait)
         except TimeoutError:
             self.stats.frames += 1
             self.stats.violations.append(f"[{label}] session stuck; frame={frame[:200]!r}")
@@ -868,6 +887,9 @@ async def fuzz_sockets(frames: int, seed: int, reply_timeout: float = 5.0) -> St
             rate_burst=10**9,
             secret_ms=0,
             bot_delay_ms=10**9,
+            argon2_time_cost=1,  # fuzzed set_password frames: hash cheaply
+            argon2_memory_kib=64,
+            argon2_parallelism=1,
             static_dir=str(Path(tmp) / "web"),
         )
         app = App(settings)
@@ -885,7 +907,7 @@ async def fuzz_sockets(frames: int, seed: int, reply_timeout: float = 5.0) -> St
                     f"ws://127.0.0.1:{app.port}/", subprotocols=[sub], max_size=None  # type: ignore[list-item]
                 )
                 codec = Codec(sub)
-                hello: dict[str, Any] = {"type": "hello", "name": name, "id": 0}
+                hello: dict[str, Any] = {"type": "hello", "name": name, "id": 0, "bot": True}
                 if name in tokens:
                     hello["token"] = tokens[name]
                 await ws.send(codec.encode(hello))
@@ -916,7 +938,7 @@ async def fuzz_sockets(frames: int, seed: int, reply_timeout: float = 5.0) -> St
                     continue
                 except Exception as exc:
                     code = getattr(getattr(exc, "rcvd", None), "code", None)
-                    if size > MAX_MESSAGE_BYTES and code == 1009:
+                    if size > MAX_MESSAGE_BYTES * TRANSPORT_FACTOR and code == 1009:
                         stats.refused += 1
                         stats.by_code["close 1009"] += 1
                     else:
@@ -931,13 +953,15 @@ async def fuzz_sockets(frames: int, seed: int, reply_timeout: float = 5.0) -> St
                         while True:
                             await ws.recv()
                 if ws.close_code is not None:  # closed right after what it had queued
-                    if size > MAX_MESSAGE_BYTES and ws.close_code == 1009:
+                    if size > MAX_MESSAGE_BYTES * TRANSPORT_FACTOR and ws.close_code == 1009:
                         stats.by_code["close 1009"] += 1
                     else:
                         stats.violations.append(
                             f"[{label}] closed {ws.close_code}; frame={frame[:1000]!r}"
                         )
                     clients[name] = await dial(name, sub)
+                if reply.get("type") == "signed_out":  # sign_out_all rotated the token
+                    tokens[name] = reply["token"]
                 if reply.get("type") == "error":
                     stats.refused += 1
                     stats.by_code[reply.get("code")] += 1

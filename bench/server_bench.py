@@ -89,7 +89,9 @@ class ServerProc:
             self.tmp.cleanup()
 
 
-async def start(kind: str, synchronous: str, attach: str | None = None) -> ServerProc:
+async def start(
+    kind: str, synchronous: str, attach: str | None = None, db: str | None = None
+) -> ServerProc:
     if attach:  # "PID:PORT" of a server started by hand (e.g. under a profiler)
         pid, port = (int(x) for x in attach.split(":"))
         proc = await asyncio.create_subprocess_exec("tail", f"--pid={pid}", "-f", "/dev/null")
@@ -102,7 +104,7 @@ async def start(kind: str, synchronous: str, attach: str | None = None) -> Serve
         tmp = tempfile.TemporaryDirectory(prefix="moo-bench-")
         cmd = [
             sys.executable, "-m", "moo", "serve", "--port", "0",
-            "--db", str(Path(tmp.name) / "bench.sqlite3"),
+            "--db", db or str(Path(tmp.name) / "bench.sqlite3"),
             "--rate-per-s", "10000", "--rate-burst", "10000", "--max-connections", "20000",
             "--sqlite-synchronous", synchronous,
         ]
@@ -209,14 +211,23 @@ async def _bounded(n: int, jobs: list[Callable[[], Awaitable[Any]]]) -> list[Any
 
 
 async def setup(
-    server: ServerProc, matches: int, subprotocol: str, name_prefix: str = "b"
+    server: ServerProc, matches: int, subprotocol: str, name_prefix: str = "b",
+    ports: list[int] | None = None, split: bool = False,
 ) -> list[Player]:
+    """Connect and pair the players. With ``ports`` (a cluster, bench/cluster_bench.py),
+    match i's seat 0 connects to ``ports[i % n]`` and its seat 1 to the same node, or with
+    ``split`` to the next one."""
     codec = Codec(subprotocol)
-    url = f"ws://127.0.0.1:{server.port}/"
     moo = server.kind == "moo"
 
+    def url_of(i: int) -> str:
+        if not ports:
+            return f"ws://127.0.0.1:{server.port}/"
+        match, seat = divmod(i, 2)
+        return f"ws://127.0.0.1:{ports[(match + (seat if split else 0)) % len(ports)]}/"
+
     async def open_player(i: int) -> Player:
-        ws = await connect(url, subprotocols=[subprotocol], compression=None,  # type: ignore[list-item]
+        ws = await connect(url_of(i), subprotocols=[subprotocol], compression=None,  # type: ignore[list-item]
                            max_size=2**16, ping_interval=None, open_timeout=60)
         p = Player(ws, codec, lockstep_rounds=moo)
         if moo:
@@ -320,7 +331,7 @@ async def _healthz(port: int) -> dict[str, Any]:
 async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     import multiprocessing as mp
 
-    server = await start(kind, args.synchronous, args.attach)
+    server = await start(kind, args.synchronous, args.attach, args.db)
     ctx = mp.get_context("spawn")  # a forked child would inherit this running loop
     barrier = ctx.Barrier(args.workers + 1)
     results: Any = ctx.Queue()
@@ -404,6 +415,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         "matches": args.matches,
         "subprotocol": args.subprotocol,
         "sqlite_synchronous": args.synchronous,
+        "db": "sqlite" if not args.db else args.db.split("://")[0],
         "load_workers": args.workers,
         "cpus": os.cpu_count(),
         "loadavg_before": os.getloadavg()[0],
@@ -436,6 +448,10 @@ def main() -> None:
                         choices=["moo.v1.json", "moo.v1.msgpack"])
     parser.add_argument("--servers", default="echo,moo", help="comma list: echo,moo")
     parser.add_argument("--synchronous", default="FULL", help="moo server's sqlite_synchronous")
+    parser.add_argument(
+        "--db", help="moo server's database instead of a fresh SQLite file, e.g. an empty"
+        " postgresql://HOST/DBNAME (docs/benchmarks.md, Cluster)",
+    )
     parser.add_argument("--attach", metavar="PID:PORT",
                         help="measure a server already running (with --servers moo or echo)")
     args = parser.parse_args()

@@ -16,12 +16,14 @@ and the score is P(win) + P(draw)/2 (Tanaka 1996 §6 counts a draw as half a win
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 
 from bots.base import create
 from bots.playout import Progress, play_all
@@ -131,7 +133,9 @@ def evaluate(
         games = read_dump(path, rules)
         return _from_games(spec, games, f"read from the dump file {path} (one game per secret)")
     strategy = create(spec, relabel=False)
-    runs = 1 if strategy.deterministic else max(1, samples)
+    # Alone (no opponent progress to see) an adaptive strategy is a fixed one.
+    fixed = strategy.deterministic or strategy.adaptive
+    runs = 1 if fixed else max(1, samples)
     n = len(rules.secrets)
     progress = Progress(runs * n, f"evaluating {spec}") if show_progress else None
     all_games = []
@@ -141,13 +145,15 @@ def evaluate(
         all_games.extend(play_all(strategy, rules, seed=seed, sample=sample, progress=progress))
     if progress is not None:
         progress.finish()
-    if strategy.deterministic:
+    if strategy.adaptive:
+        method = "exact: adaptive strategy playing alone (no opponent to see), every secret once"
+    elif strategy.deterministic:
         method = "exact: fixed strategy, every secret played once"
     else:
         method = (
             f"sampled: every secret played {runs} time(s) with per-game seeds from seed {seed}"
         )
-    return _from_games(spec, all_games, method, exact=strategy.deterministic)
+    return _from_games(spec, all_games, method, exact=fixed)
 
 
 def _from_games(
@@ -190,11 +196,133 @@ def _table(ev: Evaluation) -> str:
     return f"{head}\n{row}"
 
 
+def _is_adaptive(spec: str) -> bool:
+    if spec == "none" or spec.startswith(("file:", "dist:")):
+        return False
+    return create(spec, relabel=False).adaptive
+
+
+def race_result(
+    name: str, vs: str, rules: Rules = DEFAULT_RULES, *, seed: int = 0,
+    show_guesses: bool = True, show_progress: bool = True,
+) -> dict[str, object]:
+    """``moo eval`` figures when a side adapts: the race enumerated over all pairs of secrets.
+
+    Same keys as the fixed case; ``distribution`` and ``vs_distribution`` then count pairs of
+    secrets by the number of guesses each side made in the race (the match stops at the first
+    round in which someone solves, so both sides make the same number in lockstep), ``games``
+    is the number of pairs (5040²), and ``worst_secrets`` is empty.
+    """
+    from bots.race import agent_for, race
+
+    sides = []
+    exact = True
+    for spec in (name, vs):
+        if spec.startswith("dist:"):
+            raise UnknownStrategy(
+                f"{spec!r}: an adaptive player needs its opponent's moves, not a distribution"
+            )
+        strategy = create(spec, relabel=False)
+        agent, side_exact = agent_for(strategy, rules, show_guesses=show_guesses, seed=seed)
+        exact = exact and side_exact
+        sides.append(agent)
+    result = race(sides[0], sides[1], rules)
+    win, draw, loss = result.fractions()
+    method = (
+        "exact: race enumerated over all pairs of secrets"
+        if exact
+        else f"race enumerated over all pairs of secrets; random choices sampled (seed {seed})"
+    )
+    ev = Evaluation(name, dict(sorted(result.rounds.items())), method)
+    out = ev.to_dict()
+    out["worst_secrets"] = []
+    out.update(
+        {
+            "vs": vs,
+            "vs_method": method,
+            "vs_total": ev.total,
+            "vs_average": round(ev.average, 6),
+            "vs_distribution": out["distribution"],
+            "win": float(win),
+            "draw": float(draw),
+            "loss": float(loss),
+            "score": float(win + draw / 2),
+            "score_exact": str(win + draw / 2),
+            "win_exact": str(win),
+            "draw_exact": str(draw),
+            "loss_exact": str(loss),
+            "states": result.states,
+            "seconds": round(result.seconds, 1),
+        }
+    )
+    return out
+
+
+#: Exact races computed ahead of time (``python -m bench.adaptive_races``), keyed by
+#: "NAME|VS"; valid only for the decision tables they were computed with (fingerprint).
+RACES_FILE = Path(__file__).resolve().parent / "data" / "races.json"
+
+
+def races_fingerprint() -> str:
+    """SHA-256 over the adaptive bot's tables and trees: a cached race is stale otherwise."""
+    from bots.tree import DATA_DIR
+
+    digest = hashlib.sha256()
+    for name in ("adaptive-strongest", "adaptive-minimum", "strongest", "minimum"):
+        path = DATA_DIR / f"{name}.txt.gz"
+        digest.update(name.encode())
+        digest.update(path.read_bytes() if path.exists() else b"-")
+    return digest.hexdigest()
+
+
+def cached_races() -> dict[str, dict[str, object]]:
+    """The shipped race results, or {} when missing or computed for other tables."""
+    try:
+        data = json.loads(RACES_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("fingerprint") != races_fingerprint():
+        return {}
+    races = data.get("races")
+    return races if isinstance(races, dict) else {}
+
+
+def race_wdl(
+    name: str, vs: str, rules: Rules = DEFAULT_RULES, *, seed: int = 0
+) -> tuple[Fraction, Fraction, Fraction, str]:
+    """Exact (win, draw, loss, method) of an adaptive race, from the cache when it has it."""
+    if rules == DEFAULT_RULES:
+        for key, flip in ((f"{name}|{vs}", False), (f"{vs}|{name}", True)):
+            hit = cached_races().get(key)
+            if hit is not None:
+                w, d, lo = (Fraction(str(hit[k])) for k in ("win", "draw", "loss"))
+                method = f"{hit['method']} (cached in bots/data/races.json)"
+                return (lo, d, w, method) if flip else (w, d, lo, method)
+    result = race_result(name, vs, rules, seed=seed)
+    return (
+        Fraction(str(result["win_exact"])), Fraction(str(result["draw_exact"])),
+        Fraction(str(result["loss_exact"])), str(result["method"]),
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         for spec in (args.vs, args.name):
             if spec != "none" and not spec.startswith(("file:", "dist:")):
                 create(spec, relabel=False)  # fail fast (e.g. a missing tree) before playing
+        if args.vs != "none" and (_is_adaptive(args.name) or _is_adaptive(args.vs)):
+            result = race_result(args.name, args.vs, seed=args.seed)
+            if args.json:
+                print(json.dumps(result, indent=2))
+                return 0
+            print(f"{args.name} vs {args.vs}: race over {result['games']} pairs of secrets, "
+                  f"average length {result['average']:.4f} rounds ({result['method']})")
+            print(
+                f"  win {result['win']:.7f}  draw {result['draw']:.7f}  "
+                f"loss {result['loss']:.7f}  score {result['score']:.7f} "
+                f"(= {result['score_exact']})"
+            )
+            return 0
         a = evaluate(args.name, seed=args.seed, samples=args.samples)
         b = None if args.vs == "none" else evaluate(args.vs, seed=args.seed, samples=args.samples)
     except (MooError, RuntimeError) as exc:

@@ -9,6 +9,7 @@ ascending order, as with a plain list.
 
 from __future__ import annotations
 
+import copy
 import random
 
 import numpy as np
@@ -50,6 +51,13 @@ class RandomConsistent(Strategy):
         self._left = table.filter(
             self._left, table.guess_index[guess], table.response_id(response)
         )
+
+    def fork(self) -> RandomConsistent:
+        """Same state and an rng in the same state (the candidate array is never mutated)."""
+        clone = copy.copy(self)
+        clone._rng = random.Random()
+        clone._rng.setstate(self._rng.getstate())
+        return clone
 
     @property
     def choices_left(self) -> int:

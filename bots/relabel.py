@@ -63,6 +63,13 @@ class Relabelled(Strategy):
     def observe_opponent(self, count: int, response: Response | None) -> None:
         self.inner.observe_opponent(count, response)
 
+    def observe_opponent_move(
+        self, count: int, guess: str | None, response: Response | None
+    ) -> None:
+        # The opponent's guesses are codes for *our* secret, chosen in its own frame: our
+        # relabelling does not apply to them, so they pass through unchanged.
+        self.inner.observe_opponent_move(count, guess, response)
+
     def __getattr__(self, attr: str) -> Any:
         # Extra read-outs of the inner bot (e.g. ``choices_left``) stay available.
         if attr == "inner":
@@ -85,6 +92,7 @@ def relabelled(inner: Strategy) -> Relabelled:
                 "name": cls.name,
                 "summary": cls.summary,
                 "deterministic": False,
+                "adaptive": False,
                 "inner_class": cls,
             },
         )

@@ -3,6 +3,8 @@
     moo report                                  every shipped bot
     moo report mybot.py:MyBot --out report/     ... plus your own strategy (or pkg.mod:Class,
     moo report cmd:./mybot                       or an external program)
+    moo report --games games.jsonl --player ann  a player's estimated score against minimum,
+                                                 from matches exported by ``moo export``
 
 For each strategy the report shows its guess-count distribution over all secrets beside the
 ``minimum`` strategy's (Tanaka's average-optimal table), and the exact win/draw/loss matrix of
@@ -34,7 +36,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from bots.base import Strategy, available
+from bots.base import Strategy, available, close_strategy, create, display_names
 from moo.errors import MooError
 from moo.rules import DEFAULT_RULES, Rules
 
@@ -89,16 +91,12 @@ def wdl(a: Mapping[int, int], b: Mapping[int, int]) -> tuple[Fraction, Fraction,
 
 
 def _label(spec: str) -> str:
-    from clients.tournament.runner import display_names
-
     return display_names([spec])[0]
 
 
 def _play_every_secret(spec: str, rules: Rules, seed: int) -> Distribution:
     """Fallback evaluation: one game per secret, driven by the Strategy contract only."""
-    from clients.tournament.runner import close_strategy, make_strategy
-
-    strategy: Strategy = make_strategy(spec, relabel=False)  # the bare decision tree
+    strategy: Strategy = create(spec, relabel=False)  # the bare decision tree
     counts: Counter[int] = Counter()
     try:
         for secret in rules.secrets:
@@ -125,7 +123,7 @@ def _play_every_secret(spec: str, rules: Rules, seed: int) -> Distribution:
 
 def distribution_of(spec: str, rules: Rules = DEFAULT_RULES, seed: int = 0) -> Distribution:
     """The guess-count distribution of ``spec``, from ``bots.evaluate`` when it applies."""
-    if not spec.startswith("cmd:") and ".py:" not in spec:
+    if not spec.startswith("cmd:"):
         try:
             evaluate_module = importlib.import_module("bots.evaluate")
         except ImportError:
@@ -188,6 +186,7 @@ def write_report(
     dists.sort(key=lambda d: (d is not base, d.average))  # baseline first, then best average
     names = [d.name for d in dists]
     matrix = [[wdl(a.counts, b.counts) for b in dists] for a in dists]
+    _race_adaptive(dists, matrix, rules, seed, progress)
     plots = _plots(dists, base, matrix, out)
     data = {
         "rules": rules.to_dict(),
@@ -217,6 +216,46 @@ def write_report(
     return data
 
 
+def _is_adaptive(spec: str) -> bool:
+    if spec.startswith(("cmd:", "dist:", "file:")) or ".py:" in spec:
+        return False
+    try:
+        from bots.base import create
+
+        return bool(create(spec, relabel=False).adaptive)
+    except (MooError, TypeError, ImportError, AttributeError):
+        return False
+
+
+def _race_adaptive(
+    dists: list[Distribution],
+    matrix: list[list[tuple[Fraction, Fraction, Fraction]]],
+    rules: Rules,
+    seed: int,
+    progress: bool,
+) -> None:
+    """Replace the matrix cells of adaptive strategies by their exact races.
+
+    Their guess counts depend on the opponent, so the distribution formula does not apply:
+    each pair is enumerated (``bots.evaluate.race_wdl``; shipped results are cached, a new
+    pair takes minutes). The distribution shown for them is their play alone.
+    """
+    from bots.evaluate import race_wdl
+
+    adaptive = [i for i, d in enumerate(dists) if _is_adaptive(d.spec)]
+    for i in adaptive:
+        for j, other in enumerate(dists):
+            if j in adaptive and j < i:
+                continue
+            t0 = time.monotonic()
+            w, dr, lo, method = race_wdl(dists[i].spec, other.spec, rules, seed=seed)
+            matrix[i][j] = (w, dr, lo)
+            matrix[j][i] = (lo, dr, w)
+            if progress:
+                print(f"raced {dists[i].spec} vs {other.spec} in "
+                      f"{time.monotonic() - t0:.1f} s ({method})", file=sys.stderr)
+
+
 def _markdown(
     dists: list[Distribution],
     base: Distribution | None,
@@ -235,7 +274,10 @@ def _markdown(
         "",
         "Both players' secrets are independent and uniformly random, so a match's outcome "
         "depends only on the two guess counts and the win/draw/loss figures below are exact "
-        "sums over the distributions (a draw counts half in the score, as in Tanaka 1996).",
+        "sums over the distributions (a draw counts half in the score, as in Tanaka 1996). "
+        "An adaptive strategy's guesses depend on what it sees of the opponent: its cells "
+        "come from the exact race enumeration instead (`moo eval NAME --vs OTHER`), and its "
+        "distribution is its play with no opponent to watch.",
         "",
         "## Strategies",
         "",
@@ -369,6 +411,84 @@ def _plots(
 # -- command line ---------------------------------------------------------------------------------
 
 
+# -- observed players: moo report --games FILE.jsonl --player NAME ------------------------------
+
+
+def observed_outcomes(path: str | Path, player: str) -> tuple[list[str], list[tuple[int, bool]]]:
+    """The names matching ``player`` (a name, case-insensitive, or a shell pattern such as
+    ``t1-strongest-*``) and their ``(guesses made, solved?)`` in every match of an export."""
+    import fnmatch
+
+    pattern = player.casefold()
+    names: dict[str, None] = {}
+    outcomes: list[tuple[int, bool]] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            players = record["players"]
+            counts = record["result"]["counts"]
+            solved = record["result"]["solved"]
+            pairs = [(str(players[s]), int(counts[s]), bool(solved[s])) for s in (0, 1)]
+        except (ValueError, KeyError, TypeError, IndexError):
+            raise ValueError(
+                f"{path}:{number}: not a 'moo export' record (docs/export.md)"
+            ) from None
+        for name, count, ok in pairs:
+            if fnmatch.fnmatchcase(name.casefold(), pattern):
+                names[name] = None
+                outcomes.append((count, ok))
+    return list(names), outcomes
+
+
+def player_report(path: str | Path, player: str) -> dict[str, Any]:
+    """Everything ``moo report --games`` prints, as data."""
+    from bots.estimator import estimate, tally
+    from bots.tree import shipped_distribution
+
+    names, outcomes = observed_outcomes(path, player)
+    if not outcomes:
+        raise ValueError(f"no match of a player named {player!r} in {path}")
+    t = tally(outcomes)
+    est = estimate(t, shipped_distribution(BASELINE))
+    return {
+        "player": player,
+        "names": names,
+        "matches": t.n,
+        "solved": t.n_solved,
+        "distribution": {str(k): n for k, n in sorted(t.solved.items())},
+        "unsolved_after": {str(k): n for k, n in sorted(t.unsolved.items())},
+        "estimated": (
+            {str(k): round(p, 6) for k, p in sorted(est.distribution.items())} if est else None
+        ),
+        "unassigned": round(est.unassigned, 6) if est else None,
+        "vs_minimum": est.to_dict() if est else None,
+    }
+
+
+def _print_player(data: dict[str, Any]) -> None:
+    shown = data["names"][:4]
+    names = ", ".join(shown) + (f", ... ({len(data['names'])} names)"
+                                if len(data["names"]) > len(shown) else "")
+    print(f"{data['player']} ({names}): {data['matches']} matches, {data['solved']} solved")
+    solved = ", ".join(f"{k}: {n}" for k, n in data["distribution"].items()) or "none"
+    print(f"solved in k guesses: {solved}")
+    vs = data["vs_minimum"]
+    if vs is None:
+        print("score against minimum: unknown (no solved match)")
+        return
+    est = ", ".join(f"{k}: {100 * p:.1f} %" for k, p in data["estimated"].items())
+    print(f"estimated distribution (Kaplan-Meier): {est}"
+          + (f", more than seen: {100 * data['unassigned']:.1f} %" if data["unassigned"] else ""))
+    print(f"score against minimum: {vs['score']:.4f} "
+          f"(95 % interval {vs['low']:.4f} to {vs['high']:.4f}, n = {vs['n']})")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("strategies", nargs="*", metavar="STRATEGY",
                         help="extra strategies: a registered name, pkg.mod:Class, "
@@ -377,9 +497,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="store_true",
                         help="only the named strategies (and minimum), not every shipped bot")
     parser.add_argument("--seed", type=int, default=0, help="seed for randomised strategies")
+    parser.add_argument("--games", metavar="FILE.jsonl", default=None,
+                        help="instead: estimate --player's score against minimum from the "
+                        "matches in a 'moo export' file")
+    parser.add_argument("--player", metavar="NAME", default=None,
+                        help="with --games: the player (case-insensitive; a shell pattern "
+                        "such as 't1-strongest-*' pools several names)")
+    parser.add_argument("--json", action="store_true", help="with --games: print JSON")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.games is not None or args.player is not None:
+        if args.games is None or args.player is None:
+            print("moo report: --games and --player go together", file=sys.stderr)
+            return 2
+        if args.strategies:
+            print("moo report: --games reports on a player, not on strategies", file=sys.stderr)
+            return 2
+        try:
+            data = player_report(args.games, args.player)
+        except (MooError, ValueError) as exc:
+            print(f"moo report: {exc}", file=sys.stderr)
+            return 1
+        if args.json:
+            print(json.dumps(data, indent=2))
+        else:
+            _print_player(data)
+        return 0
     shipped = [] if args.only else available()
     baseline = BASELINE if BASELINE in available() else None  # skipped if its table is missing
     specs = [*shipped, *args.strategies]

@@ -37,6 +37,7 @@ __all__ = [
     "format_dump_line",
     "load_tree",
     "read_dump",
+    "shipped_distribution",
 ]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -153,6 +154,21 @@ def load_tree(path: Path_, rules: Rules = DEFAULT_RULES) -> DecisionTree:
         tree = DecisionTree.from_dump(read_dump(resolved, rules), rules, str(resolved))
         _TREES[key] = tree
     return tree
+
+
+def shipped_distribution(tree_name: str = "minimum") -> dict[int, int]:
+    """Guesses needed -> number of secrets, for a tree shipped in ``bots/data/``.
+
+    The exact distribution the score-against-minimum estimate (:mod:`bots.estimator`)
+    compares players with; read (and validated) once per process.
+    """
+    path = DATA_DIR / f"{tree_name}.txt.gz"
+    if not path.exists():
+        raise TreeUnavailable(f"the decision tree {path} is missing")
+    counts: dict[int, int] = {}
+    for n in load_tree(path).counts.values():
+        counts[n] = counts.get(n, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 class TreeStrategy(Strategy):

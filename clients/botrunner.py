@@ -19,10 +19,11 @@ import secrets
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import Any, Protocol, TextIO
 
 from bots.base import Strategy, available, create
-from clients.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
+from bots.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
+from bots.variants import check_bot, create_for
 from clients.sdk import (
     DEFAULT_URL,
     Client,
@@ -30,9 +31,13 @@ from clients.sdk import (
     MatchAnnounced,
     ServerError,
 )
+from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
-from moo.errors import UnknownStrategy
-from moo.rules import Response, Rules
+from moo.cli import rules_arg
+from moo.errors import BotUnsupported, UnknownStrategy
+from moo.mastermind import MastermindRules
+from moo.rules import Response
+from moo.variants import GameRules, is_classic
 
 __all__ = ["MatchOutcome", "Player", "StrategyPlayer", "configure", "main", "play_match"]
 
@@ -42,10 +47,12 @@ class Player(Protocol):
 
     name: str
 
-    async def new_match(self, rules: Rules, rng: random.Random) -> None: ...
+    async def new_match(self, rules: GameRules, rng: random.Random) -> None: ...
     async def next_guess(self) -> str: ...
     async def observe(self, guess: str, response: Response) -> None: ...
-    async def observe_opponent(self, count: int, response: Response | None) -> None: ...
+    async def observe_opponent(
+        self, count: int, response: Response | None, guess: str | None = None
+    ) -> None: ...
     async def end(self, outcome: str) -> None: ...
     async def close(self) -> None: ...
 
@@ -53,21 +60,30 @@ class Player(Protocol):
 class StrategyPlayer:
     """A registered in-process :class:`~bots.base.Strategy` as a :class:`Player`."""
 
-    def __init__(self, strategy: Strategy) -> None:
-        self.strategy = strategy
-        self.name = strategy.name or type(strategy).__name__
+    def __init__(self, strategy: Strategy | Any) -> None:
+        #: a Strategy, or a Mastermind / variant bot with the same methods (bots/variants.py)
+        self.strategy: Any = strategy
+        self.name = getattr(strategy, "name", "") or type(strategy).__name__
 
-    async def new_match(self, rules: Rules, rng: random.Random) -> None:
+    async def new_match(self, rules: GameRules, rng: random.Random) -> None:
         self.strategy.new_match(rules, rng)
 
     async def next_guess(self) -> str:
-        return self.strategy.next_guess()
+        return str(self.strategy.next_guess())
 
     async def observe(self, guess: str, response: Response) -> None:
         self.strategy.observe(guess, response)
 
-    async def observe_opponent(self, count: int, response: Response | None) -> None:
-        self.strategy.observe_opponent(count, response)
+    async def observe_opponent(
+        self, count: int, response: Response | None, guess: str | None = None
+    ) -> None:
+        mover = getattr(self.strategy, "observe_opponent_move", None)
+        if mover is not None:
+            mover(count, guess, response)
+            return
+        observer = getattr(self.strategy, "observe_opponent", None)
+        if observer is not None:
+            observer(count, response)
 
     async def end(self, outcome: str) -> None:
         return None
@@ -162,7 +178,8 @@ async def play_match(
                         await player.observe(turn.guess, turn.response)
                         fed_mine += 1
                     while fed_theirs < len(theirs) and theirs[fed_theirs].response is not None:
-                        await player.observe_opponent(fed_theirs + 1, theirs[fed_theirs].response)
+                        turn = theirs[fed_theirs]
+                        await player.observe_opponent(fed_theirs + 1, turn.response, turn.guess)
                         fed_theirs += 1
                     if state.owes_guess and asked_for != len(mine):
                         asked_for = len(mine)
@@ -223,7 +240,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "package.module:Class; omit with --cmd")
     parser.add_argument("--cmd", default=None,
                         help="run an external program instead (docs/bot-protocol.md)")
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"server (default {DEFAULT_URL})")
+    add_url_option(parser, f"server (default {DEFAULT_URL})")
     parser.add_argument("--games", "-n", type=int, default=1, help="matches to play in total")
     parser.add_argument("--concurrency", "-k", type=int, default=1,
                         help="connections playing at once (names NAME-1..K)")
@@ -231,6 +248,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool", choices=("bots", "any"), default="any",
                         help="quick-pair queue pool (default any)")
     parser.add_argument("--pacing", choices=("lockstep", "free"), default=None)
+    parser.add_argument("--rules", type=rules_arg, default=None, metavar="SPEC",
+                        help="the game to queue for or play the server's bot at: "
+                        "GAME[:LENGTH[:ALPHABET[:repeats]]] (docs/variants.md); classic MOO: "
+                        "any strategy; Mastermind: minimum, strongest, random; other MOO "
+                        "variants: random (or an external program)")
     parser.add_argument("--room", default=None, help="join this room code instead of queueing")
     parser.add_argument("--vs-bot", default=None, metavar="NAME",
                         help="play the server-hosted strategy NAME instead of queueing")
@@ -238,32 +260,132 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--move-timeout", type=float, default=DEFAULT_MOVE_TIMEOUT,
                         help="seconds an external program may think per guess (default 10)")
     parser.add_argument("--seed", type=int, default=None, help="seed the bots' randomness")
-    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
+                        help="give up when no opponent came in this long (default 600)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per line on stdout; no progress on stderr")
 
 
 def _make_player(args: argparse.Namespace) -> Player:
-    if args.cmd:
-        return ExternalBot(args.cmd, move_timeout=args.move_timeout)
+    rules = args.rules
+    if args.cmd or args.strategy.startswith("cmd:"):
+        if isinstance(rules, MastermindRules):
+            raise ValueError("external bot programs play MOO rules only (docs/bot-protocol.md);"
+                             " for Mastermind use minimum, strongest or random")
+        return ExternalBot(args.cmd or args.strategy, move_timeout=args.move_timeout)
     spec = args.strategy
-    if spec.startswith("cmd:"):
-        return ExternalBot(spec, move_timeout=args.move_timeout)
-    return StrategyPlayer(create(spec))
+    if rules is None or is_classic(rules):
+        return StrategyPlayer(create(spec))
+    check_bot(spec, rules, available())
+    return StrategyPlayer(create_for(spec, rules))
 
 
 class _Run:
-    """Shared by the K connections: the arguments, the results and the errors."""
+    """Shared by the K connections: the arguments, the results, the errors, and what the
+    person watching sees on stderr (what each connection is doing, progress over the games).
+    """
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, stderr: TextIO | None = None) -> None:
         self.args = args
         self.outcomes: list[MatchOutcome] = []
         self.errors: list[str] = []
+        self.stderr = stderr or sys.stderr
+        #: rewrite one progress line in place on a terminal; plain lines for logs and pipes
+        self.tty = self.stderr.isatty()
+        self._progress_shown = False
 
     def report(self, outcome: MatchOutcome) -> None:
         self.outcomes.append(outcome)
+        self._clear()
         if self.args.json:
             print(json.dumps({"type": "match", **asdict(outcome)}), flush=True)
         else:
             print(outcome.line(), flush=True)
+        if not outcome.resumed:
+            self.progress()
+
+    def notice(self, text: str) -> None:
+        """What a connection is doing (queued, waiting, joined): stderr, never with --json."""
+        if self.args.json:
+            return
+        self._clear()
+        print(text, file=self.stderr, flush=True)
+        self._redraw()
+
+    def error(self, text: str) -> None:
+        self.errors.append(text)
+        self._clear()
+        print(text, file=self.stderr, flush=True)
+        self._redraw()
+
+    def progress_text(self) -> str:
+        played = [o for o in self.outcomes if not o.resumed]
+        n, total = len(played), self.args.games
+        width = 20
+        filled = width * n // total if total else width
+        tally = summary(played)
+        text = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {n}/{total} matches: "
+            f"{tally['wins']} W / {tally['draws']} D / {tally['losses']} L"
+        )
+        if tally["aborted"]:
+            text += f", {tally['aborted']} aborted"
+        return text
+
+    def progress(self) -> None:
+        if self.args.json:
+            return
+        if self.tty:
+            self.stderr.write("\r\033[K" + self.progress_text())
+            self.stderr.flush()
+            self._progress_shown = True
+        else:
+            print(self.progress_text(), file=self.stderr, flush=True)
+
+    def finish(self) -> None:
+        """End the in-place progress line so the summary starts on a line of its own."""
+        if self._progress_shown:
+            self.stderr.write("\n")
+            self.stderr.flush()
+            self._progress_shown = False
+
+    def _clear(self) -> None:
+        if self._progress_shown:
+            self.stderr.write("\r\033[K")
+            self.stderr.flush()
+
+    def _redraw(self) -> None:
+        if self._progress_shown:
+            self.stderr.write(self.progress_text())
+            self.stderr.flush()
+
+
+class NoOpponent(Exception):
+    """Nobody was paired with us within ``--wait`` seconds."""
+
+
+async def _wait_for_opponent(
+    run: _Run, client: Client, name: str, where: str, *, limit: float, every: float = 30.0,
+    queued: bool = True,
+) -> MatchAnnounced:
+    """``wait_match``, with a notice every ``every`` s, so a silent queue is never a mystery."""
+    waited = 0.0
+    while True:
+        step = min(every, limit - waited)
+        try:
+            return await client.wait_match(timeout=step)
+        except TimeoutError:
+            waited += step
+            if waited >= limit:
+                hint = (f"; start another bot, or add {_VS_BOT_HINT} to play the server's bot"
+                        if queued else "")
+                raise NoOpponent(
+                    f"{name}: no opponent came {where} in {waited:g} s{hint}"
+                ) from None
+            run.notice(f"{name}: still waiting for an opponent {where} ({waited:g} s)")
+
+
+_VS_BOT_HINT = "--vs-bot minimum"
 
 
 async def _connection(
@@ -272,39 +394,73 @@ async def _connection(
     args = run.args
     player = _make_player(args)
     rng = random.Random(seed)
-    client = Client(args.url, name, token=tokens.get(args.url, name), bot=True,
+    urls = urls_of(args, DEFAULT_URL)
+    # Tokens are kept under the first URL: the nodes of one cluster share their players.
+    client = Client(urls, name, token=tokens.get(urls[0], name), bot=True,
                     encoding=args.encoding, client_name="moo-bot")
     try:
         await client.connect()
     except (ServerError, OSError, TimeoutError) as exc:
-        run.errors.append(f"{name}: cannot connect: {exc}")
-        print(f"{name}: cannot connect to {args.url}: {exc}", file=sys.stderr, flush=True)
+        run.error(f"{name}: cannot connect to {', '.join(urls)}: {exc or type(exc).__name__}")
         return
     if client.token:
-        tokens.put(args.url, client.name, client.token)
+        tokens.put(urls[0], client.name, client.token)
     previous: str | None = None
+    reported: set[str] = set()  # matches played here, so an adopted one is not played twice
     try:
         # Finish what this name left unfinished (a crashed run, same token) before new games;
         # they are reported but do not count toward --games.
         await _finish_unfinished(run, client, player, rng)
-        for _ in range(games):
+        game = -1
+        while game + 1 < games:
+            game += 1
             try:
                 if args.vs_bot:
-                    announced = await client.play_bot(args.vs_bot, pacing=args.pacing)
+                    announced = await client.play_bot(args.vs_bot, pacing=args.pacing,
+                                                      rules=args.rules)
+                    if game == 0:
+                        run.notice(f"{name}: playing the server's bot {args.vs_bot}")
                 elif args.room:
                     if previous is None:
                         announced = await client.join_room(args.room)
+                        run.notice(f"{name}: joined room {args.room}")
                     else:
                         # Same room, next game: offer a rematch and wait for the opponent.
                         await client.rematch(previous)
-                        announced = await client.wait_match(timeout=120)
+                        announced = await _wait_for_opponent(
+                            run, client, name, "to accept a rematch in room " + args.room,
+                            limit=min(args.wait, 120), queued=False,
+                        )
                 else:
-                    await client.queue(pool=args.pool, pacing=args.pacing)
-                    announced = await client.wait_match(timeout=600)
-            except (ServerError, ConnectionLost, TimeoutError) as exc:
-                run.errors.append(f"{name}: {exc}")
-                print(f"{name}: {exc}", file=sys.stderr, flush=True)
+                    queued = await client.queue(pool=args.pool, pacing=args.pacing,
+                                                rules=args.rules)
+                    where = f"in pool {queued.pool!r} ({queued.pacing})"
+                    if game == 0:
+                        run.notice(
+                            f"{name}: queued {where}, waiting for an opponent; "
+                            f"to play the server's bot instead, add {_VS_BOT_HINT}"
+                        )
+                    announced = await _wait_for_opponent(run, client, name, where,
+                                                         limit=args.wait)
+            except NoOpponent as exc:
+                run.error(str(exc))
                 break
+            except ConnectionLost as exc:
+                # The server went away mid-request (a node died): once reconnected, a match
+                # the request did create is resumed by the SDK; play it, then go on.
+                if not await client.wait_online(timeout=120):
+                    run.error(f"{name}: {exc or type(exc).__name__}")
+                    break
+                adopted = await _play_adopted(run, client, player, rng, reported)
+                if adopted is not None:
+                    previous = adopted
+                else:
+                    game -= 1  # nothing was made: this game is still to play
+                continue
+            except (ServerError, TimeoutError) as exc:
+                run.error(f"{name}: {exc or type(exc).__name__}")
+                break
+            reported.add(announced.match_id)
             outcome = await play_match(client, announced, player, rng)
             previous = outcome.match_id
             run.report(outcome)
@@ -313,6 +469,35 @@ async def _connection(
     finally:
         await player.close()
         await client.close()
+
+
+async def _play_adopted(run: _Run, client: Client, player: Player, rng: random.Random,
+                        reported: set[str]) -> str | None:
+    """Play the seated, unfinished matches the client knows of but nobody here plays yet.
+
+    After a lobby request lost to a dropped connection, the server may have made the match
+    anyway; the SDK resumed it on reconnect (``welcome.matches``), so it is in
+    :attr:`Client.states`. Returns the id of the last one played, if any.
+    """
+    last: str | None = None
+    for match_id, state in list(client.states.items()):
+        if match_id in reported or state.seat is None or state.finished:
+            continue
+        reported.add(match_id)
+        try:
+            async with asyncio.timeout(client.request_timeout):
+                while not state.config and not state.finished:
+                    await client.receive()
+        except (TimeoutError, ConnectionLost):
+            continue
+        if state.finished:
+            continue
+        announced = MatchAnnounced(raw={}, match_id=match_id, seat=state.seat,
+                                   opponent=state.opponent, config=state.config)
+        outcome = await play_match(client, announced, player, rng)
+        run.report(outcome)
+        last = match_id
+    return last
 
 
 async def _finish_unfinished(run: _Run, client: Client, player: Player,
@@ -385,13 +570,23 @@ def main(args: argparse.Namespace) -> int:
     if args.room and args.vs_bot:
         print("moo bot: choose --room or --vs-bot, not both", file=sys.stderr)
         return 2
-    if not args.cmd:
-        try:
-            _make_player(args)
-        except UnknownStrategy as exc:
-            print(f"moo bot: {exc}", file=sys.stderr)
+    if args.wait <= 0:
+        print("moo bot: --wait must be positive", file=sys.stderr)
+        return 2
+    try:
+        player = _make_player(args)
+    except (UnknownStrategy, BotUnsupported, ValueError) as exc:
+        print(f"moo bot: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(player, ExternalBot):
+        # Start the program once before joining anything: a missing or broken program is the
+        # person's mistake, to be told at once, not a forfeited match on the server.
+        problem = asyncio.run(_probe(player))
+        if problem:
+            print(f"moo bot: {problem}", file=sys.stderr)
             return 2
     run = asyncio.run(run_bots(args))
+    run.finish()
     total = summary(run.outcomes)
     if args.json:
         print(json.dumps({"type": "summary", **total}), flush=True)
@@ -406,4 +601,16 @@ def main(args: argparse.Namespace) -> int:
             flush=True,
         )
     played = sum(not o.resumed for o in run.outcomes)
-    return 0 if played == args.games and not run.errors else 1
+    failed = any(o.failure is not None for o in run.outcomes)
+    return 0 if played == args.games and not run.errors and not failed else 1
+
+
+async def _probe(bot: ExternalBot) -> str | None:
+    """Start the program and do the handshake; the reason it failed, or None."""
+    try:
+        await bot.start()
+    except BotFailure as exc:
+        return f"the bot program {' '.join(bot.argv)!r} does not work: {exc}"
+    finally:
+        await bot.close()
+    return None

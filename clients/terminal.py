@@ -44,10 +44,16 @@ from clients.sdk import (
     ServerError,
     Started,
     TimedOut,
+    Welcome,
 )
+from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
+from moo.assist import assist
+from moo.cli import rules_arg
 from moo.errors import InvalidCode
-from moo.rules import DEFAULT_RULES, Response, Rules
+from moo.mastermind import MastermindRules
+from moo.rules import DEFAULT_RULES, Response
+from moo.variants import GameRules
 
 __all__ = ["Entry", "configure", "main", "parse_entry", "rules_page"]
 
@@ -75,7 +81,7 @@ COMMANDS = {
 }
 
 
-def parse_entry(text: str, rules: Rules = DEFAULT_RULES) -> Entry:
+def parse_entry(text: str, rules: GameRules = DEFAULT_RULES) -> Entry:
     """Read a line the way people type codes: ``0123``, ``0 1 2 3``, ``0,1,2,3``, ``0.1.2.3``.
 
     The 1971 teletype took four numbers separated by commas or periods and ``-1`` first to
@@ -109,7 +115,9 @@ def parse_entry(text: str, rules: Rules = DEFAULT_RULES) -> Entry:
         return Entry("error", str(exc))
 
 
-def rules_page(rules: Rules = DEFAULT_RULES) -> str:
+def rules_page(rules: GameRules = DEFAULT_RULES) -> str:
+    if isinstance(rules, MastermindRules):
+        return _mastermind_page(rules)
     unit = rules.symbols_text.split()[0]
     r = Response(1, 2)
     example = (
@@ -135,11 +143,39 @@ COMMANDS
 """
 
 
+def _mastermind_page(rules: MastermindRules) -> str:
+    return f"""
+THE RULES OF MASTERMIND
+  A secret of {rules.length} {rules.symbols_text} is chosen; a colour may occur more than once.
+  Find it: after each guess you are told how many BLACK and WHITE pegs it scored.
+    BLACK (B): a peg of the right colour in the right place.
+    WHITE (C): a right colour in the wrong place (each colour counts at most as often as it
+               is in both codes). Example: secret 1122, guess 1111: 2 black, 0 white.
+  Responses are printed as bulls and cows: B = black, C = white. {rules.length}B wins.
+  Type a guess as {_spellings(rules.secrets[min(7, len(rules.secrets) - 1)])}.
+  Mistyped guesses are explained and NOT counted.
+COMMANDS
+  rules or ?   this page          left      how many codes are still possible
+  history      your guesses       clock     time left (online, when clocks are on)
+  quit         leave (at the start of a game; mid-game online it resigns)
+"""
+
+
+def secret_words(rules: GameRules) -> str:
+    """``4 DIFFERENT DIGITS`` / ``4 COLOURS 1-6 (REPEATS ALLOWED)`` for prompts."""
+    if isinstance(rules, MastermindRules):
+        return f"{rules.length} {rules.symbols_text.upper()} (REPEATS ALLOWED)"
+    unit = rules.symbols_text.split()[0].upper()
+    if rules.alphabet == "0123456789":
+        return f"{rules.length} DIFFERENT {unit}"
+    return f"{rules.length} DIFFERENT {rules.symbols_text.upper()}"
+
+
 def _spellings(code: str) -> str:
     return f"{code} or {' '.join(code)} or {','.join(code)}"
 
 
-def choices_left(rules: Rules, turns: list[tuple[str, Response]]) -> list[str]:
+def choices_left(rules: GameRules, turns: list[tuple[str, Response]]) -> list[str]:
     left: list[str] = list(rules.secrets)
     for guess, response in turns:
         left = rules.consistent(left, guess, response)
@@ -153,6 +189,10 @@ def choices_text(left: list[str]) -> str:
     if len(left) == 1:
         return f"ONE CHOICE LEFT; IT MUST BE {left[0]}"
     return f"{len(left)} CHOICES LEFT"
+
+
+def _is_digits(rules: GameRules) -> bool:
+    return rules.alphabet.isdigit()
 
 
 def show_response(response: Response) -> str:
@@ -183,16 +223,18 @@ class Tally:
 
 def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
               say: Callable[[str], None]) -> int:
-    rules = DEFAULT_RULES
+    rules: GameRules = getattr(args, "rules", None) or DEFAULT_RULES
     rng = random.Random(args.seed)
     tally = Tally()
-    say(f"MOO\nI WILL THINK OF {rules.length} DIFFERENT DIGITS. TRY TO GUESS THEM.")
+    title = "MASTERMIND" if isinstance(rules, MastermindRules) else "MOO"
+    say(f"{title}\nI WILL THINK OF {secret_words(rules)}. TRY TO GUESS THEM.")
     say("TYPE 'RULES' FOR THE RULES, 'LEFT' FOR THE CHOICES LEFT, 'QUIT' TO STOP.")
     while True:
         secret = rng.choice(rules.secrets)
         turns: list[tuple[str, Response]] = []
         while True:
-            line = read(f"\nTYPE {rules.length} NUMBERS? ")
+            line = read(f"\nTYPE {rules.length} SYMBOLS? " if not _is_digits(rules)
+                        else f"\nTYPE {rules.length} NUMBERS? ")
             if line is None:  # end of input: nothing more can be typed
                 if turns:
                     say(f"\nTHE NUMBER WAS {secret}.")
@@ -225,7 +267,10 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
             response = rules.score(secret, entry.value)
             turns.append((entry.value, response))
             say(f"  -> {show_response(response)}")
-            if args.helper and response != rules.solved:
+            if getattr(args, "assist", False) and response != rules.solved:
+                said = assist(rules, [(g, r.bulls, r.cows) for g, r in turns])
+                say(f"     ASSISTANT: {said.text()}")
+            elif args.helper and response != rules.solved:
                 say(f"     {choices_text(choices_left(rules, turns))}")
             if response == rules.solved:
                 say("\n" + tally.add(len(turns)))
@@ -396,14 +441,14 @@ class OnlineMatch:
         if self.confirming:
             self.screen.ask("RESIGN THIS MATCH (YES OR NO)? ")
         elif st.needs_secret:
-            unit = self.rules.symbols_text.split()[0].upper()
-            self.screen.ask(f"CHOOSE YOUR SECRET: {self.rules.length} DIFFERENT {unit}"
+            self.screen.ask(f"CHOOSE YOUR SECRET: {secret_words(self.rules)}"
                             " (RETURN FOR A RANDOM ONE)? ")
         elif st.owes_guess:
             if self.turn_started is None:
                 self.turn_started = time.monotonic()
             n = len(st.mine()) + 1
-            self.screen.ask(f"GUESS {n}{self.clock_hint()}: TYPE {self.rules.length} NUMBERS? ")
+            what = "NUMBERS" if _is_digits(self.rules) else "SYMBOLS"
+            self.screen.ask(f"GUESS {n}{self.clock_hint()}: TYPE {self.rules.length} {what}? ")
 
     def clock_hint(self) -> str:
         cfg = self.announced.config
@@ -582,7 +627,11 @@ class OnlineMatch:
             say(f"{self.opp} HAS MADE GUESS {msg.n}.")
 
     def after_own_response(self, response: Response) -> None:
-        if self.args.helper and response != self.rules.solved:
+        if self.announced.config.get("assist") and response != self.rules.solved:
+            turns = [(t.guess, t.response.bulls, t.response.cows) for t in self.state.mine()
+                     if t.guess is not None and t.response is not None]
+            self.screen.say(f"     ASSISTANT: {assist(self.rules, turns).text()}")
+        elif self.args.helper and response != self.rules.solved:
             self.screen.say(f"     {choices_text(self.left())}")
         elif response == self.rules.solved and not self.state.finished:
             self.screen.say(f"YOU SOLVED IT! WAITING TO SEE HOW {self.opp} DOES...")
@@ -649,19 +698,25 @@ class OnlineMatch:
 async def _find_match(client: Client, args: argparse.Namespace, screen: Screen,
                       previous: str | None, lines: LineReader) -> MatchAnnounced | None:
     """Get into a match the way the options say; None if the person gave up waiting."""
+    rules = args.rules
+    # the assistant is for practice only: an assisted request is always unrated
+    rated, helped = (False, True) if args.assist else (None, None)
     if args.bot:
-        return await client.play_bot(args.bot, pacing=args.pacing)
+        return await client.play_bot(args.bot, pacing=args.pacing, rules=rules, rated=rated,
+                                     assist=helped)
     if previous is not None and (args.room or args.create_room):
         await client.rematch(previous)
         screen.say("REMATCH OFFERED; WAITING FOR YOUR OPPONENT (TYPE QUIT TO STOP)...")
     elif args.room:
         return await client.join_room(args.room)
     elif args.create_room:
-        room = await client.create_room(pacing=args.pacing)
+        room = await client.create_room(pacing=args.pacing, rules=rules, rated=rated,
+                                     assist=helped)
         screen.say(f"ROOM CODE: {room.code}\nGIVE IT TO YOUR OPPONENT: moo play --room "
                    f"{room.code}\nWAITING FOR THEM (TYPE QUIT TO STOP)...")
     else:
-        queued = await client.queue(pool="any", pacing=args.pacing)
+        queued = await client.queue(pool="any", pacing=args.pacing, rules=rules, rated=rated,
+                                     assist=helped)
         screen.say(f"WAITING FOR AN OPPONENT ({queued.pacing}; TYPE QUIT TO STOP)...")
     match_task = asyncio.ensure_future(client.wait_match())
     while True:
@@ -681,30 +736,90 @@ async def _find_match(client: Client, args: argparse.Namespace, screen: Screen,
                     pass
             return None
         if COMMANDS.get(line.strip().lower()) == "rules":
-            screen.say(rules_page())
+            screen.say(rules_page(rules or DEFAULT_RULES))
+
+
+def read_password(args: argparse.Namespace) -> str | None:
+    """The password for signing in: ``--password-file``'s first line, or typed at a hidden
+    prompt with ``--sign-in``; None when neither was asked for. Raises ValueError (one line
+    for the person) when the file cannot be used."""
+    if getattr(args, "password_file", None):
+        try:
+            with open(args.password_file, encoding="utf-8") as fh:
+                password = fh.readline().rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise ValueError(f"cannot read --password-file {args.password_file}: {why}") from None
+        if not password:
+            raise ValueError(f"--password-file {args.password_file}: the first line is empty")
+        return password
+    if getattr(args, "sign_in", False):
+        import getpass
+
+        return getpass.getpass("PASSWORD: ")
+    return None
+
+
+async def _set_password(client: Client, welcome: Welcome, screen: Screen) -> int:
+    """``moo play --set-password``: secure (or change) this name's password, then exit."""
+    import getpass
+
+    async def ask(prompt: str) -> str:  # off the loop: the connection keeps answering pings
+        return await asyncio.to_thread(getpass.getpass, prompt)
+
+    old = await ask("CURRENT PASSWORD: ") if welcome.secured else None
+    new = await ask("NEW PASSWORD (8-128 CHARACTERS): ")
+    if await ask("AGAIN: ") != new:
+        screen.say("THE TWO PASSWORDS DIFFER. NOTHING CHANGED.")
+        return 1
+    try:
+        await client.set_password(new, old)
+    except ServerError as exc:
+        screen.say(f"THE SERVER SAID NO: {exc.message}")
+        return 1
+    screen.say(f"PASSWORD SET. SIGN IN AS {client.name} ANYWHERE WITH --sign-in.")
+    return 0
 
 
 async def play_online(args: argparse.Namespace) -> int:
     screen = Screen()
-    lines = LineReader()
     tokens = TokenStore()
     name = args.name or _default_name()
+    try:
+        password = read_password(args)
+    except ValueError as exc:
+        screen.say(f"moo play: {exc}")
+        return 2
     # A person is waiting: retry often (every 2 s at most) for about a minute, the server's
     # default grace window, rather than backing off to long silences.
-    client = Client(args.url, name, token=tokens.get(args.url, name), encoding=args.encoding,
-                    client_name="moo-play", backoff_max=2.0, max_attempts=35)
+    urls = urls_of(args, DEFAULT_URL)
+    # Tokens are kept under the first URL: the nodes of one cluster share their players.
+    client = Client(urls, name, token=tokens.get(urls[0], name), password=password,
+                    encoding=args.encoding, client_name="moo-play", backoff_max=2.0,
+                    max_attempts=35)
     try:
         welcome = await client.connect()
     except ServerError as exc:
         screen.say(f"THE SERVER SAID NO: {exc.message}")
-        if exc.code in ("name_taken", "bad_token"):
-            screen.say("CHOOSE ANOTHER NAME WITH --name.")
+        if exc.code == "too_many_attempts":
+            wait = int(exc.reply.raw.get("retry_after_ms", 0) or 0)
+            screen.say(f"TRY AGAIN IN {max(1, (wait + 999) // 1000)} S.")
+        elif exc.code in ("name_taken", "bad_token") and password is None:
+            screen.say("IF THE NAME IS YOURS, SIGN IN WITH --sign-in (OR --password-file);"
+                       " OTHERWISE CHOOSE ANOTHER WITH --name.")
         return 1
     except (OSError, TimeoutError) as exc:
-        screen.say(f"CANNOT REACH {args.url}: {exc}")
+        screen.say(f"CANNOT REACH {', '.join(urls)}: {exc}")
         return 1
     if client.token:
-        tokens.put(args.url, client.name, client.token)
+        tokens.put(urls[0], client.name, client.token)
+    if getattr(args, "set_password", False):
+        try:
+            return await _set_password(client, welcome, screen)
+        finally:
+            await client.close()
+    # only now: its thread reads standard input, and the hidden password prompts must not race it
+    lines = LineReader()
     screen.say(f"MOO ARENA ({welcome.server}). HELLO, {client.name}.")
     tally = Tally()
     previous: str | None = None
@@ -765,7 +880,7 @@ def _default_name() -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"server (default {DEFAULT_URL})")
+    add_url_option(parser, f"server (default {DEFAULT_URL})")
     parser.add_argument("--name", default=None, help="your player name (default: your login)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--solo", action="store_true",
@@ -775,16 +890,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--room", default=None, metavar="CODE", help="join a friend's room")
     where.add_argument("--create-room", action="store_true",
                        help="create a room and print its code for a friend")
+    where.add_argument("--words", type=int, default=None, metavar="N",
+                       help="offline word MOO: guess an English word of N letters (4-9)")
+    parser.add_argument("--scoring", choices=("bulls_cows", "hits_misses"), default="bulls_cows",
+                        help="--words: UNIX bulls and cows (default) or the 1999 POTM's hits "
+                        "and misses")
     parser.add_argument("--helper", action="store_true",
                         help="after each response, show how many codes are still possible")
     parser.add_argument("--pacing", choices=("lockstep", "free"), default=None)
+    parser.add_argument("--assist", action="store_true",
+                        help="a practice (unrated) match with the assistant: after each of your "
+                        "responses, how many codes are still possible and a suggested guess; "
+                        "with --solo, the same offline")
+    parser.add_argument("--rules", type=rules_arg, default=None, metavar="SPEC",
+                        help="the game: GAME[:LENGTH[:ALPHABET[:repeats]]], e.g. moo:5, "
+                        "moo:4:hex, mastermind:4:123456 (docs/variants.md); online: the "
+                        "server must offer it; default: the server's default, solo: classic")
     parser.add_argument("--encoding", choices=("json", "msgpack"), default="json")
+    parser.add_argument("--sign-in", action="store_true",
+                        help="sign in to your name with its password (asked without echo), "
+                        "e.g. on a new device")
+    parser.add_argument("--password-file", default=None, metavar="FILE",
+                        help="like --sign-in, reading the password from FILE's first line")
+    parser.add_argument("--set-password", action="store_true",
+                        help="secure your name with a password (or change it), then exit")
     parser.add_argument("--seed", type=int, default=None,
                         help="solo: seed the computer's choices (replay the same games)")
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.solo:
+    if args.solo or args.words is not None:
         def read(prompt: str) -> str | None:
             try:
                 return input(prompt)
@@ -795,5 +930,9 @@ def main(args: argparse.Namespace) -> int:
         def say(text: str) -> None:
             print(text, flush=True)
 
+        if args.words is not None:
+            from clients.wordplay import play_words
+
+            return play_words(args, read, say)
         return play_solo(args, read, say)
     return asyncio.run(play_online(args))

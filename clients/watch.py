@@ -19,8 +19,8 @@ from typing import Any, TextIO
 
 import aiomqtt
 
+from moo.mqtt import PREFIX, decode_payload, match_topics, parse_mqtt_url
 from moo.rules import format_response
-from server.publisher import decode_payload, parse_mqtt_url
 
 __all__ = ["Formatter", "configure", "main", "watch"]
 
@@ -55,7 +55,7 @@ async def watch(
     """Subscribe and print until ``count`` messages, or the followed match's result."""
     target = parse_mqtt_url(url)
     stream = out or sys.stdout
-    topic = f"moo/v1/matches/{match_id}/#" if match_id else "moo/v1/#"
+    topic = match_topics(match_id) if match_id else f"{PREFIX}/#"
     fmt = Formatter()
     seen = 0
     backoff = 0.5
@@ -107,6 +107,10 @@ class Formatter:
             return f"{topic}: {data!r}"
         if len(parts) >= 5 and parts[2] == "matches":
             mid = parts[3]
+            players = data.get("players")
+            if isinstance(players, list) and len(players) == 2:
+                # every event names the players, so joining mid-match still shows names
+                self.players[mid] = [str(p) for p in players]
             if parts[4] == "events":
                 return f"[{mid}] #{data.get('seq', '?')} {self.event(mid, data)}"
             if parts[4] == "result":

@@ -4,8 +4,9 @@
 
 Starts a private ``moo serve`` (temporary database), seeds the leaderboard with a few games
 played over the protocol, then drives real pages through the screens: sign-in, lobby, a match
-in progress (desktop and phone, light and dark), the result with its fairness check, live
-matches and the leaderboard. Everything is awaited on page conditions; nothing sleeps.
+in progress (desktop and phone, light and dark), a challenge arriving mid-match, the result with
+its fairness check, live matches, the leaderboard, the account page, a player's page and a
+finished match replayed from its link. Everything is awaited on page conditions; nothing sleeps.
 """
 
 from __future__ import annotations
@@ -203,14 +204,35 @@ def take(out: Path, url: str, port: int) -> list[Path]:
             page.reload()  # the phones took its seat over (close code 4001): take it back
             page.wait_for_selector("#hist-0 .hist-row:not(.pending)")
 
+            # A challenge arrives mid-match: a notice with a clear choice, the focus stays put.
+            rival = _page(browser, url, viewport=DESKTOP)
+            _login(rival, "hedy")
+            rival.fill("#challenge-input", "alice")
+            rival.click("#challenge-form button[type=submit]")
+            page.wait_for_selector("#toast:not([hidden])")
+            page.evaluate("window.scrollTo(0, 0)")
+            shot(page, "challenge")
+            page.click("#toast-no")
+            rival.context.close()
+
             # Play it out: the result with both secrets and the fairness check.
             for _ in range(12):
                 if _finished(page):
                     break
                 _guess(page, rng, best=True)
-            page.wait_for_selector("#fairness .fair[data-seat='1'][data-ok=ok]")
+            page.wait_for_selector("#fairness .fair[data-ok=ok] >> nth=1")
             page.evaluate("window.scrollTo(0, 0)")
             shot(page, "result", full=True)
+
+            # The same match replayed from the result's link, halfway through.
+            page.click("#result-link")
+            page.wait_for_selector("#record-body:not([hidden])")
+            page.wait_for_selector("#record-fairness .fair[data-ok=ok] >> nth=1")
+            for _ in range(3):
+                page.click("#rp-next")
+            page.evaluate("window.scrollTo(0, 0)")
+            shot(page, "replay", full=True)
+            page.click("#nav .tab[data-tab=play]")
 
             # Live matches: two people in a room, seen from a third page.
             ann = _page(browser, url, viewport=DESKTOP)
@@ -225,7 +247,6 @@ def take(out: Path, url: str, port: int) -> list[Path]:
                 p.wait_for_selector("#entry[data-mode=secret]")
                 p.fill("#code-input", secret)
                 p.click("#code-submit")
-            page.click("#btn-leave")
             page.click("#nav .tab[data-tab=watch]")
             page.wait_for_selector("#live-list .live-item")
             shot(page, "watch")
@@ -239,10 +260,28 @@ def take(out: Path, url: str, port: int) -> list[Path]:
             shot(page, "spectate")
             page.click("#btn-stop-watch")
 
-            # Leaderboard.
+            # Leaderboard, on a desktop and on a phone.
             page.click("#nav .tab[data-tab=board]")
             page.wait_for_selector("#board-body tr[data-player=alice]")
             shot(page, "leaderboard")
+            phone = _page(browser, url, viewport=PHONE, device_scale_factor=2, is_mobile=True,
+                          has_touch=True)
+            _login(phone, "linus-t")
+            phone.click("#nav .tab[data-tab=board]")
+            phone.wait_for_selector("#board-body tr[data-player=alice]")
+            shot(phone, "leaderboard-phone")
+            phone.context.close()
+
+            # A player's page: rating, record, guesses needed, score against minimum, history.
+            page.click("#board-body tr[data-player=ada] a")
+            page.wait_for_selector("#player-body:not([hidden])")
+            page.wait_for_selector("#history-list .hrow")
+            shot(page, "player", full=True)
+
+            # The account page: a password for signing in anywhere, signing out everywhere.
+            page.click("#me-name")
+            page.wait_for_selector("body[data-view=account]")
+            shot(page, "account")
         finally:
             browser.close()
     return shots

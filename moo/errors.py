@@ -23,7 +23,9 @@ change meaning once released; new situations get new subclasses.
     │   ├── NotYourTurn                      code="not_your_turn"
     │   ├── AlreadySet                       code="already_set"
     │   ├── MatchFinished                    code="match_finished"
-    │   └── UnknownMatch                     code="unknown_match"
+    │   ├── UnknownMatch                     code="unknown_match"
+    │   ├── NoSuchMatch                      code="no_such_match"
+    │   └── NotFinished                      code="not_finished"
     ├── LobbyError                           code="lobby_error"
     │   ├── NameTaken                        code="name_taken"
     │   ├── InvalidName                      code="invalid_name"
@@ -31,6 +33,15 @@ change meaning once released; new situations get new subclasses.
     │   ├── UnknownRoom                      code="unknown_room"
     │   ├── UnknownStrategy                  code="unknown_strategy"
     │   ├── BadToken                         code="bad_token"
+    │   ├── BadCredentials                   code="bad_credentials"
+    │   ├── TooManyAttempts                  code="too_many_attempts"
+    │   ├── InMatch                          code="in_match"
+    │   ├── NoRoom                           code="no_room"
+    │   ├── WrongPool                        code="wrong_pool"
+    │   ├── BadRules (ValueError)            code="bad_rules"
+    │   ├── RulesNotOffered                  code="rules_not_offered"
+    │   ├── BotUnsupported                   code="bot_unsupported"
+    │   └── AssistRated                      code="assist_rated"
     │   └── NotAvailable                     code="not_available"
     ├── RateLimited                          code="rate_limited"
     └── StorageError                         code="storage_unavailable"
@@ -40,8 +51,13 @@ from __future__ import annotations
 
 __all__ = [
     "AlreadySet",
+    "AssistRated",
+    "BadCredentials",
+    "BadRules",
     "BadToken",
+    "BotUnsupported",
     "DecodeError",
+    "InMatch",
     "InvalidCode",
     "InvalidName",
     "LobbyError",
@@ -50,15 +66,20 @@ __all__ = [
     "MessageTooLarge",
     "MooError",
     "NameTaken",
+    "NoRoom",
+    "NoSuchMatch",
     "NotAvailable",
+    "NotFinished",
     "NotHello",
     "NotYourSeat",
     "NotYourTurn",
     "ProtocolError",
     "RateLimited",
     "RepeatedSymbol",
+    "RulesNotOffered",
     "SchemaError",
     "StorageError",
+    "TooManyAttempts",
     "UnknownMatch",
     "UnknownMessage",
     "UnknownPlayer",
@@ -67,6 +88,7 @@ __all__ = [
     "UnknownSymbol",
     "WrongLength",
     "WrongPhase",
+    "WrongPool",
 ]
 
 
@@ -156,6 +178,18 @@ class UnknownMatch(MatchError):
     code = "unknown_match"
 
 
+class NoSuchMatch(MatchError):
+    """``match_record`` of a match id the server never stored."""
+
+    code = "no_such_match"
+
+
+class NotFinished(MatchError):
+    """``match_record`` of a match still being played: its secrets are not public yet."""
+
+    code = "not_finished"
+
+
 class LobbyError(MooError):
     code = "lobby_error"
 
@@ -184,8 +218,78 @@ class BadToken(LobbyError):
     code = "bad_token"
 
 
+class BadCredentials(LobbyError):
+    """A wrong password, or one for a name without a password, or for an unknown name: one
+    code and one message for all, so nobody learns which names have passwords."""
+
+    code = "bad_credentials"
+
+
+class TooManyAttempts(LobbyError):
+    """Too many failed sign-ins for this name or from this address; retry later."""
+
+    code = "too_many_attempts"
+
+    def __init__(self, message: str, retry_after_ms: int) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+
+
 class NotAvailable(LobbyError):
     code = "not_available"
+
+
+class InMatch(LobbyError):
+    """A person asked for a second match while one is unfinished (one live match at a time).
+
+    ``match_id`` names the live match, so a client can take the player back to it; the error
+    reply carries it.
+    """
+
+    code = "in_match"
+
+    def __init__(self, message: str, match_id: str) -> None:
+        super().__init__(message)
+        self.match_id = match_id
+
+
+class NoRoom(LobbyError):
+    """``room_cancel`` with no open room of yours to close."""
+
+    code = "no_room"
+
+
+class WrongPool(LobbyError):
+    """A queue pool that could never pair this player (a person in ``bots``, the programs'
+    pool): refused at once instead of waiting forever."""
+
+    code = "wrong_pool"
+
+
+class BadRules(LobbyError, ValueError):
+    """A ``rules`` object (or a ``--rules`` spec) that describes no playable game: the message
+    says which part is wrong. Nothing is created."""
+
+    code = "bad_rules"
+
+
+class RulesNotOffered(LobbyError):
+    """Well-formed rules that this server does not offer (its ``variants`` setting)."""
+
+    code = "rules_not_offered"
+
+
+class BotUnsupported(LobbyError):
+    """``play_bot`` with rules the chosen hosted bot cannot play; the message lists those
+    that can."""
+
+    code = "bot_unsupported"
+
+
+class AssistRated(LobbyError):
+    """``assist: true`` in a rated request: the assistant is for practice matches only."""
+
+    code = "assist_rated"
 
 
 class RateLimited(MooError):

@@ -38,7 +38,9 @@ finished    winner, reason, counts, solved, secrets,      everyone: secrets and 
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from moo.commitment import commit
@@ -49,7 +51,8 @@ from moo.errors import (
     NotYourTurn,
     WrongPhase,
 )
-from moo.rules import DEFAULT_RULES, Rules, score
+from moo.mastermind import MastermindRules, mastermind_score
+from moo.rules import DEFAULT_RULES, Response, Rules, score
 
 __all__ = [
     "PACINGS",
@@ -76,7 +79,8 @@ _NEVER = 1 << 62  # a guess count larger than any cap: "did not solve"
 class MatchConfig:
     """Everything that fixes how one match is played; stored in its ``created`` event."""
 
-    rules: Rules = DEFAULT_RULES
+    #: MOO rules, or Mastermind's (repeats in secrets, black/white pegs as bulls/cows)
+    rules: Rules | MastermindRules = DEFAULT_RULES
     pacing: str = "lockstep"
     guess_cap: int = 64
     #: Per-player total thinking time (chess-style clock), or None for no total limit.
@@ -90,6 +94,9 @@ class MatchConfig:
     #: Whether a player sees the opponent's guesses (responses and counts are always visible).
     show_guesses: bool = True
     rated: bool = True
+    #: a practice match with the assistant (codes still possible, a suggested guess) allowed to
+    #: both players; never rated
+    assist: bool = False
 
     def __post_init__(self) -> None:
         if self.pacing not in PACINGS:
@@ -102,16 +109,28 @@ class MatchConfig:
                 raise ValueError(f"{name} must be positive or None")
         if self.grace_ms < 0:
             raise ValueError("grace_ms must be >= 0")
+        if self.assist and self.rated:
+            raise ValueError("an assisted match is a practice match: rated must be false")
+
+    @cached_property
+    def scorer(self) -> Callable[[str, str], Response]:
+        """The game's scoring function, chosen once per config (no per-guess dispatch)."""
+        return mastermind_score if isinstance(self.rules, MastermindRules) else score
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["rules"] = self.rules.to_dict()
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MatchConfig:
         fields = dict(data)
-        fields["rules"] = Rules.from_dict(dict(fields.get("rules") or {}))
+        raw = dict(fields.get("rules") or {})
+        fields["rules"] = (
+            MastermindRules(length=int(raw.get("length", 4)),
+                            alphabet=str(raw.get("alphabet", "123456")))
+            if raw.get("game") == "mastermind" else Rules.from_dict(raw)
+        )
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in fields.items() if k in known})
 
@@ -185,6 +204,7 @@ class Match:
     """
 
     __slots__ = (
+        "_score",
         "_seq",
         "config",
         "created_at",
@@ -212,6 +232,8 @@ class Match:
         self.last_at = 0
         self.created_at = 0
         self._seq = 0
+        #: the game's scoring, fixed by the ``created`` event (MOO's score unless Mastermind)
+        self._score: Callable[[str, str], Response] = score
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -282,10 +304,11 @@ class Match:
     # -- commands ---------------------------------------------------------------------------
     def set_secret(self, seat: int, secret: str, salt: str, now: int) -> list[Event]:
         self._check_seat(seat)
+        self._check_live()
+        if self.seats[seat].secret is not None:  # also once play has started
+            raise AlreadySet("your secret is already set and cannot be changed")
         if self.phase != "secrets":
             raise WrongPhase("secrets can only be set before play starts")
-        if self.seats[seat].secret is not None:
-            raise AlreadySet("your secret is already set and cannot be changed")
         code = self.config.rules.check_secret(secret)
         if not isinstance(salt, str) or not salt:
             raise ValueError("a non-empty salt is required")
@@ -317,7 +340,7 @@ class Match:
         guess = config.rules.check_guess(code)
         opponent = self.seats[1 - seat]
         assert opponent.secret is not None
-        bulls, cows = score(opponent.secret, guess)
+        bulls, cows = self._score(opponent.secret, guess)
         out = [
             self._emit("guess", now, seat=seat, n=count + 1, guess=guess, bulls=bulls, cows=cows)
         ]
@@ -484,6 +507,7 @@ class Match:
         elif kind == "created":
             self.created_at = at
             self.config = _shared_config(event["config"])
+            self._score = self.config.scorer
             self.seats = [
                 Seat(name=str(n), clock_left=self.config.clock_total_ms) for n in event["players"]
             ]

@@ -19,13 +19,16 @@ from moo.errors import DecodeError, MessageTooLarge, SchemaError, UnknownMessage
 
 __all__ = [
     "CLIENT_MESSAGES",
+    "MAX_ID",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
     "SUBPROTOCOLS",
+    "TRANSPORT_FACTOR",
     "Codec",
     "Field",
     "codec_for",
     "decode_client",
+    "valid_id",
     "validate_client",
 ]
 
@@ -34,6 +37,10 @@ JSON_SUBPROTOCOL = "moo.v1.json"
 MSGPACK_SUBPROTOCOL = "moo.v1.msgpack"
 SUBPROTOCOLS = (JSON_SUBPROTOCOL, MSGPACK_SUBPROTOCOL)
 MAX_MESSAGE_BYTES = 4096
+#: The transport's ceiling, as a multiple of the message limit: a frame up to this many times
+#: ``max_message_bytes`` is read and refused with ``too_large`` (the connection stays usable);
+#: only a larger one makes the WebSocket layer close the connection with 1009.
+TRANSPORT_FACTOR = 16
 
 POOLS = ("any", "humans", "bots")
 PACINGS = ("lockstep", "free")
@@ -71,17 +78,25 @@ class Field:
             raise SchemaError(f"field {name!r} must be between {self.min} and {self.max}")
 
 
-_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false", dict: "an object"}
 
 _MATCH = Field(str, max_len=40)
 _PACING = Field(str, required=False, choices=PACINGS)
 _CODE = Field(str, max_len=16)
+_RATED = Field(bool, required=False)
+#: the match's rules; its contents are checked by moo.variants.parse_rules (code bad_rules)
+_RULES = Field(dict, required=False)
+#: the opt-in assistant of practice matches (needs rated: false; docs/protocol.md, Variants)
+_ASSIST = Field(bool, required=False)
+#: ``id`` is echoed as ``ref``; integers stay within what a JavaScript number holds exactly.
+MAX_ID = 2**53 - 1
 
 #: type -> fields. Every client message may also carry ``id`` (echoed back as ``ref``).
 CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     "hello": {
         "name": Field(str, max_len=64),
         "token": Field(str, required=False, max_len=128),
+        "password": Field(str, required=False, max_len=128),
         "bot": Field(bool, required=False),
         "client": Field(str, required=False, max_len=64),
         "protocol": Field(int, required=False, max=1000),
@@ -90,15 +105,24 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     "queue": {
         "pool": Field(str, required=False, choices=POOLS),
         "pacing": _PACING,
-        "rated": Field(bool, required=False),
+        "rated": _RATED,
+        "rules": _RULES,
+        "assist": _ASSIST,
     },
     "unqueue": {},
-    "challenge": {"opponent": Field(str, max_len=64), "pacing": _PACING},
+    "challenge": {
+        "opponent": Field(str, max_len=64), "pacing": _PACING, "rated": _RATED, "rules": _RULES,
+        "assist": _ASSIST,
+    },
     "accept": {"challenge_id": Field(str, max_len=40)},
     "decline": {"challenge_id": Field(str, max_len=40)},
-    "room_create": {"pacing": _PACING},
+    "room_create": {"pacing": _PACING, "rated": _RATED, "rules": _RULES, "assist": _ASSIST},
+    "room_cancel": {"code": Field(str, required=False, max_len=16)},
     "room_join": {"code": Field(str, max_len=16)},
-    "play_bot": {"strategy": Field(str, max_len=64), "pacing": _PACING},
+    "play_bot": {
+        "strategy": Field(str, max_len=64), "pacing": _PACING, "rated": _RATED, "rules": _RULES,
+        "assist": _ASSIST,
+    },
     "secret": {"match_id": _MATCH, "secret": _CODE},
     "guess": {"match_id": _MATCH, "guess": _CODE},
     "resign": {"match_id": _MATCH},
@@ -107,7 +131,26 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     "unwatch": {"match_id": _MATCH},
     "rematch": {"match_id": _MATCH},
     "matches": {},
-    "leaderboard": {"by": Field(str, required=False, choices=BOARDS)},
+    "leaderboard": {
+        "by": Field(str, required=False, choices=BOARDS),
+        "variant": Field(str, required=False, max_len=40),
+    },
+    # accounts (docs/protocol.md, "Accounts")
+    "set_password": {
+        "password": Field(str, max_len=128),
+        "old_password": Field(str, required=False, max_len=128),
+    },
+    "sign_out_all": {},
+    # history and players (docs/protocol.md, "History and players")
+    "history": {
+        "player": Field(str, required=False, max_len=64),
+        "cursor": Field(str, required=False, max_len=128),
+        "limit": Field(int, required=False, min=1, max=50),
+    },
+    "match_record": {"match_id": _MATCH},
+    # post-match analysis (docs/analysis.md, "On the match page")
+    "analysis": {"match_id": _MATCH},
+    "player": {"name": Field(str, max_len=64)},
 }
 
 
@@ -129,12 +172,15 @@ def validate_client(message: Any) -> dict[str, Any]:
     if fields is None:
         shown = kind if len(kind) <= 32 else kind[:32] + "..."
         raise UnknownMessage(f"unknown message type {shown!r}")
-    msg_id = message.get("id")
-    if msg_id is not None and not (
-        (isinstance(msg_id, str) and len(msg_id) <= 64)
-        or (isinstance(msg_id, int) and not isinstance(msg_id, bool) and 0 <= msg_id < 2**53)
-    ):
-        raise SchemaError("field 'id' must be a string of at most 64 characters or an integer")
+    if "id" in message:  # inline: every message takes this path
+        msg_id = message["id"]
+        id_type = type(msg_id)
+        if not (
+            (id_type is str and len(msg_id) <= 64) or (id_type is int and 0 <= msg_id <= MAX_ID)
+        ):
+            raise SchemaError(
+                f"field 'id' must be a string of at most 64 characters or an integer 0-{MAX_ID}"
+            )
     for key, value in message.items():
         if key in ("type", "id"):
             continue
@@ -149,6 +195,14 @@ def validate_client(message: Any) -> dict[str, Any]:
     return message
 
 
+def valid_id(value: Any) -> bool:
+    """Whether ``value`` may be a request ``id`` (and so be echoed back as ``ref``)."""
+    kind = type(value)
+    if kind is str:
+        return len(value) <= 64
+    return kind is int and 0 <= value <= MAX_ID
+
+
 def _reject_constant(value: str) -> Any:
     raise DecodeError(f"{value} is not valid in a message")
 
@@ -156,10 +210,12 @@ def _reject_constant(value: str) -> Any:
 class Codec:
     """Encoder/decoder for one subprotocol; ``binary`` tells which frame type it uses."""
 
-    def __init__(self, subprotocol: str) -> None:
+    def __init__(self, subprotocol: str, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
         if subprotocol not in SUBPROTOCOLS:
             raise ValueError(f"unknown subprotocol {subprotocol!r}")
         self.subprotocol = subprotocol
+        #: larger messages are refused with ``too_large`` (see :data:`TRANSPORT_FACTOR`)
+        self.max_bytes = max_bytes
         self.binary = subprotocol == MSGPACK_SUBPROTOCOL
         self._packer = msgpack.Packer(use_bin_type=True)
 
@@ -171,8 +227,8 @@ class Codec:
     def decode(self, frame: str | bytes) -> Any:
         """Frame -> Python value; raises DecodeError/MessageTooLarge, never anything else."""
         size = len(frame.encode("utf-8") if isinstance(frame, str) else frame)
-        if size > MAX_MESSAGE_BYTES:
-            raise MessageTooLarge(f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+        if size > self.max_bytes:
+            raise MessageTooLarge(f"message of {size} bytes exceeds {self.max_bytes}")
         if self.binary:
             if not isinstance(frame, bytes | bytearray | memoryview):
                 raise DecodeError("this connection speaks MessagePack: send binary frames")
@@ -181,8 +237,8 @@ class Codec:
                     frame,
                     raw=False,
                     strict_map_key=False,
-                    max_bin_len=MAX_MESSAGE_BYTES,
-                    max_str_len=MAX_MESSAGE_BYTES,
+                    max_bin_len=self.max_bytes,
+                    max_str_len=self.max_bytes,
                     max_array_len=256,
                     max_map_len=64,
                     max_ext_len=0,

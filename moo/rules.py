@@ -79,9 +79,9 @@ class Rules:
     def __post_init__(self) -> None:
         if not 3 <= self.length <= 6:
             raise ValueError(f"length must be 3-6, got {self.length}")
-        if not self.length <= len(self.alphabet) <= 10:
+        if not self.length <= len(self.alphabet) <= 16:
             raise ValueError(
-                f"alphabet must have {self.length}-10 symbols, got {len(self.alphabet)}"
+                f"alphabet must have {self.length}-16 symbols, got {len(self.alphabet)}"
             )
         if len(set(self.alphabet)) != len(self.alphabet):
             raise ValueError("alphabet symbols must be distinct")
@@ -93,12 +93,15 @@ class Rules:
     def symbols_text(self) -> str:
         """How error messages name the alphabet: ``digits 0-9`` or ``letters A-F``."""
         a = self.alphabet
+        if a == "0123456789ABCDEF":
+            return "hex digits 0-F"
         contiguous = all(ord(b) - ord(x) == 1 for x, b in itertools.pairwise(a))
         kind = "digits" if a.isdigit() else "letters" if a.isalpha() else "symbols"
         return f"{kind} {a[0]}-{a[-1]}" if contiguous else f"symbols {', '.join(a)}"
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "game": "moo",
             "length": self.length,
             "alphabet": self.alphabet,
             "repeats_in_guess": self.repeats_in_guess,
@@ -183,7 +186,9 @@ class Rules:
                 f"a code is a string of {self.length} {self.symbols_text}, "
                 f"got {type(text).__name__}"
             )
-        code = text.strip()
+        # Nothing is stripped: a space, tab or no-break space is a symbol outside the alphabet,
+        # so the code is refused and the message counts the characters actually sent.
+        code = text
         if self.alphabet.isupper():
             code = code.upper()
         elif self.alphabet.islower():

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -21,39 +22,77 @@ from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
 from moo import __version__
-from moo.protocol import SUBPROTOCOLS
+from moo.errors import StorageError
+from moo.protocol import SUBPROTOCOLS, TRANSPORT_FACTOR
+from server.accounts import Accounts
 from server.arena import Arena, bot_player_name
 from server.connection import CLOSE_RESTART, Connection
 from server.heartbeat import Heartbeat
+from server.history import History
 from server.http import HttpFront, _text
 from server.lobby import Lobby
+from server.metrics import CONTENT_TYPE, Metrics
 from server.publisher import install as install_hooks
 from server.session import run_session
 from server.settings import Settings
-from server.storage import SQLiteStore, Store
+from server.storage import Store, describe_db
+from server.stores import make_store
+
+if TYPE_CHECKING:
+    from server.cluster.bus import Bus
+    from server.cluster.leases import Leases
 
 __all__ = ["App"]
 
 log = logging.getLogger("moo.server")
 
+#: on a cluster node, how long a player's cached guess distribution and score against minimum
+#: may be served before the store is read again (other nodes' finishes never reach this one)
+HISTORY_CACHE_TTL_S = 30.0
+
 
 class App:
     def __init__(self, settings: Settings, store: Store | None = None) -> None:
         self.settings = settings
-        self.store: Store = store or SQLiteStore(
-            settings.db,
-            commit_window_ms=settings.commit_window_ms,
-            synchronous=settings.sqlite_synchronous,
-        )
+        self.store: Store = store or make_store(settings)
         self.arena = Arena(settings, self.store)
+        self.node = settings.node or socket.gethostname()
+        self.leases: Leases | None = None
+        if settings.cluster_url:
+            from server.cluster.leases import Leases
+            from server.storage_pg import PostgresStore
+
+            assert isinstance(self.store, PostgresStore)  # settings check db for a cluster
+            self.leases = Leases(
+                self.store,
+                self.node,
+                lease_ms=settings.lease_ms,
+                adopt=self.arena.restore,
+                live=lambda: {i: lm.durable_seq for i, lm in self.arena.live.items()},
+                let_go=self._let_go,
+            )
         self.lobby = Lobby(self.arena, list(settings.bot_strategies))
+        self.bus: Bus | None = None
+        if settings.cluster_url:  # forwarding to owners and the cluster lobby
+            from server.cluster.bus import Bus
+
+            self.bus = Bus(self, settings.cluster_url, self.node, settings.lease_ms)
         self.reserved_names = {bot_player_name(s).casefold() for s in self.lobby.strategies()}
         self.connections: set[Connection] = set()
         self.http = HttpFront(settings.static_dir or None, self.health)
         self.server: Server | None = None
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
+        self.metrics = Metrics(self)  # GET /metrics (server/metrics.py)
         self.hooks = install_hooks(self)  # ratings + optional MQTT (server/publisher.py)
+        self.accounts = Accounts(settings, self.store)  # passwords (server/accounts.py)
+        self.history = History(  # server/history.py
+            self.store,
+            self.hooks.ratings,
+            # other nodes finish matches this node's arena never sees: re-read after a while
+            cache_ttl_s=HISTORY_CACHE_TTL_S if settings.cluster_url else None,
+        )
+        self.arena.listeners.append(self.history)
         self.heartbeat = Heartbeat(
             self.connections,
             idle_timeout_s=settings.idle_timeout_s,
@@ -63,10 +102,17 @@ class App:
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         await self.store.open()
+        self.store.on_recovered(self._readopt)
         await self.hooks.start()
-        restored = self.arena.restore(await self.store.unfinished_matches())
-        if restored:
-            log.info("restored %d unfinished matches", restored)
+        if self.leases is not None:
+            # a cluster node adopts only what has no live owner (server/cluster/leases.py)
+            await self.leases.start()
+            if self.bus is not None:
+                await self.bus.start()
+        else:
+            restored = self.arena.restore(await self.store.unfinished_matches())
+            if restored:
+                log.info("restored %d unfinished matches", restored)
         s = self.settings
         self.server = await serve(
             self._handler,
@@ -76,7 +122,10 @@ class App:
             select_subprotocol=_select_subprotocol,
             process_request=self._process_request,
             compression=None,
-            max_size=s.max_message_bytes,
+            # Up to this ceiling an oversized message is read and refused with too_large (the
+            # session's codec checks max_message_bytes); only beyond it does websockets close
+            # the connection with 1009.
+            max_size=s.max_message_bytes * TRANSPORT_FACTOR,
             max_queue=4,
             open_timeout=s.handshake_timeout_s,
             # keepalive pings and idle timeouts: one task for all (server/heartbeat.py)
@@ -86,7 +135,9 @@ class App:
             server_header=None,
         )
         self.heartbeat.start()
-        log.info("listening on ws://%s:%d/ (db %s)", s.host, self.port, s.db)
+        log.info(
+            "listening on ws://%s:%d/ (db %s)", s.host, self.port, describe_db(s.db)
+        )
 
     @property
     def port(self) -> int:
@@ -100,6 +151,8 @@ class App:
         self._stopped.set()
         self.lobby.closed = True
         self.arena.stop()
+        if self.leases is not None:
+            await self.leases.stop()  # no takeovers while stopping; the lease ends at close
         await self.heartbeat.stop()
         if self.server is not None:
             self.server.close(close_connections=False)
@@ -111,15 +164,47 @@ class App:
                     await self.server.wait_closed()
             except TimeoutError:
                 log.warning("some connections did not close in time")
+        if self.bus is not None:
+            await self.bus.stop()
         await self.store.close()
         await self.hooks.stop()
         log.info("stopped")
+
+    async def _readopt(self) -> None:
+        """After a database outage: bring back the matches dropped when their writes failed.
+
+        A failed write drops its match from memory (nothing unacknowledged is shown); its
+        durable prefix is in the database, so once the database answers again the match is
+        replayed exactly as at a restart, clocks given back, and its players ``resume``.
+        """
+        if self._stopped.is_set():
+            return
+        try:
+            if self.leases is not None:
+                restored = await self.leases.readopt()
+            else:
+                stored = await self.store.unfinished_matches()
+                restored = self.arena.restore(
+                    [sm for sm in stored if sm.match_id not in self.arena.live]
+                )
+        except StorageError:
+            return  # down again: the next recovery retries
+        if restored:
+            log.info("re-adopted %d matches after the database outage", restored)
+
+    def _let_go(self, match_id: str, exc: BaseException) -> None:
+        """Another node owns ``match_id`` now: drop it here; its players hear why."""
+        lm = self.arena.live.get(match_id)
+        if lm is not None:
+            self.arena._storage_failed(lm, exc, None)
 
     # -- hooks -----------------------------------------------------------------------------------
     async def _handler(self, ws: ServerConnection) -> None:
         await run_session(self, ws)
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        if request.path == "/metrics":
+            return _metrics_response(self.metrics.render())
         response = self.http.handle(request)
         if response is not None:
             return response
@@ -144,11 +229,23 @@ class App:
             "uptime_s": round(time.monotonic() - self.started, 1),
             "connections": len(self.connections),
             "players_online": len(self.lobby.online),
+            "db": "ok" if store.available else "unavailable",
+            **(
+                {
+                    "node": self.node,
+                    "epoch": self.leases.epoch,
+                    "takeovers": self.leases.takeovers,
+                    "bus": self.bus.state if self.bus is not None else None,
+                }
+                if self.leases is not None
+                else {}
+            ),
             "live_matches": len(self.arena.live),
             "queue": len(self.lobby.queue),
             "commits": getattr(store, "commits", None),
             "committed_ops": getattr(store, "ops", None),
             "ack_latency_ms": _percentiles(self.arena.ack_latency),
+            "mqtt": self.hooks.mqtt_state(),
         }
 
 
@@ -185,3 +282,11 @@ def _text_busy() -> Response:
     from http import HTTPStatus
 
     return _text(HTTPStatus.SERVICE_UNAVAILABLE, "server full, try again later")
+
+
+def _metrics_response(body: bytes) -> Response:
+    from http import HTTPStatus
+
+    from server.http import _response
+
+    return _response(HTTPStatus.OK, body, CONTENT_TYPE)

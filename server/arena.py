@@ -26,18 +26,22 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bots.base import Strategy, create
+from bots.variants import create_for
 from moo.commitment import new_salt
 from moo.errors import (
+    BadRules,
     MatchFinished,
     MooError,
     NotAvailable,
     NotYourSeat,
+    RulesNotOffered,
     StorageError,
     UnknownMatch,
 )
 from moo.match import Event, Match, MatchConfig, Viewer
-from moo.rules import Response, Rules
+from moo.rules import Response
+from moo.variants import GameRules, parse_rules, parse_rules_spec, rules_spec
+from server.analysis import MatchAnalysis
 from server.connection import Connection, error_message
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
@@ -55,8 +59,12 @@ def bot_player_name(strategy: str) -> str:
     return f"{strategy}-bot"
 
 
-def match_config(settings: Settings, pacing: str | None) -> MatchConfig:
+def match_config(
+    settings: Settings, pacing: str | None, rated: bool = True, rules: GameRules | None = None,
+    assist: bool = False,
+) -> MatchConfig:
     return MatchConfig(
+        rules=rules if rules is not None else parse_rules_spec(settings.variants[0]),
         pacing=pacing or settings.pacing,
         guess_cap=settings.guess_cap,
         clock_total_ms=settings.clock_total_ms or None,
@@ -64,6 +72,8 @@ def match_config(settings: Settings, pacing: str | None) -> MatchConfig:
         secret_ms=settings.secret_ms or None,
         grace_ms=settings.grace_ms,
         show_guesses=settings.show_guesses,
+        rated=rated,
+        assist=assist,
     )
 
 
@@ -78,8 +88,11 @@ class HostedBot:
 
     strategy_name: str
     rng: random.Random
-    strategy: Strategy | None = None
+    #: a :class:`~bots.base.Strategy`, or a Mastermind / variant bot with the same methods
+    strategy: Any = None
     observed: int = 0
+    #: how many of the opponent's moves the strategy has been shown
+    opponent_observed: int = 0
     pending: asyncio.TimerHandle | None = None
     thinking: bool = False
     started: bool = False
@@ -126,6 +139,30 @@ class Arena:
         self.ack_latency: deque[float] = deque(maxlen=5000)
         #: one thread for every hosted bot's thinking (strategies are not thread-safe)
         self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
+        #: the variants this server offers (settings.variants), the first being the default
+        self.variants: list[GameRules] = [parse_rules_spec(v) for v in settings.variants]
+        self.default_rules: GameRules = self.variants[0]
+        #: the ``analysis`` request (server/analysis.py: the solver in a child process)
+        self.analysis = MatchAnalysis(store)
+
+    def rules_of(self, msg: dict[str, Any]) -> GameRules:
+        """The rules a lobby request asks for: checked (``bad_rules``), then offered or not
+        (``rules_not_offered``). A request without ``rules`` plays the server's default."""
+        raw = msg.get("rules")
+        if raw is None:
+            return self.default_rules
+        try:
+            rules = parse_rules(raw)
+        except BadRules:
+            raise
+        except ValueError as exc:  # a rules value's own check (never expected past parse)
+            raise BadRules(str(exc)) from None
+        if rules not in self.variants:
+            raise RulesNotOffered(
+                f"this server does not offer {rules_spec(rules)}; it offers: "
+                + ", ".join(rules_spec(r) for r in self.variants)
+            )
+        return rules
 
     # -- creating and restoring -------------------------------------------------------------
     def new_match_id(self) -> str:
@@ -141,11 +178,14 @@ class Arena:
         pacing: str | None,
         bots: tuple[str | None, str | None] = (None, None),
         refs: tuple[Any, Any] = (None, None),
+        rated: bool = True,
+        rules: GameRules | None = None,
+        assist: bool = False,
     ) -> LiveMatch:
         """Start a match; both seats get ``match`` then the events once they are durable."""
         if self.stopping:
             raise NotAvailable("the server is shutting down; try again in a moment")
-        config = match_config(self.settings, pacing)
+        config = match_config(self.settings, pacing, rated, rules or self.default_rules, assist)
         match, events = Match.create(
             self.new_match_id(), players, config, self.clock(), keep_log=False
         )
@@ -388,8 +428,9 @@ class Arena:
         elif match.owes_move(seat):
             bot.thinking = True
             own = list(match.seats[seat].guesses)
+            theirs = _visible_to(match, seat)
             future = asyncio.get_running_loop().run_in_executor(
-                self._bot_pool, _think, bot, match.config.rules, own
+                self._bot_pool, _think, bot, match.config.rules, own, theirs
             )
             future.add_done_callback(lambda f: self._bot_move(lm, seat, bot, f))
 
@@ -560,6 +601,60 @@ class Arena:
             if view is not None:
                 conn.send(_event_message(lm.id, view))
 
+    def release(self, conn: Connection) -> None:
+        """A replaced connection lets go of its seats without anyone seeing it leave.
+
+        Its successor takes them in :meth:`rejoin` right away; meanwhile the seats simply have
+        no connection (no ``away``: the player never lacked one, and no grace window starts).
+        """
+        for match_id in conn.matches:
+            lm = self.live.get(match_id)
+            if lm is not None:
+                for seat, c in enumerate(lm.conns):
+                    if c is conn:
+                        lm.conns[seat] = None
+        conn.matches.clear()
+
+    async def rejoin(self, conn: Connection, player: str) -> None:
+        """After ``hello``: put the player's new connection back into every unfinished seat.
+
+        Each match gets ``match`` (no ``ref``) and its events so far, as if the client had sent
+        ``resume`` with ``last_seq`` 0, then its live events; a seat that was away comes
+        ``back``. So a client that reconnects is back in its seats whether or not it resumes,
+        and a connection always sees its own matches end.
+        """
+        for match_id in sorted(self.by_player.get(player, ())):
+            lm = self.live.get(match_id)
+            if lm is None or lm.broken:
+                continue
+            seat = lm.match.seat_of(player)
+            if seat is None or lm.bots[seat] is not None or lm.conns[seat] is conn:
+                continue
+            try:
+                missed = await self.missed(lm, 0)
+            except MooError:
+                continue  # its storage failed meanwhile: the players were told
+            if self.live.get(match_id) is not lm:  # ended while the log was read
+                continue
+            if conn.closing:
+                # Gone during the read: a seat left without any connection starts its grace
+                # window like any dropped seat.
+                if lm.conns[seat] is None and not self.stopping:
+                    self._persist(lm, lm.match.disconnect(seat, self.clock()))
+                continue
+            self._attach(lm, seat, conn)
+            conn.send(self._match_message(lm, seat, None))
+            self._replay(lm, conn, seat, missed)
+            self._persist(lm, lm.match.reconnect(seat, self.clock()))
+
+    def live_match_of(self, player: str) -> str | None:
+        """The id of an unfinished match ``player`` sits in (its first), or None."""
+        for match_id in self.by_player.get(player, ()):
+            lm = self.live.get(match_id)
+            if lm is not None and not lm.broken and not lm.match.finished:
+                return match_id
+        return None
+
     def detach(self, conn: Connection) -> None:
         """A connection is gone: its seats start their grace window, its watching stops."""
         for match_id in list(conn.spectating):
@@ -600,6 +695,7 @@ class Arena:
                     "match_id": lm.id,
                     "players": list(m.players),
                     "pacing": m.config.pacing,
+                    "rules": m.config.rules.to_dict(),
                     "phase": m.phase,
                     "counts": [s.count for s in m.seats],
                 }
@@ -681,17 +777,39 @@ class Arena:
             raise MatchFinished("the match is over")
 
 
-def _think(bot: HostedBot, rules: Rules, own: list[tuple[str, int, int]]) -> str:
-    """On the bot thread: catch the strategy up on its own results, then ask for a guess."""
+def _visible_to(match: Match, seat: int) -> list[tuple[str | None, int, int]]:
+    """The opponent's moves a client in ``seat`` has seen when it owes a move: in lockstep the
+    finished rounds only, in free pacing all of them; guess texts only with ``show_guesses``."""
+    theirs = match.seats[1 - seat].guesses
+    if match.config.pacing == "lockstep":
+        theirs = theirs[: len(match.seats[seat].guesses)]
+    shown = match.config.show_guesses
+    return [(g if shown else None, b, c) for g, b, c in theirs]
+
+
+def _think(
+    bot: HostedBot,
+    rules: GameRules,
+    own: list[tuple[str, int, int]],
+    theirs: list[tuple[str | None, int, int]],
+) -> str:
+    """On the bot thread: catch the strategy up on its own results and on the opponent's
+    visible progress (what a connected client would have seen), then ask for a guess."""
     if bot.strategy is None:
-        bot.strategy = create(bot.strategy_name)
+        bot.strategy = create_for(bot.strategy_name, rules)
     if not bot.started:
         bot.strategy.new_match(rules, bot.rng)
         bot.started = True
     for guess, bulls, cows in own[bot.observed :]:
         bot.strategy.observe(guess, Response(bulls, cows))
     bot.observed = len(own)
-    return bot.strategy.next_guess()
+    mover = getattr(bot.strategy, "observe_opponent_move", None)
+    if mover is not None:  # variant bots without the hook just play their own game
+        for n, (guess_, bulls, cows) in enumerate(theirs[bot.opponent_observed :],
+                                                  start=bot.opponent_observed + 1):
+            mover(n, guess_, Response(bulls, cows))
+    bot.opponent_observed = max(bot.opponent_observed, len(theirs))
+    return str(bot.strategy.next_guess())
 
 
 def _discard(items: list[str], item: str) -> None:

@@ -8,23 +8,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
+import os
 import signal
+import sqlite3
 import sys
+from pathlib import Path
 
-from server.settings import ConfigError, load_settings
+from moo.errors import MooError
+from moo.mqtt import parse_mqtt_url
+from server.ratings import ratings_path
+from server.schema import SchemaError
+from server.settings import ConfigError, Settings, load_settings
 
-__all__ = ["configure", "main", "tune_gc"]
+__all__ = ["ServeError", "check_db", "check_settings", "configure", "main", "tune_gc"]
+
+DEFAULT_DB = Settings().db
 
 #: flag -> (settings key, type, help)
 _FLAGS: dict[str, tuple[str, type, str]] = {
     "--host": ("host", str, "interface to listen on (default 127.0.0.1)"),
     "--port": ("port", int, "TCP port for WebSocket and HTTP (default 8765; 0 = any free)"),
-    "--db": ("db", str, "SQLite database path (default var/moo.sqlite3)"),
+    "--db": (
+        "db", str,
+        "SQLite database path (default var/moo.sqlite3) or postgresql://HOST[:PORT]/DBNAME",
+    ),
     "--static-dir": ("static_dir", str, "browser client files (default clients/web/)"),
     "--origins": ("origins", str, "comma-separated allowed browser origins"),
     "--log-level": ("log_level", str, "DEBUG, INFO, WARNING or ERROR"),
+    "--log-format": ("log_format", str, "text (default) or json: one JSON object per line"),
     "--pacing": ("pacing", str, "default pacing of new matches: lockstep or free"),
     "--grace-ms": ("grace_ms", int, "reconnect grace window in ms"),
     "--bot-delay-ms": ("bot_delay_ms", int, "pause before a hosted bot moves"),
@@ -34,6 +48,9 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "--sqlite-synchronous": ("sqlite_synchronous", str, "FULL (default), NORMAL, ..."),
     "--commit-window-ms": ("commit_window_ms", float, "group-commit window in ms"),
     "--mqtt": ("mqtt_url", str, "publish the event stream to mqtt://HOST:PORT (docs/mqtt.md)"),
+    "--cluster": ("cluster_url", str, "run as a cluster node; the bus is mqtt://HOST:PORT"),
+    "--node": ("node", str, "this node's name in the cluster (default: the host name)"),
+    "--lease-ms": ("lease_ms", int, "takeover time of a dead node's matches (default 10000)"),
 }
 
 
@@ -43,11 +60,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, dest=key, type=kind if kind is not str else str, help=text)
 
 
+class ServeError(Exception):
+    """Why the server cannot run with these settings: one line for the person who started it."""
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: first bytes of every SQLite 3 database file (https://sqlite.org/fileformat.html)
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def main(args: argparse.Namespace) -> int:
     overrides = {key: getattr(args, key, None) for key, _, _ in _FLAGS.values()}
     try:
         settings = load_settings(args.config, overrides=overrides)
-    except ConfigError as exc:
+        check_settings(settings)
+    except (ConfigError, ServeError) as exc:
         print(f"moo serve: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(
@@ -55,31 +82,185 @@ def main(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if settings.log_format == "json":
+        from server.logs import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter(settings.node if settings.cluster_url else ""))
     logging.getLogger("websockets").setLevel(logging.WARNING)
+    footprint = Footprint(settings.db)
     try:
         asyncio.run(_serve(settings))
-    except OSError as exc:
-        logging.getLogger("moo.server").error("cannot serve: %s", exc)
+    except (OSError, ServeError, MooError, SchemaError, sqlite3.Error) as exc:
+        # Nothing served, so nothing of ours is worth keeping: a failed start must not leave
+        # ./var/ and an empty database behind (the next attempt may choose another --db).
+        footprint.remove_new()
+        print(f"moo serve: {_reason(exc, settings)}", file=sys.stderr)
         return 1
     return 0
 
 
-async def _serve(settings: object) -> None:
-    from server.app import App
-    from server.settings import Settings
+def check_settings(settings: Settings) -> None:
+    """Refuse, before anything is created, what would fail later or fail someone else.
 
-    assert isinstance(settings, Settings)
+    Settings come from flags, ``MOO_*`` variables or a file, so the messages name the setting
+    by what it is rather than by one of its spellings.
+    """
+    if settings.log_level.upper() not in _LOG_LEVELS:
+        raise ServeError(
+            f"log level {settings.log_level!r} is not one of {', '.join(_LOG_LEVELS)}"
+        )
+    if settings.mqtt_url:
+        try:
+            parse_mqtt_url(settings.mqtt_url)
+        except ValueError as exc:
+            raise ServeError(f"--mqtt: {exc} (e.g. mqtt://127.0.0.1:1883)") from None
+    check_db(settings.db, create_parent=settings.db == DEFAULT_DB)
+
+
+def check_db(db: str, *, create_parent: bool = False) -> None:
+    """The database (and the ratings file beside it) must be usable SQLite files, or absent
+    in an existing folder the server may write in (SQLite puts its journal beside the file).
+
+    Only the default path may have its folder created: a typo in ``--db`` must not silently
+    grow a directory tree somewhere. URLs (``postgresql://``) and ``:memory:`` are not files.
+    """
+    if not db or db == ":memory:" or "://" in db:
+        return
+    paths = [Path(db)]
+    ratings = ratings_path(db)
+    if ratings is not None:
+        paths.append(Path(ratings))
+    for path in paths:
+        _check_db_file(path, db)
+    parent = Path(db).parent
+    if not parent.exists():
+        if create_parent:
+            return
+        missing = parent
+        while not missing.parent.exists():
+            missing = missing.parent
+        raise ServeError(
+            f"database {db}: directory {parent} does not exist ({missing} is missing); "
+            "create it first or choose another --db"
+        )
+    if not parent.is_dir():
+        raise ServeError(f"database {db}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ServeError(
+            f"database {db}: cannot write in directory {parent} "
+            "(SQLite keeps its journal beside the database)"
+        )
+
+
+def _check_db_file(path: Path, db: str) -> None:
+    if path.is_dir():
+        raise ServeError(f"database {path} is a directory, not a database file")
+    if not path.exists():
+        if path.is_symlink():
+            raise ServeError(f"database {path} is a dangling symbolic link")
+        return
+    if not path.is_file():
+        raise ServeError(f"database {path} is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise ServeError(f"cannot read database {path} (permission denied)")
+    if not os.access(path, os.W_OK):
+        raise ServeError(
+            f"database {path} is read-only; the server writes every move to it"
+        )
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise ServeError(f"cannot read database {path}: {exc.strerror or exc}") from None
+    if head and head != _SQLITE_HEADER:
+        what = f"database {path}" if str(path) == db else (
+            f"ratings file {path} (beside database {db})"
+        )
+        raise ServeError(f"{what} is not an SQLite database file")
+
+
+class Footprint:
+    """What a start may create (folders, database and journal files): remembered before, so
+    that a failed start removes exactly what it made and nothing that was there already."""
+
+    SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+    def __init__(self, db: str) -> None:
+        self.files: list[Path] = []
+        self.dirs: list[Path] = []
+        if not db or db == ":memory:" or "://" in db:
+            return
+        bases = [Path(db)]
+        ratings = ratings_path(db)
+        if ratings is not None:
+            bases.append(Path(ratings))
+        self.files = [
+            Path(f"{base}{suffix}") for base in bases for suffix in self.SUFFIXES
+            if not Path(f"{base}{suffix}").exists()
+        ]
+        folder = Path(db).parent
+        while not folder.exists():
+            self.dirs.append(folder)  # deepest first
+            folder = folder.parent
+
+    def remove_new(self) -> None:
+        for path in self.files:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for folder in self.dirs:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if empty: never anything someone else put there
+
+
+def _reason(exc: BaseException, settings: Settings) -> str:
+    if isinstance(exc, ServeError):
+        return str(exc)
+    if isinstance(exc, sqlite3.Error | MooError | SchemaError):
+        return f"cannot use database {settings.db}: {exc}"
+    text = str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
+    where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+    return f"cannot serve: {text}{where}"
+
+
+async def _serve(settings: Settings) -> None:
+    from server.app import App
+
+    await _check_port(settings.host, settings.port)
     app = App(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await app.start()
+    try:
+        await app.start()
+    except BaseException:
+        await app.stop()
+        raise
     tune_gc()
     try:
         await stop.wait()
     finally:
         await app.stop()
+
+
+async def _check_port(host: str, port: int) -> None:
+    """Bind the port once (as the server will, address reuse on) before anything is opened.
+
+    The server opens its database before it listens (restored matches must be in memory
+    before the first client), so without this a taken port would be found only after the
+    database had been created.
+    """
+    if port == 0:
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        probe = await loop.create_server(asyncio.Protocol, host, port, reuse_address=True)
+    except OSError as exc:
+        why = str(exc.strerror or exc).rsplit(": ", 1)[-1]
+        raise ServeError(f"cannot listen on {host}:{port}: {why}") from None
+    probe.close()
+    await probe.wait_closed()
 
 
 def tune_gc() -> None:

@@ -1,5 +1,9 @@
 """Plain HTTP on the WebSocket port: ``GET /healthz`` and the browser client's files.
 
+``GET /match/<match_id>`` and ``GET /player/<name>`` serve the client's ``index.html`` too, so
+a finished match or a player's page is a link that can be shared: the page reads its path and
+loads the record over the WebSocket (docs/protocol.md, "History and players").
+
 websockets hands every request to ``process_request`` before the upgrade; requests that are
 not WebSocket upgrades are answered here so one port serves people, programs and probes.
 Static files are looked up only among the files that exist under the static root at the time
@@ -36,6 +40,8 @@ _TYPES = {
     ".txt": "text/plain; charset=utf-8",
 }
 _MAX_STATIC_BYTES = 8 * 1024 * 1024
+#: page routes of the browser client: /<prefix>/<one segment> -> index.html
+_PAGE_ROUTES = ("match", "player")
 
 
 def default_static_dir() -> Path:
@@ -58,6 +64,12 @@ def _text(status: HTTPStatus, text: str) -> Response:
     return _response(status, (text + "\n").encode(), "text/plain; charset=utf-8")
 
 
+def _is_page_route(path: str) -> bool:
+    """``/match/<id>`` or ``/player/<name>``: exactly one non-empty segment after the prefix."""
+    parts = path.split("/")
+    return len(parts) == 3 and parts[0] == "" and parts[1] in _PAGE_ROUTES and bool(parts[2])
+
+
 class HttpFront:
     """Answers non-upgrade requests; returns None for WebSocket upgrades on ``/``."""
 
@@ -73,6 +85,8 @@ class HttpFront:
         if path == "/healthz":
             body = json.dumps(self.health(), separators=(",", ":")).encode()
             return _response(HTTPStatus.OK, body, "application/json")
+        if _is_page_route(path):
+            return self.static("/index.html")
         return self.static(path)
 
     def static(self, raw_path: str) -> Response:

@@ -3,6 +3,11 @@
 The lobby holds only who is waiting for whom; a match, once agreed, belongs to the arena.
 All of it is in memory on purpose: after a restart people simply queue again, while matches
 already started come back from the log.
+
+People play one match at a time (bots, i.e. hello with ``bot: true``, any number): every
+request that would seat a person in a second unfinished match is refused with ``in_match``,
+and when a person's match starts by any path their queue entry and open rooms are dropped,
+with ``unqueued`` / ``room_closed`` (reason ``matched``) so their client knows.
 """
 
 from __future__ import annotations
@@ -12,7 +17,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from bots.base import available
-from moo.errors import NotAvailable, UnknownPlayer, UnknownRoom, UnknownStrategy
+from bots.variants import check_bot
+from moo.errors import (
+    AssistRated,
+    InMatch,
+    NoRoom,
+    NotAvailable,
+    UnknownPlayer,
+    UnknownRoom,
+    UnknownStrategy,
+    WrongPool,
+)
+from moo.variants import GameRules
 from server.arena import Arena, LiveMatch, bot_player_name
 from server.connection import Connection
 
@@ -32,9 +48,25 @@ class Waiting:
     bot: bool
     pool: str
     pacing: str
+    rated: bool
+    rules: GameRules
+    assist: bool = False
 
     def accepts(self, other: Waiting) -> bool:
         return self.pool == "any" or (self.pool == "bots") == other.bot
+
+    def pairs_with(self, other: Waiting) -> bool:
+        """Two entries pair when each accepts the other on the same terms (never rated with
+        unrated, never lockstep with free, never different rules)."""
+        return (
+            other.player != self.player
+            and other.pacing == self.pacing
+            and other.rated == self.rated
+            and other.rules == self.rules
+            and other.assist == self.assist
+            and other.accepts(self)
+            and self.accepts(other)
+        )
 
 
 @dataclass(eq=False)
@@ -44,6 +76,9 @@ class Challenge:
     source_name: str
     target: str
     pacing: str
+    rated: bool
+    rules: GameRules
+    assist: bool = False
 
 
 @dataclass(eq=False)
@@ -52,6 +87,9 @@ class Room:
     owner: Connection
     owner_name: str
     pacing: str
+    rated: bool
+    rules: GameRules
+    assist: bool = False
 
 
 class Lobby:
@@ -94,38 +132,92 @@ class Lobby:
         if self.closed:
             raise NotAvailable("the server is shutting down; try again in a moment")
 
+    # -- one live match per person ------------------------------------------------------------
+    def _is_bot(self, player: str) -> bool:
+        return self.bots.get(player, False)
+
+    def _free(self, player: str) -> None:
+        """Refuse (``in_match``) if ``player`` is a person already in an unfinished match."""
+        if self._is_bot(player):
+            return
+        live = self.arena.live_match_of(player)
+        if live is not None:
+            raise InMatch(
+                f"you are playing match {live}: finish or resign it first", match_id=live
+            )
+
+    def _start(
+        self,
+        players: tuple[str, str],
+        conns: tuple[Connection | None, Connection | None],
+        pacing: str | None,
+        *,
+        rated: bool,
+        rules: GameRules,
+        assist: bool = False,
+        bots: tuple[str | None, str | None] = (None, None),
+        refs: tuple[Any, Any] = (None, None),
+    ) -> LiveMatch:
+        """Every path into a match: start it, then drop each person's other ways into one."""
+        lm = self.arena.create(
+            players, conns, pacing, bots=bots, refs=refs, rated=rated, rules=rules,
+            assist=assist,
+        )
+        for player, bot in zip(players, bots, strict=True):
+            if bot is None and not self._is_bot(player):
+                self._withdraw(player, "matched")
+        return lm
+
+    def _withdraw(self, player: str, reason: str) -> None:
+        """Take ``player`` out of the queue and close their rooms, telling their connection."""
+        for w in [w for w in self.queue if w.player == player]:
+            self.queue.remove(w)
+            w.conn.send({"type": "unqueued", "reason": reason})
+        for code in [c for c, r in self.rooms.items() if r.owner_name == player]:
+            room = self.rooms.pop(code)
+            room.owner.send({"type": "room_closed", "code": code, "reason": reason})
+
     # -- quick pairing ------------------------------------------------------------------------
     def enqueue(self, conn: Connection, msg: dict[str, Any]) -> None:
+        """Queue (or re-queue: the new terms replace the old entry) and pair if possible."""
         self._open()
         player = _player(conn)
+        self._free(player)
+        bot = self._is_bot(player)
+        pool = msg.get("pool") or "any"
+        if pool == "bots" and not bot:
+            raise WrongPool(
+                "the bots pool pairs programs (hello with bot: true) only; "
+                "queue in 'any' or 'humans', or use play_bot to play a hosted bot"
+            )
         pacing = msg.get("pacing") or self.arena.settings.pacing
-        me = Waiting(conn, player, self.bots.get(player, False), msg.get("pool") or "any", pacing)
+        rated = msg.get("rated", True)
+        rules = self.arena.rules_of(msg)
+        assist = _assist(msg, rated)
+        me = Waiting(conn, player, bot, pool, pacing, rated, rules, assist)
         self.queue = [w for w in self.queue if w.conn is not conn]
-        ref = msg.get("id")
-        reply: dict[str, Any] = {"type": "queued", "pool": me.pool, "pacing": pacing}
-        if ref is not None:
-            reply["ref"] = ref
-        conn.send(reply)
+        reply = {"type": "queued", "pool": pool, "pacing": pacing, "rated": rated,
+                 "rules": rules.to_dict(), **({"assist": True} if assist else {})}
+        conn.send(_with_ref(reply, msg.get("id")))
         for i, other in enumerate(self.queue):
-            if (
-                other.player != player
-                and other.pacing == pacing
-                and other.accepts(me)
-                and me.accepts(other)
-            ):
+            if me.pairs_with(other):
                 del self.queue[i]
-                self.arena.create((other.player, player), (other.conn, conn), pacing)
+                self._start(
+                    (other.player, player), (other.conn, conn), pacing, rated=rated, rules=rules,
+                    assist=assist,
+                )
                 return
         self.queue.append(me)
 
     def unqueue(self, conn: Connection, ref: Any) -> None:
         self.queue = [w for w in self.queue if w.conn is not conn]
-        conn.send(_with_ref({"type": "unqueued"}, ref))
+        conn.send(_with_ref({"type": "unqueued", "reason": "requested"}, ref))
 
     # -- challenges ---------------------------------------------------------------------------
     def challenge(self, conn: Connection, msg: dict[str, Any]) -> None:
         self._open()
         player = _player(conn)
+        self._free(player)
         target = self._find_online(msg["opponent"])
         if target == player:
             raise NotAvailable("you cannot challenge yourself")
@@ -133,13 +225,19 @@ class Lobby:
             _MAX_CHALLENGES_PER_PLAYER
         ):
             raise NotAvailable("too many open challenges; wait for answers first")
-        cid = "c" + secrets.token_hex(5)
         pacing = msg.get("pacing") or self.arena.settings.pacing
-        self.challenges[cid] = Challenge(cid, conn, player, target, pacing)
+        rated = msg.get("rated", True)
+        rules = self.arena.rules_of(msg)
+        assist = _assist(msg, rated)
+        cid = "c" + secrets.token_hex(5)
+        self.challenges[cid] = Challenge(cid, conn, player, target, pacing, rated, rules, assist)
         conn.send(_with_ref({"type": "challenge_sent", "challenge_id": cid, "to": target},
                             msg.get("id")))
+        # delivered even to a person in a match: their client decides (decline, or resign
+        # then accept)
         self.online[target].send(
-            {"type": "challenge", "challenge_id": cid, "from": player, "pacing": pacing}
+            {"type": "challenge", "challenge_id": cid, "from": player, "pacing": pacing,
+             "rated": rated, "rules": rules.to_dict(), **({"assist": True} if assist else {})}
         )
 
     def answer(self, conn: Connection, msg: dict[str, Any]) -> None:
@@ -147,15 +245,25 @@ class Lobby:
         ch = self.challenges.get(msg["challenge_id"])
         if ch is None or ch.target != player:
             raise NotAvailable("no such open challenge for you")
-        del self.challenges[ch.challenge_id]
         if msg["type"] == "decline":
-            ch.source.send({"type": "declined", "challenge_id": ch.challenge_id})
+            del self.challenges[ch.challenge_id]
+            declined = {"type": "declined", "challenge_id": ch.challenge_id}
+            ch.source.send(dict(declined))
+            conn.send(_with_ref(declined, msg.get("id")))
             return
         self._open()
+        self._free(player)
         if ch.source.closing or self.online.get(ch.source_name) is not ch.source:
+            del self.challenges[ch.challenge_id]
             raise NotAvailable(f"{ch.source_name} is no longer online")
-        self.arena.create(
-            (ch.source_name, player), (ch.source, conn), ch.pacing, refs=(None, msg.get("id"))
+        if not self._is_bot(ch.source_name):
+            busy = self.arena.live_match_of(ch.source_name)
+            if busy is not None:  # the challenge stays open: accept it once they are done
+                raise NotAvailable(f"{ch.source_name} is playing another match now; try later")
+        del self.challenges[ch.challenge_id]
+        self._start(
+            (ch.source_name, player), (ch.source, conn), ch.pacing, rated=ch.rated,
+            rules=ch.rules, assist=ch.assist, refs=(None, msg.get("id")),
         )
 
     def _find_online(self, name: str) -> str:
@@ -171,6 +279,8 @@ class Lobby:
     def room_create(self, conn: Connection, msg: dict[str, Any]) -> None:
         self._open()
         player = _player(conn)
+        self._free(player)
+        rules = self.arena.rules_of(msg)
         if sum(1 for r in self.rooms.values() if r.owner is conn) >= _MAX_ROOMS_PER_PLAYER:
             raise NotAvailable("too many open rooms; use or close one first")
         while True:
@@ -178,8 +288,27 @@ class Lobby:
             if code not in self.rooms:
                 break
         pacing = msg.get("pacing") or self.arena.settings.pacing
-        self.rooms[code] = Room(code, conn, player, pacing)
-        conn.send(_with_ref({"type": "room", "code": code, "pacing": pacing}, msg.get("id")))
+        rated = msg.get("rated", True)
+        assist = _assist(msg, rated)
+        self.rooms[code] = Room(code, conn, player, pacing, rated, rules, assist)
+        conn.send(_with_ref({"type": "room", "code": code, "pacing": pacing, "rated": rated,
+                             "rules": rules.to_dict(), **({"assist": True} if assist else {})},
+                            msg.get("id")))
+
+    def room_cancel(self, conn: Connection, msg: dict[str, Any]) -> None:
+        """Close the named room, or every open room of this connection's player."""
+        code = msg.get("code")
+        mine = [c for c, r in self.rooms.items() if r.owner is conn]
+        if code is not None:
+            code = code.strip().upper()
+            mine = [c for c in mine if c == code]
+        if not mine:
+            raise NoRoom("you have no open room" + (f" {code!r}" if code else ""))
+        ref = msg.get("id")
+        for c in mine:
+            del self.rooms[c]
+            conn.send(_with_ref({"type": "room_closed", "code": c, "reason": "cancelled"}, ref))
+            ref = None  # the first reply carries the request's ref
 
     def room_join(self, conn: Connection, msg: dict[str, Any]) -> None:
         self._open()
@@ -190,9 +319,11 @@ class Lobby:
             raise UnknownRoom(f"no open room {code!r}")
         if room.owner_name == player:
             raise NotAvailable("that is your own room: share the code with your opponent")
+        self._free(player)
         del self.rooms[code]
-        self.arena.create(
-            (room.owner_name, player), (room.owner, conn), room.pacing, refs=(None, msg.get("id"))
+        self._start(
+            (room.owner_name, player), (room.owner, conn), room.pacing, rated=room.rated,
+            rules=room.rules, assist=room.assist, refs=(None, msg.get("id")),
         )
 
     # -- hosted bots --------------------------------------------------------------------------
@@ -202,22 +333,39 @@ class Lobby:
     def play_bot(self, conn: Connection, msg: dict[str, Any]) -> None:
         self._open()
         player = _player(conn)
+        self._free(player)
         strategy = msg["strategy"]
         # Only registered names: create() would also import "module:Class" paths.
         if strategy not in self.strategies():
             raise UnknownStrategy(
                 f"unknown bot {strategy!r}; available: {', '.join(self.strategies())}"
             )
-        self.arena.create(
+        rules = self.arena.rules_of(msg)
+        check_bot(strategy, rules, self.strategies())
+        rated = msg.get("rated", True)
+        assist = _assist(msg, rated)
+        self._start(
             (player, bot_player_name(strategy)),
             (conn, None),
             msg.get("pacing"),
+            rated=rated,
+            rules=rules,
+            assist=assist,
             bots=(None, strategy),
             refs=(msg.get("id"), None),
         )
 
     def rematch(self, conn: Connection, msg: dict[str, Any]) -> None:
         self._open()
+        player = _player(conn)
+        self._free(player)
+        recent = self.arena.recent.get(msg["match_id"])
+        if recent is not None:
+            seat = recent.match.seat_of(player)
+            if seat is not None and recent.bots[1 - seat] is None:
+                other = recent.match.players[1 - seat]
+                if not self._is_bot(other) and self.arena.live_match_of(other) is not None:
+                    raise NotAvailable(f"{other} is playing another match now")
         old: LiveMatch | None = self.arena.rematch(conn, msg["match_id"])
         if old is None:
             conn.send(_with_ref({"type": "rematch_sent", "match_id": msg["match_id"]},
@@ -233,10 +381,13 @@ class Lobby:
         refs = [None, None]
         refs[seat] = msg.get("id")
         # seats swapped
-        self.arena.create(
+        self._start(
             (players[1], players[0]),
             (conns[1], conns[0]),
             old.match.config.pacing,
+            rated=old.match.config.rated,
+            rules=old.match.config.rules,
+            assist=old.match.config.assist,
             bots=(bots[1], bots[0]),
             refs=(refs[1], refs[0]),
         )
@@ -245,6 +396,16 @@ class Lobby:
 def _player(conn: Connection) -> str:
     assert conn.player is not None
     return conn.player
+
+
+def _assist(msg: dict[str, Any], rated: bool) -> bool:
+    """The request's ``assist`` opt-in, refused (``assist_rated``) in a rated request."""
+    assist = bool(msg.get("assist", False))
+    if assist and rated:
+        raise AssistRated(
+            "the assistant is for practice matches only: send rated: false with assist: true"
+        )
+    return assist
 
 
 def _with_ref(msg: dict[str, Any], ref: Any) -> dict[str, Any]:

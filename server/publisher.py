@@ -15,77 +15,40 @@ Topics (see docs/mqtt.md)::
     moo/v1/server/stats                lobby/server statistics, periodically
     moo/v1/players/{name}/rating       rating after each rated match, retained
 
-Payloads are JSON (default) or MessagePack (``mqtt://host:port?encoding=msgpack``). Secrets
+Payloads are JSON (default) or MessagePack (``mqtt://host:port?encoding=msgpack``); the URL
+form, topic names and codec are the core's (:mod:`moo.mqtt`), shared with ``moo watch``. Secrets
 appear only in the result topic: the ``finished`` event on the events topic has them removed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import aiomqtt
-import msgpack
 
 from moo.match import Event, Match
+from moo.mqtt import (
+    MqttUrl,
+    encode_payload,
+    events_topic,
+    parse_mqtt_url,
+    rating_topic,
+    result_topic,
+    stats_topic,
+)
 
-__all__ = ["ArenaPublisher", "MqttUrl", "Publisher", "parse_mqtt_url"]
+__all__ = ["ArenaPublisher", "Publisher"]
 
 log = logging.getLogger("moo.mqtt")
 
-PREFIX = "moo/v1"
 #: fields of ``finished`` that only the result topic carries
 _SECRET_FIELDS = ("secrets", "salts")
-
-
-@dataclass(frozen=True)
-class MqttUrl:
-    host: str
-    port: int
-    encoding: str = "json"
-    username: str | None = None
-    password: str | None = None
-
-
-def parse_mqtt_url(url: str) -> MqttUrl:
-    """``mqtt://[user:pass@]HOST[:PORT][?encoding=json|msgpack]`` (port 1883 by default)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("mqtt", "tcp"):
-        raise ValueError(f"an MQTT URL starts with mqtt://, got {url!r}")
-    if not parts.hostname:
-        raise ValueError(f"no host in MQTT URL {url!r}")
-    query = parse_qs(parts.query)
-    encoding = query.get("encoding", ["json"])[0]
-    if encoding not in ("json", "msgpack"):
-        raise ValueError("encoding must be json or msgpack")
-    return MqttUrl(
-        parts.hostname, parts.port or 1883, encoding, parts.username, parts.password
-    )
-
-
-def encode_payload(data: dict[str, Any], encoding: str) -> bytes:
-    if encoding == "msgpack":
-        return bytes(msgpack.packb(data, use_bin_type=True))
-    return json.dumps(data, separators=(",", ":")).encode("utf-8")
-
-
-def decode_payload(payload: bytes, encoding: str | None = None) -> Any:
-    """JSON or MessagePack; with no ``encoding`` given, JSON first then MessagePack."""
-    if encoding == "msgpack":
-        return msgpack.unpackb(payload, raw=False)
-    try:
-        return json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        if encoding == "json":
-            raise
-        return msgpack.unpackb(payload, raw=False)
 
 
 @dataclass(frozen=True)
@@ -127,6 +90,8 @@ class Publisher:
         self._pending: _Message | None = None
         self._last_drop_log = 0.0
         self._drops_logged = 0
+        #: why the last connection attempt failed or the connection was lost (for /healthz)
+        self.last_error: str | None = None
 
     # -- the non-blocking side (called from the arena) ------------------------------------------
     def offer(self, topic: str, data: dict[str, Any], *, retain: bool = False) -> bool:
@@ -184,8 +149,14 @@ class Publisher:
         self._task = self._stats_task = None
 
     async def _supervise(self) -> None:
-        """Connect, drain, and on any failure back off and reconnect; never gives up."""
+        """Connect, drain, and on any failure back off and reconnect; never gives up.
+
+        An absent broker is said once at WARNING (then at DEBUG on every retry), so that an
+        operator who asked for ``--mqtt`` learns at once that nothing is being published.
+        """
         backoff = self.backoff_min_s
+        told = False  # the current outage has been logged at WARNING
+        log.info("MQTT: publishing to %s:%d", self.url.host, self.url.port)
         while not self._stopping:
             try:
                 async with aiomqtt.Client(
@@ -202,15 +173,26 @@ class Publisher:
                     async with self._connect_changed:
                         self._connect_changed.notify_all()
                     backoff = self.backoff_min_s
+                    told = False
+                    self.last_error = None
                     log.info("MQTT: connected to %s:%d", self.url.host, self.url.port)
                     await self._drain(client)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # aiomqtt.MqttError, OSError, anything: reconnect
+                self.last_error = str(exc) or type(exc).__name__
                 if self.connected.is_set():
-                    log.warning("MQTT: connection lost: %s", exc)
+                    log.warning("MQTT: connection lost: %s; reconnecting", self.last_error)
+                    told = True
+                elif not told:
+                    log.warning(
+                        "MQTT: cannot connect to broker %s:%d: %s; retrying in the background"
+                        " (events are queued meanwhile, dropped when the queue is full)",
+                        self.url.host, self.url.port, self.last_error,
+                    )
+                    told = True
                 else:
-                    log.debug("MQTT: cannot connect: %s", exc)
+                    log.debug("MQTT: cannot connect: %s", self.last_error)
             finally:
                 self.connected.clear()
             # full jitter keeps a restarted broker from being hit by every server at once
@@ -247,7 +229,7 @@ class Publisher:
                 continue
             data["mqtt"] = self.counters()
             data["at"] = int(time.time() * 1000)
-            self.offer(f"{PREFIX}/server/stats", data)
+            self.offer(stats_topic(), data)
 
     async def wait_connects(self, n: int) -> None:
         """Until the publisher has connected ``n`` times in all (for tests and tooling)."""
@@ -258,26 +240,34 @@ class Publisher:
 
     def counters(self) -> dict[str, Any]:
         return {
+            "broker": f"{self.url.host}:{self.url.port}",
+            "connected": self.connected.is_set(),
+            "last_error": self.last_error,
             "published": self.published,
             "dropped": self.dropped,
             "queued": self.queue.qsize(),
-            "connected": self.connected.is_set(),
             "connects": self.connects,
         }
 
     # -- topics ----------------------------------------------------------------------------------
-    def match_event(self, match_id: str, view: Event) -> None:
+    def match_event(
+        self, match_id: str, view: Event, players: list[str] | None = None
+    ) -> None:
+        """One spectator event; ``players`` rides along so that a subscriber who joins
+        mid-match (and never saw ``created``) can still name the seats."""
         data = {"match_id": match_id, **view}
+        if players is not None:
+            data["players"] = players
         if data.get("kind") == "finished":
             for key in _SECRET_FIELDS:
                 data.pop(key, None)
-        self.offer(f"{PREFIX}/matches/{match_id}/events", data)
+        self.offer(events_topic(match_id), data)
 
     def match_result(self, match_id: str, data: dict[str, Any]) -> None:
-        self.offer(f"{PREFIX}/matches/{match_id}/result", data, retain=True)
+        self.offer(result_topic(match_id), data, retain=True)
 
     def rating(self, name: str, data: dict[str, Any]) -> None:
-        self.offer(f"{PREFIX}/players/{name}/rating", data, retain=True)
+        self.offer(rating_topic(name), data, retain=True)
 
 
 class ArenaPublisher:
@@ -295,7 +285,7 @@ class ArenaPublisher:
             view = match.view(event, "spectator")
             if view is None:
                 continue
-            self.publisher.match_event(match.match_id, view)
+            self.publisher.match_event(match.match_id, view, list(match.players))
             if event["kind"] == "finished":
                 self.publisher.match_result(match.match_id, result_payload(match, event))
 
@@ -342,6 +332,10 @@ class Hooks:
         if self.publisher is not None:
             await self.publisher.stop()
 
+    def mqtt_state(self) -> dict[str, Any] | None:
+        """The publisher's state for ``/healthz`` (None: no ``--mqtt``)."""
+        return None if self.publisher is None else self.publisher.counters()
+
 
 def install(app: Any) -> Hooks:
     """Wire ratings and the optional MQTT publisher into ``app`` (a :class:`server.app.App`)."""
@@ -356,7 +350,9 @@ def install(app: Any) -> Hooks:
             publisher.rating(change.name, {**change.to_dict(), **player.row()})
 
     ratings = Ratings(ratings_path(settings.db), on_change=on_change)
-    app.arena.listeners.append(ratings)
+    # The publisher listens first: a match's last events and its result are queued before
+    # the rating changes the match caused, so subscribers see them in that order.
     if publisher is not None:
         app.arena.listeners.append(ArenaPublisher(publisher))
+    app.arena.listeners.append(ratings)
     return Hooks(ratings, publisher)

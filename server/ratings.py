@@ -28,8 +28,25 @@ from typing import Any
 from openskill.models import PlackettLuce
 
 from moo.match import Event, Match
+from moo.variants import is_classic, rules_spec
 
-__all__ = ["PlayerRating", "RatingChange", "Ratings", "ratings_path"]
+__all__ = ["PlayerRating", "RatingChange", "Ratings", "display_rating", "ratings_path"]
+
+#: The shown rating is ``RATING_BASE + RATING_SCALE * (mu - 3 sigma)``: a newcomer (ordinal 0)
+#: is 1500, the scale puts one OpenSkill unit near chess players' feel for rating points, and
+#: nobody is shown a negative figure after one loss (the raw ordinal is about -1.8 then).
+RATING_BASE = 1500
+RATING_SCALE = 48
+
+
+def display_rating(ordinal: float) -> int:
+    """The rating players see (leaderboard, player pages, MQTT): the ordinal on a 1500 scale.
+
+    One scale for every client, so the web page, ``moo watch`` and the SDK never disagree;
+    ranking still uses the ordinal itself, of which this is an increasing function (floored
+    at 0, which only a hopeless ordinal below -31 reaches).
+    """
+    return max(0, round(RATING_BASE + RATING_SCALE * ordinal))
 
 log = logging.getLogger("moo.ratings")
 
@@ -43,10 +60,33 @@ CREATE TABLE IF NOT EXISTS ratings (
 )
 """
 
+_VARIANT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS variant_ratings (
+    variant TEXT NOT NULL, name TEXT NOT NULL,
+    mu REAL NOT NULL, sigma REAL NOT NULL,
+    games INTEGER NOT NULL, wins INTEGER NOT NULL, draws INTEGER NOT NULL,
+    losses INTEGER NOT NULL, solved INTEGER NOT NULL, guesses INTEGER NOT NULL,
+    time_ms INTEGER NOT NULL,
+    PRIMARY KEY (variant, name)
+)
+"""
+
+
+def variant_of(match: Match) -> str:
+    """The rating family of a match: ``""`` for classic 4-of-10 MOO (today's ratings, kept
+    as they were), else the rules' canonical spec (``mastermind:4:123456``, ``moo:5:0123456789``,
+    ``moo:4:0123456789:repeats``): one rating per distinct game."""
+    rules = match.config.rules
+    return "" if is_classic(rules) else rules_spec(rules)
+
 
 def ratings_path(db: str) -> str | None:
-    """The ratings file beside the match database; None (memory only) for ``:memory:``."""
-    if not db or db == ":memory:":
+    """The ratings file beside the match database; None (memory only) for ``:memory:``.
+
+    Also None for a PostgreSQL database (``postgresql://...``): ratings there are not yet kept
+    in PostgreSQL, and a file named after a URL is no place for them (docs/cluster.md, Status).
+    """
+    if not db or db == ":memory:" or "://" in db:
         return None
     path = Path(db)
     return str(path.with_name(path.stem + ".ratings.sqlite3"))
@@ -78,7 +118,7 @@ class PlayerRating:
         """A ``leaderboard`` row (docs/protocol.md), plus mu and sigma."""
         return {
             "name": self.name,
-            "rating": round(self.ordinal, 2),
+            "rating": display_rating(self.ordinal),
             "mu": round(self.mu, 3),
             "sigma": round(self.sigma, 3),
             "games": self.games,
@@ -94,14 +134,19 @@ class PlayerRating:
 class RatingChange:
     name: str
     match_id: str
-    before: float
-    after: float
+    before: int
+    after: int
     mu: float
     sigma: float
     outcome: str  # win / draw / loss
+    #: the rating family: "" for classic 4-of-10 MOO, else the rules' spec
+    variant: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta": round(self.after - self.before, 3)}
+        data = {**asdict(self), "delta": self.after - self.before}
+        if not self.variant:
+            del data["variant"]
+        return data
 
 
 class Ratings:
@@ -117,17 +162,22 @@ class Ratings:
         self.path = path
         self.model = PlackettLuce()
         self.players: dict[str, PlayerRating] = {}
+        #: variant spec -> casefolded name -> rating, for every family but classic
+        self.variants: dict[str, dict[str, PlayerRating]] = {}
         self.on_change = on_change
         self.flush_interval_s = flush_interval_s
         self._dirty: set[str] = set()
+        self._dirty_variants: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         if self.path is not None:
-            rows = await asyncio.to_thread(self._load, self.path)
+            rows, variant_rows = await asyncio.to_thread(self._load, self.path)
             for row in rows:
                 self.players[row.name.casefold()] = row
+            for variant, row in variant_rows:
+                self.variants.setdefault(variant, {})[row.name.casefold()] = row
             self._task = asyncio.create_task(self._flusher(), name="ratings-flush")
 
     async def stop(self) -> None:
@@ -141,15 +191,22 @@ class Ratings:
         await self.flush()
 
     @staticmethod
-    def _load(path: str) -> list[PlayerRating]:
+    def _load(path: str) -> tuple[list[PlayerRating], list[tuple[str, PlayerRating]]]:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with sqlite3.connect(path) as conn:
             conn.execute(_SCHEMA)
+            conn.execute(_VARIANT_SCHEMA)
             rows = conn.execute(
                 "SELECT name, mu, sigma, games, wins, draws, losses, solved, guesses, time_ms"
                 " FROM ratings"
             ).fetchall()
-        return [PlayerRating(*row) for row in rows]
+            variant_rows = conn.execute(
+                "SELECT variant, name, mu, sigma, games, wins, draws, losses, solved, guesses,"
+                " time_ms FROM variant_ratings"
+            ).fetchall()
+        return [PlayerRating(*row) for row in rows], [
+            (row[0], PlayerRating(*row[1:])) for row in variant_rows
+        ]
 
     async def _flusher(self) -> None:
         while True:
@@ -160,18 +217,23 @@ class Ratings:
                 log.exception("cannot write ratings; will retry")
 
     async def flush(self) -> None:
-        if self.path is None or not self._dirty:
+        if self.path is None or not (self._dirty or self._dirty_variants):
             return
         names, self._dirty = self._dirty, set()
+        keys, self._dirty_variants = self._dirty_variants, set()
         rows = [asdict(self.players[n]) for n in names]
+        variant_rows = [{**asdict(self.variants[v][n]), "variant": v} for v, n in keys]
         try:
-            await asyncio.to_thread(self._write, self.path, rows)
+            await asyncio.to_thread(self._write, self.path, rows, variant_rows)
         except Exception:
             self._dirty |= names
+            self._dirty_variants |= keys
             raise
 
     @staticmethod
-    def _write(path: str, rows: list[dict[str, Any]]) -> None:
+    def _write(
+        path: str, rows: list[dict[str, Any]], variant_rows: list[dict[str, Any]] | None = None
+    ) -> None:
         with sqlite3.connect(path) as conn:
             conn.execute(_SCHEMA)
             conn.executemany(
@@ -179,14 +241,23 @@ class Ratings:
                 " :draws, :losses, :solved, :guesses, :time_ms)",
                 rows,
             )
+            if variant_rows:
+                conn.execute(_VARIANT_SCHEMA)
+                conn.executemany(
+                    "INSERT OR REPLACE INTO variant_ratings VALUES (:variant, :name, :mu,"
+                    " :sigma, :games, :wins, :draws, :losses, :solved, :guesses, :time_ms)",
+                    variant_rows,
+                )
 
     # -- updates ------------------------------------------------------------------------------
-    def get(self, name: str) -> PlayerRating:
+    def get(self, name: str, variant: str = "") -> PlayerRating:
+        """``name``'s rating in ``variant``'s family (``""``: classic 4-of-10 MOO)."""
         key = name.casefold()
-        player = self.players.get(key)
+        table = self.players if not variant else self.variants.setdefault(variant, {})
+        player = table.get(key)
         if player is None:
             fresh = self.model.rating(name=name)
-            player = self.players[key] = PlayerRating(name, float(fresh.mu), float(fresh.sigma))
+            player = table[key] = PlayerRating(name, float(fresh.mu), float(fresh.sigma))
         return player
 
     def __call__(self, match: Match, events: list[Event]) -> None:
@@ -203,9 +274,10 @@ class Ratings:
         if names[0].casefold() == names[1].casefold():
             return []
         winner = result.get("winner")
-        a, b = self.get(names[0]), self.get(names[1])
+        variant = variant_of(match)
+        a, b = self.get(names[0], variant), self.get(names[1], variant)
         ranks = [1.0, 1.0] if winner is None else ([1.0, 2.0] if winner == 0 else [2.0, 1.0])
-        before = (a.ordinal, b.ordinal)
+        before = (display_rating(a.ordinal), display_rating(b.ordinal))
         (ra,), (rb,) = self.model.rate(
             [[self.model.rating(mu=a.mu, sigma=a.sigma, name=a.name)],
              [self.model.rating(mu=b.mu, sigma=b.sigma, name=b.name)]],
@@ -228,13 +300,17 @@ class Ratings:
                 player.solved += 1
                 player.guesses += solved_at
             player.time_ms += duration
-            self._dirty.add(player.name.casefold())
+            if variant:
+                self._dirty_variants.add((variant, player.name.casefold()))
+            else:
+                self._dirty.add(player.name.casefold())
             change = RatingChange(
-                player.name, match.match_id, before[seat], player.ordinal, player.mu,
-                player.sigma, outcome,
+                player.name, match.match_id, before[seat], display_rating(player.ordinal),
+                player.mu, player.sigma, outcome, variant,
             )
             changes.append(change)
-            if self.on_change is not None:
+            # the MQTT rating topics (docs/mqtt.md) carry the classic rating only
+            if self.on_change is not None and not variant:
                 try:
                     self.on_change(change, player)
                 except Exception:
@@ -242,8 +318,12 @@ class Ratings:
         return changes
 
     # -- queries ------------------------------------------------------------------------------
-    def leaderboard(self, by: str = "rating", limit: int = 50) -> list[dict[str, Any]]:
-        players = [p for p in self.players.values() if p.games]
+    def leaderboard(
+        self, by: str = "rating", limit: int = 50, variant: str = ""
+    ) -> list[dict[str, Any]]:
+        """The ranking of one family (``""``: classic; else a variant's canonical spec)."""
+        table = self.players if not variant else self.variants.get(variant, {})
+        players = [p for p in table.values() if p.games]
         if by == "average":
             players.sort(
                 key=lambda p: (p.avg_guesses is None, p.avg_guesses or 0.0, -p.games, p.name)

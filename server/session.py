@@ -3,18 +3,21 @@
 Every frame is checked in this order before anything can change: rate (token bucket), size,
 decoding and schema (``moo.protocol``), then the request's own rules in the lobby or the match.
 A refused request gets ``{type: "error", code, message, ref}`` and leaves all state as it was;
-only flooding (and, at the transport, oversized frames) ends the connection.
+only flooding (and, at the transport, frames over ``TRANSPORT_FACTOR`` times the message limit)
+ends the connection.
+
+The session is typed against :class:`server.context.ServerContext`, not the ``App`` that
+creates it, so ``server.app`` imports this module and never the other way round.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
-import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from functools import cache
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -28,54 +31,57 @@ from moo.errors import (
     NotAvailable,
     NotHello,
     RateLimited,
-    StorageError,
+    SchemaError,
+    TooManyAttempts,
 )
 from moo.protocol import (
     JSON_SUBPROTOCOL,
     PROTOCOL_VERSION,
-    SUBPROTOCOLS,
     Codec,
+    valid_id,
     validate_client,
 )
+from moo.variants import CLASSIC_SPEC, is_classic, parse_rules_spec, rules_spec
+from server.accounts import CLOSE_SIGNED_OUT, hash_token, new_token
 from server.connection import (
     CLOSE_POLICY,
     CLOSE_REPLACED,
     Connection,
     error_message,
 )
+from server.context import ServerContext
 from server.ratelimit import TokenBucket
-
-if TYPE_CHECKING:
-    from server.app import App
+from server.storage import PlayerRecord
 
 __all__ = ["hash_token", "run_session", "valid_name"]
 
 log = logging.getLogger("moo.session")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,24}$")
-#: One codec per subprotocol for the whole server: a codec holds a MessagePack packer whose
-#: buffer would otherwise cost every connection its own pages.
-_CODECS = {name: Codec(name) for name in SUBPROTOCOLS}
+
+
+@cache
+def _codec(subprotocol: str, max_bytes: int) -> Codec:
+    """One codec per subprotocol (and limit) for the whole server: a codec holds a MessagePack
+    packer whose buffer would otherwise cost every connection its own pages."""
+    return Codec(subprotocol, max_bytes)
+
+
 #: Refused messages in a row (over the rate) before the connection is closed with 1008.
 _MAX_STRIKES = 10
-
-
-def hash_token(token: str) -> str:
-    """Only this digest is stored, so a leaked database does not leak anyone's seat."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def valid_name(name: str) -> bool:
     return bool(_NAME_RE.match(name))
 
 
-async def run_session(app: App, ws: ServerConnection) -> None:
+async def run_session(app: ServerContext, ws: ServerConnection) -> None:
     settings = app.settings
-    codec = _CODECS[ws.subprotocol or JSON_SUBPROTOCOL]
+    codec = _codec(ws.subprotocol or JSON_SUBPROTOCOL, settings.max_message_bytes)
     conn = Connection(ws, codec=codec, queue_max=settings.send_queue_max)
     app.connections.add(conn)
     bucket = TokenBucket(settings.rate_per_s, settings.rate_burst)
-    strikes = 0
+    strikes = 0  # refused (over-rate) messages in a row, before and after hello alike
     # Idle timeout and keepalive: server/heartbeat.py reads the stamp set on every frame.
     clock = asyncio.get_running_loop().time
     try:
@@ -86,12 +92,20 @@ async def run_session(app: App, ws: ServerConnection) -> None:
                     frame = await ws.recv()
                     conn.last_in = clock()
                     if not bucket.take():
-                        conn.close(CLOSE_POLICY, "rate limit exceeded")
-                        return
+                        strikes += 1
+                        if strikes >= _MAX_STRIKES:
+                            conn.close(CLOSE_POLICY, "rate limit exceeded")
+                            return
+                        conn.send_error(RateLimited("too many messages: slow down"))
+                        continue
+                    strikes = 0
                     raw: Any = None
                     try:
                         raw = codec.decode(frame)
                         msg = validate_client(raw)
+                        if msg["type"] == "ping":  # "any time": before hello too
+                            conn.send(_ref({"type": "pong"}, msg.get("id")))
+                            continue
                         if msg["type"] != "hello":
                             raise NotHello("the first message must be hello")
                         await _hello(app, conn, msg)
@@ -100,6 +114,9 @@ async def run_session(app: App, ws: ServerConnection) -> None:
         except TimeoutError:
             conn.close(CLOSE_POLICY, "no hello in time")
             return
+        # Back into every seat at once (`match`, the events so far, then live events), outside
+        # the handshake timeout: a program with many matches may take a while to replay.
+        await app.arena.rejoin(conn, conn.player)
         # -- requests -----------------------------------------------------------------------------
         # The handshake is over: its headers are only memory now (~2.5 KiB a connection).
         # websockets' parser keeps the request object itself alive, so it is emptied in place.
@@ -109,6 +126,8 @@ async def run_session(app: App, ws: ServerConnection) -> None:
         raw, msg, frame = None, {}, b""
         while not conn.closing:
             frame = await ws.recv()
+            if conn.closing:  # replaced while it waited: its seats belong to the newer one
+                break
             conn.last_in = clock()
             if not bucket.take():
                 strikes += 1
@@ -140,37 +159,48 @@ async def run_session(app: App, ws: ServerConnection) -> None:
         await conn.finish()
 
 
-async def _hello(app: App, conn: Connection, msg: dict[str, Any]) -> None:
+async def _hello(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:
     name = msg["name"].strip()
     token = msg.get("token")
+    password = msg.get("password")
     bot = bool(msg.get("bot", False))
-    new_token: str | None = None
-    if token is not None:
-        record = await app.store.player_by_token(hash_token(token))
-        if record is None:
+    new_token_: str | None = None
+    if password is not None:  # signing in to a secured name, from any device
+        if token is not None:
+            raise SchemaError("send either 'token' or 'password' in hello, not both")
+        account, new_token_ = await app.accounts.sign_in(name, password, _address(conn))
+        record = PlayerRecord(account.name, account.bot, 0, secured=True)
+        name = record.name
+    elif token is not None:
+        found = await app.store.player_by_token(hash_token(token))
+        if found is None:
             raise BadToken("unknown token: it does not belong to any player")
+        record = found
         name = record.name
     else:
         if not valid_name(name):
             raise InvalidName("a name is 1-24 letters, digits, '_', '-' or '.'")
         if name.casefold() in app.reserved_names:
             raise NameTaken(f"the name {name!r} is reserved for a hosted bot")
-        new_token = secrets.token_urlsafe(24)
+        new_token_ = new_token()
         try:
-            record = await app.store.register_player(name, hash_token(new_token), bot)
+            record = await app.store.register_player(name, hash_token(new_token_), bot)
         except NameTaken:
-            raise NameTaken(
-                f"the name {name!r} is taken; send its token to reclaim it, or pick another"
+            # the name is owned: only its token or its password takes it back
+            # (docs/protocol.md: bad_token)
+            raise BadToken(
+                f"the name {name!r} belongs to another player: sign in with its password or"
+                " token, or pick another name"
             ) from None
-        except StorageError:
-            raise
         name = record.name
     if conn.closing:
         return
     conn.player = name
     old = app.lobby.arrive(conn, name, record.bot or bot)
     if old is not None:
-        app.arena.detach(old)
+        # The seats pass straight to this connection (below): the opponent sees no away/back,
+        # because the seat never lacked a connection.
+        app.arena.release(old)
         old.close(CLOSE_REPLACED, "replaced by a newer connection")
     reply: dict[str, Any] = {
         "type": "welcome",
@@ -178,15 +208,18 @@ async def _hello(app: App, conn: Connection, msg: dict[str, Any]) -> None:
         "protocol": PROTOCOL_VERSION,
         "server": f"moo-arena/{__version__}",
         "matches": app.arena.player_matches(name),
+        "secured": record.secured,
+        # the rules this server offers, the default first (docs/protocol.md, "Variants")
+        "variants": [rules.to_dict() for rules in app.arena.variants],
     }
-    if new_token is not None:
-        reply["token"] = new_token
+    if new_token_ is not None:
+        reply["token"] = new_token_
     if msg.get("id") is not None:
         reply["ref"] = msg["id"]
     conn.send(reply)
 
 
-async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
+async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:
     """Every request but the moves (``_move``): lobby, replays, queries."""
     kind = msg["type"]
     ref = msg.get("id")
@@ -205,6 +238,8 @@ async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
         lobby.answer(conn, msg)
     elif kind == "room_create":
         lobby.room_create(conn, msg)
+    elif kind == "room_cancel":
+        lobby.room_cancel(conn, msg)
     elif kind == "room_join":
         lobby.room_join(conn, msg)
     elif kind == "play_bot":
@@ -222,16 +257,70 @@ async def _dispatch(app: App, conn: Connection, msg: dict[str, Any]) -> None:
         conn.send(_ref({"type": "matches", "matches": arena.listing()}, ref))
     elif kind == "leaderboard":
         by = msg.get("by", "rating")
-        rows = app.hooks.ratings.leaderboard(by)
-        conn.send(_ref({"type": "leaderboard", "by": by, "players": rows}, ref))
+        rules = parse_rules_spec(msg.get("variant") or CLASSIC_SPEC)
+        family = "" if is_classic(rules) else rules_spec(rules)
+        rows = await app.history.decorate(app.hooks.ratings.leaderboard(by, variant=family))
+        conn.send(_ref({"type": "leaderboard", "by": by, "variant": rules_spec(rules),
+                        "players": rows}, ref))
+    elif kind == "analysis":
+        match_id = msg["match_id"]
+        live = arena.live.get(match_id)
+        conn.send(_ref(await arena.analysis.analysis(match_id, live is not None), ref))
+    elif kind in _ACCOUNT_REQUESTS:
+        await _account_request(app, conn, msg)
     else:  # pragma: no cover - the schema admits only the types above and the moves
         raise NotAvailable(f"{kind!r} is not supported by this server")
 
 
 _MOVES = frozenset(("secret", "guess", "resign"))
+_ACCOUNT_REQUESTS = frozenset(
+    ("set_password", "sign_out_all", "history", "match_record", "player")
+)
 
 
-def _move(app: App, conn: Connection, msg: dict[str, Any], received: float | None) -> None:
+async def _account_request(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:
+    """Accounts (server/accounts.py) and history (server/history.py): docs/protocol.md."""
+    kind = msg["type"]
+    ref = msg.get("id")
+    me = conn.player
+    assert me is not None
+    if kind == "set_password":
+        await app.accounts.set_password(
+            me, msg["password"], msg.get("old_password"), _address(conn)
+        )
+        conn.send(_ref({"type": "password_set"}, ref))
+    elif kind == "sign_out_all":
+        token = await app.accounts.sign_out_all(me)
+        folded = me.casefold()
+        for other in list(app.connections):
+            if other is not conn and other.player is not None and (
+                other.player.casefold() == folded
+            ):
+                app.arena.detach(other)
+                other.close(CLOSE_SIGNED_OUT, "signed_out")
+        conn.send(_ref({"type": "signed_out", "token": token}, ref))
+    elif kind == "history":
+        conn.send(_ref(await app.history.history(me, msg), ref))
+    elif kind == "match_record":
+        match_id = msg["match_id"]
+        live = app.arena.live.get(match_id)
+        reply = await app.history.match_record(match_id, live is not None and not live.broken)
+        conn.send(_ref(reply, ref))
+    else:
+        conn.send(_ref(await app.history.player(msg["name"]), ref))
+
+
+def _address(conn: Connection) -> str:
+    """The client's IP address, the key of the per-address sign-in limit."""
+    peer = getattr(conn.ws, "remote_address", None)
+    if isinstance(peer, tuple) and peer:
+        return str(peer[0])
+    return "?"
+
+
+def _move(
+    app: ServerContext, conn: Connection, msg: dict[str, Any], received: float | None
+) -> None:
     """A seat's ``secret`` / ``guess`` / ``resign``: synchronous all the way to the store."""
     arena = app.arena
     if msg["match_id"] not in arena.live:
@@ -244,15 +333,15 @@ def _error_reply(exc: MooError, raw: Any) -> dict[str, Any]:
     ref = match_id = None
     if isinstance(raw, dict):
         rid = raw.get("id")
-        if (isinstance(rid, str) and len(rid) <= 64) or (
-            isinstance(rid, int) and not isinstance(rid, bool) and 0 <= rid < 2**53
-        ):
+        if rid is not None and valid_id(rid):
             ref = rid
         mid = raw.get("match_id")
         if isinstance(mid, str) and len(mid) <= 40:
             match_id = mid
     reply = error_message(exc, ref)
-    if match_id is not None:
+    if isinstance(exc, TooManyAttempts):
+        reply["retry_after_ms"] = exc.retry_after_ms
+    if match_id is not None and "match_id" not in reply:  # in_match names the live one
         reply["match_id"] = match_id
     return reply
 

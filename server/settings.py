@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
+from urllib.parse import urlsplit
 
-__all__ = ["SECTIONS", "ConfigError", "Settings", "load_settings"]
+from moo.errors import BadRules
+from moo.variants import DEFAULT_VARIANTS, parse_rules_spec
+
+__all__ = ["SECTIONS", "ConfigError", "Settings", "check_db", "load_settings"]
 
 
 class ConfigError(ValueError):
@@ -35,6 +40,7 @@ class Settings:
     static_dir: str = ""  # "" = the repository's clients/web/ when present
     origins: list[str] = field(default_factory=list)
     log_level: str = "INFO"
+    log_format: str = "text"  # or "json" (server/logs.py)
     # [limits]
     max_message_bytes: int = 4096
     max_connections: int = 5000
@@ -45,7 +51,7 @@ class Settings:
     ping_interval_s: float = 20.0
     send_queue_max: int = 256
     # [storage]
-    db: str = "var/moo.sqlite3"
+    db: str = "var/moo.sqlite3"  # a SQLite file, or postgresql://HOST[:PORT]/DBNAME
     commit_window_ms: float = 0.0
     sqlite_synchronous: str = "FULL"
     # [match]
@@ -56,11 +62,25 @@ class Settings:
     secret_ms: int = 120000  # 0 = no deadline for choosing a secret
     grace_ms: int = 60000
     show_guesses: bool = True
+    #: the rules this server offers, as compact specs (docs/variants.md); the first is the
+    #: default for requests without ``rules``
+    variants: list[str] = field(default_factory=lambda: list(DEFAULT_VARIANTS))
     # [bots]
     bot_strategies: list[str] = field(default_factory=list)  # [] = every registered one
     bot_delay_ms: int = 250
+    # [accounts] -- see docs/protocol.md, "Accounts"
+    argon2_time_cost: int = 3
+    argon2_memory_kib: int = 65536
+    argon2_parallelism: int = 4
+    signin_failures_per_name: int = 5
+    signin_failures_per_address: int = 20
+    signin_window_s: float = 900.0
     # [mqtt] -- see docs/mqtt.md
     mqtt_url: str = ""  # "" = no MQTT event stream; mqtt://HOST:PORT[?encoding=msgpack]
+    # [cluster] -- see docs/cluster.md
+    cluster_url: str = ""  # "" = a single node; mqtt://HOST:PORT = the cluster's bus
+    node: str = ""  # this node's name in the cluster ("" = the host name)
+    lease_ms: int = 10000  # a dead node's matches are taken over within this time
 
     def __post_init__(self) -> None:
         problems = []
@@ -76,15 +96,81 @@ class Settings:
             problems.append(f"pacing must be 'lockstep' or 'free', got {self.pacing!r}")
         if self.sqlite_synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             problems.append("sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA")
+        if self.cluster_url:
+            if not self.cluster_url.startswith("mqtt://"):
+                problems.append(f"cluster_url must be mqtt://HOST:PORT, got {self.cluster_url!r}")
+            if not self.db.startswith(("postgresql://", "postgres://")):
+                problems.append("a cluster node needs db = postgresql://HOST[:PORT]/DBNAME")
+            if self.node and not _NODE_RE.match(self.node):
+                problems.append(f"node must be 1-40 of A-Z a-z 0-9 _ . -, got {self.node!r}")
+        if self.log_format not in ("text", "json"):
+            problems.append(f"log_format must be 'text' or 'json', got {self.log_format!r}")
+        if self.lease_ms < 1000:
+            problems.append("lease_ms must be at least 1000")
+        db_problem = check_db(self.db)
+        if db_problem:
+            problems.append(db_problem)
         if self.commit_window_ms < 0 or self.grace_ms < 0 or self.bot_delay_ms < 0:
             problems.append("durations must not be negative")
+        if self.argon2_time_cost < 1 or self.argon2_parallelism < 1 or (
+            self.argon2_memory_kib < 8 * self.argon2_parallelism
+        ):
+            problems.append(
+                "argon2: time_cost >= 1, parallelism >= 1, memory_kib >= 8 x parallelism"
+            )
+        if (
+            self.signin_failures_per_name < 1
+            or self.signin_failures_per_address < 1
+            or self.signin_window_s <= 0
+        ):
+            problems.append("sign-in limits must be >= 1 and signin_window_s > 0")
+        if not self.variants:
+            problems.append("variants must list at least one rules spec")
+        for spec in self.variants:
+            try:
+                parse_rules_spec(spec)
+            except BadRules as exc:
+                problems.append(f"variants: {spec!r}: {exc}")
         if problems:
             raise ConfigError("; ".join(problems))
 
 
+_NODE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
+
+
+def check_db(db: str) -> str | None:
+    """Why ``db`` is neither a SQLite file path nor ``postgresql://HOST[:PORT]/DBNAME``."""
+    if not db:
+        return "db must be a SQLite file path or postgresql://HOST[:PORT]/DBNAME, got ''"
+    if "://" not in db:
+        return None
+    scheme = db.partition("://")[0]
+    if scheme not in ("postgresql", "postgres"):
+        return (
+            f"db must be a SQLite file path or postgresql://HOST[:PORT]/DBNAME,"
+            f" got a {scheme}:// URL"
+        )
+    parts = urlsplit(db)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        return f"db {describe(db)}: the port must be a number"
+    if not parts.path.strip("/"):
+        return f"db {describe(db)} names no database: use postgresql://HOST[:PORT]/DBNAME"
+    return None
+
+
+def describe(db: str) -> str:
+    """``db`` without any password, for messages."""
+    parts = urlsplit(db)
+    if parts.password is None:
+        return db
+    return db.replace(f":{parts.password}@", ":***@", 1)
+
+
 #: TOML section -> keys, in the order config/default.toml lists them.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "server": ("host", "port", "static_dir", "origins", "log_level"),
+    "server": ("host", "port", "static_dir", "origins", "log_level", "log_format"),
     "limits": (
         "max_message_bytes", "max_connections", "rate_per_s", "rate_burst",
         "handshake_timeout_s", "idle_timeout_s", "ping_interval_s", "send_queue_max",
@@ -92,10 +178,15 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "storage": ("db", "commit_window_ms", "sqlite_synchronous"),
     "match": (
         "pacing", "guess_cap", "clock_total_ms", "clock_guess_ms", "secret_ms", "grace_ms",
-        "show_guesses",
+        "show_guesses", "variants",
     ),
     "bots": ("bot_strategies", "bot_delay_ms"),
+    "accounts": (
+        "argon2_time_cost", "argon2_memory_kib", "argon2_parallelism",
+        "signin_failures_per_name", "signin_failures_per_address", "signin_window_s",
+    ),
     "mqtt": ("mqtt_url",),
+    "cluster": ("cluster_url", "node", "lease_ms"),
 }
 
 

@@ -8,9 +8,10 @@ writer thread drains every queued operation (from many matches and connections) 
 transaction, commits once, and then releases all the waiters with one hop back to the event
 loop. Callers therefore never block the loop on disk I/O and never create a task per write.
 
-:class:`Store` is the small interface the rest of the server sees; :class:`SQLiteStore` is
-the one backend today. Another backend (PostgreSQL, a replicated log over MQTT) implements
-the same few methods.
+:class:`Store` is the small interface the rest of the server sees. :class:`SQLiteStore` is
+the embedded single-node backend; ``server/storage_pg.py`` holds the PostgreSQL one (the
+durable store of a cluster). Both create their tables from the one list of migrations in
+``server/schema.py``; :func:`open_store` picks the backend from the ``db`` setting.
 """
 
 from __future__ import annotations
@@ -24,21 +25,28 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
+from urllib.parse import urlsplit
 
 from moo.errors import NameTaken, StorageError
+from server.schema import RESULTS_UPSERT_SQLITE, result_rows, upgrade_sqlite
 
 __all__ = [
+    "Account",
     "Done",
+    "HistoryRow",
     "PlayerRecord",
     "PlayerStats",
     "SQLiteStore",
     "StatDelta",
     "Store",
     "StoredMatch",
+    "describe_db",
+    "is_postgres_url",
 ]
 
 log = logging.getLogger("moo.storage")
@@ -54,6 +62,27 @@ class PlayerRecord:
     name: str
     bot: bool
     created_ms: int
+    #: the name has a password (server/accounts.py)
+    secured: bool = False
+
+
+@dataclass(frozen=True)
+class Account:
+    """A name's sign-in data: ``password_hash`` is None until the owner sets a password."""
+
+    name: str
+    bot: bool
+    password_hash: str | None
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One finished match from one seat's side (the ``results`` index)."""
+
+    match_id: str
+    seat: int
+    ended_ms: int
+    summary: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,19 @@ class PlayerStats:
     solved: int
     avg_guesses: float | None
     avg_time_ms: float | None
+
+    #: the ``stats`` columns :meth:`from_row` reads, in its order (both backends' queries)
+    COLUMNS = "player, games, wins, draws, losses, solved, solved_guesses, time_ms"
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> PlayerStats:
+        """A ``stats`` row (:attr:`COLUMNS`) with its sums turned into averages."""
+        player, games, wins, draws, losses, solved, guesses, time_ms = row
+        return cls(
+            player, games, wins, draws, losses, solved,
+            guesses / solved if solved else None,
+            time_ms / games if games else None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -142,46 +184,68 @@ class Store(ABC):
     @abstractmethod
     async def player_stats(self, name: str) -> PlayerStats | None: ...
 
+    # -- accounts (server/accounts.py) --------------------------------------------------------
+    @abstractmethod
+    async def account(self, name: str) -> Account | None:
+        """The name's sign-in data (case-insensitive), None for a name nobody owns."""
+
+    @abstractmethod
+    async def add_token(self, name: str, token_hash: str, keep: int) -> None:
+        """Another device's token for ``name``; only the ``keep`` newest tokens stay valid."""
+
+    @abstractmethod
+    async def set_password_hash(self, name: str, password_hash: str) -> None: ...
+
+    @abstractmethod
+    async def rotate_tokens(self, name: str, token_hash: str) -> None:
+        """Revoke every token of ``name`` and make ``token_hash`` its only one."""
+
+    # -- history (server/history.py) ----------------------------------------------------------
+    @abstractmethod
+    async def history(
+        self, player: str, before: tuple[int, str, int] | None, limit: int
+    ) -> list[HistoryRow]:
+        """The player's finished matches, newest first, strictly before the key
+        ``(ended_ms, match_id, seat)`` when given; at most ``limit`` rows."""
+
+    @abstractmethod
+    async def guess_outcomes(self, names: Sequence[str]) -> dict[str, Counter[tuple[int, bool]]]:
+        """casefolded name -> ``(guesses made, solved?)`` -> matches, over finished matches."""
+
+    @abstractmethod
+    async def known_player(self, name: str) -> str | None:
+        """The stored spelling of a name that registered or played a finished match."""
+
     @abstractmethod
     async def leaderboard(self, by: str, limit: int = 50) -> list[dict[str, Any]]:
         """Top players by ``rating`` or by ``average`` guesses when solving."""
 
+    @property
+    def available(self) -> bool:
+        """False while the backend is known to be unreachable (reported by /healthz)."""
+        return True
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS players (
-    name TEXT PRIMARY KEY COLLATE NOCASE,
-    token_hash TEXT UNIQUE,
-    bot INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS matches (
-    match_id TEXT PRIMARY KEY,
-    meta TEXT NOT NULL,
-    finished INTEGER NOT NULL DEFAULT 0,
-    created_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS matches_unfinished ON matches(finished) WHERE finished = 0;
--- Rows are appended in commit order (rowid), and only the small (match_id, seq) index takes
--- the random inserts: a clustered WITHOUT ROWID table made every commit rewrite a page per
--- match touched, 1.6-2.4x the CPU per row on the writer thread. Databases made before keep
--- their layout; the statements below work on both.
-CREATE TABLE IF NOT EXISTS events (
-    match_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    UNIQUE (match_id, seq)
-);
-CREATE TABLE IF NOT EXISTS stats (
-    player TEXT PRIMARY KEY COLLATE NOCASE,
-    games INTEGER NOT NULL DEFAULT 0,
-    wins INTEGER NOT NULL DEFAULT 0,
-    draws INTEGER NOT NULL DEFAULT 0,
-    losses INTEGER NOT NULL DEFAULT 0,
-    solved INTEGER NOT NULL DEFAULT 0,
-    solved_guesses INTEGER NOT NULL DEFAULT 0,
-    time_ms INTEGER NOT NULL DEFAULT 0
-);
-"""
+    def on_recovered(self, callback: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``callback`` each time the backend is reachable again after an outage.
+
+        Backends that cannot lose their connection (SQLite) never call it.
+        """
+        return None
+
+
+def is_postgres_url(db: str) -> bool:
+    """Whether the ``db`` setting names a PostgreSQL database rather than a SQLite file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def describe_db(db: str) -> str:
+    """The ``db`` setting as logs and /healthz may show it: a URL loses user and password."""
+    if not is_postgres_url(db):
+        return db
+    parts = urlsplit(db)
+    host = parts.hostname or "localhost"
+    port = f":{parts.port}" if parts.port else ""
+    return f"postgresql://{host}{port}{parts.path}"
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -287,7 +351,7 @@ class SQLiteStore(Store):
         # Checkpoints run on their own thread (see _checkpoints), never inside a commit.
         conn.execute("PRAGMA wal_autocheckpoint=0")
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.executescript(_SCHEMA)
+        upgrade_sqlite(conn, str(self.path))
         return conn
 
     def _run(self, ready: asyncio.Future[None]) -> None:
@@ -475,11 +539,15 @@ class SQLiteStore(Store):
         def write(conn: sqlite3.Connection) -> PlayerRecord:
             try:
                 conn.execute(
-                    "INSERT INTO players(name, token_hash, bot, created_ms) VALUES (?, ?, ?, ?)",
-                    (name, token_hash, int(bot), now),
+                    "INSERT INTO players(name, bot, created_ms) VALUES (?, ?, ?)",
+                    (name, int(bot), now),
                 )
             except sqlite3.IntegrityError as exc:
                 raise NameTaken(f"the name {name!r} is taken; pick another") from exc
+            conn.execute(
+                "INSERT INTO tokens(token_hash, name, created_ms) VALUES (?, ?, ?)",
+                (token_hash, name, now),
+            )
             return PlayerRecord(name, bot, now)
 
         return await self._call(write)
@@ -487,27 +555,20 @@ class SQLiteStore(Store):
     async def player_by_token(self, token_hash: str) -> PlayerRecord | None:
         def read(conn: sqlite3.Connection) -> PlayerRecord | None:
             row = conn.execute(
-                "SELECT name, bot, created_ms FROM players WHERE token_hash = ?", (token_hash,)
+                "SELECT p.name, p.bot, p.created_ms, p.password_hash IS NOT NULL FROM tokens t"
+                " JOIN players p ON p.name = t.name WHERE t.token_hash = ?",
+                (token_hash,),
             ).fetchone()
-            return PlayerRecord(row[0], bool(row[1]), row[2]) if row else None
+            return PlayerRecord(row[0], bool(row[1]), row[2], bool(row[3])) if row else None
 
         return await self._call(read)
 
     async def player_stats(self, name: str) -> PlayerStats | None:
         def read(conn: sqlite3.Connection) -> PlayerStats | None:
             row = conn.execute(
-                "SELECT player, games, wins, draws, losses, solved, solved_guesses, time_ms"
-                " FROM stats WHERE player = ?",
-                (name,),
+                f"SELECT {PlayerStats.COLUMNS} FROM stats WHERE player = ?", (name,)
             ).fetchone()
-            if row is None:
-                return None
-            player, games, wins, draws, losses, solved, guesses, time_ms = row
-            return PlayerStats(
-                player, games, wins, draws, losses, solved,
-                guesses / solved if solved else None,
-                time_ms / games if games else None,
-            )
+            return None if row is None else PlayerStats.from_row(row)
 
         return await self._call(read)
 
@@ -537,6 +598,102 @@ class SQLiteStore(Store):
 
         return await self._call(read)
 
+    # -- accounts ---------------------------------------------------------------------------
+    async def account(self, name: str) -> Account | None:
+        def read(conn: sqlite3.Connection) -> Account | None:
+            row = conn.execute(
+                "SELECT name, bot, password_hash FROM players WHERE name = ?", (name,)
+            ).fetchone()
+            return Account(row[0], bool(row[1]), row[2]) if row else None
+
+        return await self._call(read)
+
+    async def add_token(self, name: str, token_hash: str, keep: int) -> None:
+        now = int(time.time() * 1000)
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO tokens(token_hash, name, created_ms) VALUES (?, ?, ?)",
+                (token_hash, name, now),
+            )
+            conn.execute(
+                "DELETE FROM tokens WHERE name = ? AND token_hash NOT IN (SELECT token_hash"
+                " FROM tokens WHERE name = ? ORDER BY created_ms DESC, rowid DESC LIMIT ?)",
+                (name, name, keep),
+            )
+
+        await self._call(write)
+
+    async def set_password_hash(self, name: str, password_hash: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE players SET password_hash = ? WHERE name = ?",
+                         (password_hash, name))
+
+        await self._call(write)
+
+    async def rotate_tokens(self, name: str, token_hash: str) -> None:
+        now = int(time.time() * 1000)
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM tokens WHERE name = ?", (name,))
+            conn.execute(
+                "INSERT INTO tokens(token_hash, name, created_ms) VALUES (?, ?, ?)",
+                (token_hash, name, now),
+            )
+
+        await self._call(write)
+
+    # -- history ----------------------------------------------------------------------------
+    async def history(
+        self, player: str, before: tuple[int, str, int] | None, limit: int
+    ) -> list[HistoryRow]:
+        def read(conn: sqlite3.Connection) -> list[HistoryRow]:
+            if before is None:
+                rows = conn.execute(
+                    "SELECT match_id, seat, ended_ms, summary FROM results WHERE player = ?"
+                    " ORDER BY ended_ms DESC, match_id DESC, seat DESC LIMIT ?",
+                    (player, limit),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT match_id, seat, ended_ms, summary FROM results WHERE player = ?"
+                    " AND (ended_ms, match_id, seat) < (?, ?, ?)"
+                    " ORDER BY ended_ms DESC, match_id DESC, seat DESC LIMIT ?",
+                    (player, *before, limit),
+                ).fetchall()
+            return [HistoryRow(m, seat, ended, json.loads(body)) for m, seat, ended, body in rows]
+
+        return await self._call(read)
+
+    async def guess_outcomes(self, names: Sequence[str]) -> dict[str, Counter[tuple[int, bool]]]:
+        wanted = list(dict.fromkeys(n.casefold() for n in names))
+
+        def read(conn: sqlite3.Connection) -> dict[str, Counter[tuple[int, bool]]]:
+            out: dict[str, Counter[tuple[int, bool]]] = {n: Counter() for n in wanted}
+            for start in range(0, len(wanted), 200):
+                chunk = wanted[start : start + 200]
+                marks = ",".join("?" * len(chunk))
+                for player, guesses, solved, count in conn.execute(
+                    "SELECT player, guesses, solved, COUNT(*) FROM results"
+                    f" WHERE player IN ({marks}) GROUP BY player, guesses, solved",
+                    chunk,
+                ):
+                    out.setdefault(player.casefold(), Counter())[(guesses, bool(solved))] += count
+            return out
+
+        return await self._call(read)
+
+    async def known_player(self, name: str) -> str | None:
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT name FROM players WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                row = conn.execute(
+                    "SELECT player FROM results WHERE player = ? LIMIT 1", (name,)
+                ).fetchone()
+            return str(row[0]) if row else None
+
+        return await self._call(read)
+
 
 def _write_appends(conn: sqlite3.Connection, appends: list[_Append]) -> None:
     metas = [(a.match_id, a.meta, a.created_ms) for a in appends if a.meta is not None]
@@ -562,6 +719,7 @@ def _write_appends(conn: sqlite3.Connection, appends: list[_Append]) -> None:
             conn.execute("UPDATE matches SET finished = 1 WHERE match_id = ?", (a.match_id,))
             for delta in a.stats:
                 _apply_stat(conn, delta)
+            _index_result(conn, a.match_id, a.rows[-1][2] if a.rows else None)
 
 
 _CHUNKS = (256, 64, 16, 4, 1)
@@ -593,6 +751,26 @@ def _events(conn: sqlite3.Connection, match_id: str, after: int = 0) -> list[Eve
             (match_id, after),
         )
     ]
+
+
+def _index_result(conn: sqlite3.Connection, match_id: str, last_body: str | None) -> None:
+    """Write the finished match's ``results`` rows (history, distributions).
+
+    Runs inside the transaction that marks the match finished, once per match. The rows come
+    from :func:`server.schema.result_rows` (shared with PostgreSQL and with the migration that
+    indexed older matches). The index is derived data: a failure here is logged and never
+    allowed to fail the match's commit.
+    """
+    try:
+        first = conn.execute(
+            "SELECT body FROM events WHERE match_id = ? AND seq = 1", (match_id,)
+        ).fetchone()
+        meta = conn.execute("SELECT meta FROM matches WHERE match_id = ?", (match_id,)).fetchone()
+        rows = result_rows(match_id, first[0] if first else None, last_body,
+                           meta[0] if meta else None)
+        conn.executemany(RESULTS_UPSERT_SQLITE, rows)
+    except sqlite3.Error:
+        log.exception("cannot index the result of match %s for history", match_id)
 
 
 def _apply_stat(conn: sqlite3.Connection, d: StatDelta) -> None:

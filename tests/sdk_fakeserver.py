@@ -27,7 +27,7 @@ from moo.commitment import new_salt
 from moo.errors import MooError, NotHello, UnknownMatch
 from moo.match import Match, MatchConfig
 from moo.protocol import SUBPROTOCOLS, codec_for, decode_client
-from moo.rules import Response
+from moo.rules import Response, Rules
 
 
 def now_ms() -> int:
@@ -192,6 +192,7 @@ class FakeServer:
         if bot is not None:
             seat = players.index(None)
             hosted.bot, hosted.bot_seat = create(bot), seat
+            assert isinstance(self.config.rules, Rules)
             hosted.bot.new_match(self.config.rules, random.Random(7))
             secret = random.Random().choice(self.config.rules.secrets)
             await self.emit(mid, match.set_secret(seat, secret, new_salt(), now_ms()))

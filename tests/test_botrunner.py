@@ -87,3 +87,35 @@ def test_the_sdk_example_from_the_docs_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     assert re.match(r"(win|loss|draw): solved, counts \(\d+, \d+\), fair: \[True, True\]",
                     done.stdout), done.stdout
+
+
+def test_progress_is_one_line_rewritten_in_place_on_a_terminal():
+    """On a tty the progress line is redrawn with CR + erase-line, and a notice or a match
+    line first clears it, so the terminal never shows half-overwritten text."""
+    import argparse
+    import io
+
+    from clients.botrunner import MatchOutcome, _Run
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    run = _Run(argparse.Namespace(games=2, json=False), stderr=err)
+
+    def outcome(result: str) -> MatchOutcome:
+        return MatchOutcome("m1", "me", "you", result, "solved", 5, 6, True, False, "0123",
+                            "4567", True)
+
+    run.report(outcome("win"))
+    assert err.getvalue() == "\r\033[K[##########..........] 1/2 matches: 1 W / 0 D / 0 L"
+    run.notice("me: still waiting")
+    run.report(outcome("draw"))
+    run.finish()
+    assert err.getvalue().split("\r\033[K")[1:] == [
+        "[##########..........] 1/2 matches: 1 W / 0 D / 0 L",
+        "me: still waiting\n[##########..........] 1/2 matches: 1 W / 0 D / 0 L",
+        "",
+        "[####################] 2/2 matches: 1 W / 1 D / 0 L\n",
+    ]

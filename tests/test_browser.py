@@ -3,167 +3,41 @@
 (a) two pages play a complete match against each other (with a spectator and a rematch),
 (b) one page plays a built-in bot to the end, then finds itself on the leaderboard,
 (c) a reload mid-match resumes it, and so does a server restart (the page reconnects alone).
+The issue-12 points are in tests/test_browser_match.py (today's protocol) and
+tests/test_browser_accounts.py (accounts, history, the one-match rule on the server).
 
 Without Chromium these tests fail under CI (CI=true) and skip with the reason elsewhere.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from clients.web_harness import MooServer, chromium_problem, launch_chromium
-from moo.rules import DEFAULT_RULES, score
+from clients.web_harness import MooServer
+from moo.rules import DEFAULT_RULES
+from tests import browser_support
+from tests.browser_support import (
+    assert_fair,
+    assert_fits,
+    login,
+    new_page,
+    rows,
+    set_secret,
+    solve,
+    tap_guess,
+    type_guess,
+    wait_revealed,
+)
+
+browser = browser_support.browser
+shared_server = browser_support.shared_server
+server = browser_support.server
 
 pytestmark = pytest.mark.browser
-
-WAIT_MS = 15_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    problem = chromium_problem()
-    if problem is not None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"browser tests cannot run in CI: {problem}", pytrace=False)
-        pytest.skip(f"browser tests need Chromium: {problem}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = launch_chromium(pw)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture(scope="module")
-def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooServer]:
-    """One server for the tests that only need a server (they use distinct names)."""
-    db = tmp_path_factory.mktemp("moo") / "moo.sqlite3"
-    with MooServer(db, extra=["--bot-delay-ms", "0"]) as srv:
-        yield srv
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[MooServer]:
-    """A server of the test's own, which it may stop and start."""
-    with MooServer(tmp_path / "moo.sqlite3", extra=["--bot-delay-ms", "0"]) as srv:
-        yield srv
-
-
-def new_page(browser: Any, url: str, **context: Any) -> Any:
-    ctx = browser.new_context(**context)
-    page = ctx.new_page()
-    page.set_default_timeout(WAIT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.moo_errors = errors
-    page.goto(url)
-    return page
-
-
-def login(page: Any, name: str) -> None:
-    page.fill("#name-input", name)
-    page.click("#login-form button[type=submit]")
-    page.wait_for_selector("#conn[data-state=online]")
-    page.wait_for_selector("body[data-view=play]")
-
-
-def assert_fits(page: Any) -> None:
-    """Nothing sticks out sideways (a phone would zoom out or scroll)."""
-    width, inner = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
-    assert width <= inner, (width, inner)
-
-
-def set_secret(page: Any, secret: str) -> None:
-    page.wait_for_selector("#entry[data-mode=secret]")
-    page.fill("#code-input", secret)
-    page.press("#code-input", "Enter")
-
-
-def type_guess(page: Any, guess: str) -> None:
-    """Keyboard entry: focus leaves the input, digits typed on the page land in it."""
-    page.wait_for_selector("#entry[data-mode=guess] #code-input:not([disabled])")
-    page.keyboard.type(guess)
-    page.keyboard.press("Enter")
-
-
-def tap_guess(page: Any, guess: str) -> None:
-    """On-screen pad entry."""
-    page.wait_for_selector("#entry[data-mode=guess] #code-input:not([disabled])")
-    for ch in guess:
-        page.click(f"#pad .key[data-key='{ch}']")
-    page.click("#code-submit")
-
-
-def rows(page: Any, column: int) -> list[dict[str, str]]:
-    return list(
-        page.eval_on_selector_all(
-            f"#hist-{column} .hist-row",
-            "els => els.map(e => ({n: e.dataset.n, guess: e.dataset.guess,"
-            " bulls: e.dataset.bulls, cows: e.dataset.cows,"
-            " badge: e.querySelector('.badge').textContent}))",
-        )
-    )
-
-
-def wait_revealed(page: Any, column: int, n: int) -> None:
-    """Row n of a history column has its response, or the match is over."""
-    page.wait_for_function(
-        """([column, n]) => document.querySelector(
-               `#hist-${column} .hist-row[data-n="${n}"]:not(.pending)`) !== null
-             || document.querySelector('#view-match').dataset.phase === 'finished'""",
-        arg=[column, n],
-    )
-
-
-def next_consistent(history: list[dict[str, str]]) -> str:
-    """The first secret consistent with every response so far (a tiny solver)."""
-    for code in DEFAULT_RULES.secrets:
-        if all(
-            tuple(score(code, row["guess"])) == (int(row["bulls"]), int(row["cows"]))
-            for row in history
-        ):
-            return code
-    raise AssertionError(f"no code is consistent with {history}")
-
-
-def finished(page: Any) -> bool:
-    return bool(page.eval_on_selector("#view-match", "e => e.dataset.phase === 'finished'"))
-
-
-def solve(page: Any, max_guesses: int = 12) -> None:
-    """Guess consistently until the match ends (either side may win)."""
-    for _ in range(max_guesses):
-        if finished(page):
-            return
-        history = [r for r in rows(page, 0) if r["bulls"] != ""]
-        n = len(rows(page, 0)) + 1
-        page.wait_for_function(
-            """() => document.querySelector('#view-match').dataset.phase === 'finished'
-                 || !document.querySelector('#code-input').disabled"""
-        )
-        if finished(page):
-            return
-        enter = tap_guess if n % 2 else type_guess  # both ways of entering a guess
-        enter(page, next_consistent(history))
-        wait_revealed(page, 0, n)
-    page.wait_for_selector("#view-match[data-phase=finished]")
-
-
-def assert_fair(page: Any) -> None:
-    page.wait_for_selector("#fairness .fair[data-seat='1']:not([data-ok=checking])")
-    marks = page.eval_on_selector_all(
-        "#fairness .fair",
-        "els => els.map(e => [e.dataset.ok, e.querySelector('.mark').textContent])",
-    )
-    assert marks == [["ok", "✓"], ["ok", "✓"]], marks
 
 
 def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
@@ -255,12 +129,12 @@ def test_one_page_plays_a_bot_to_the_end(browser: Any, shared_server: MooServer)
     page.wait_for_selector("body[data-view=match]")
     assert page.text_content("#side-1 .pname") == "random-bot"
     set_secret(page, "5031")
-    # The lobby stays reachable mid-match; the match tab leads back, and a second match is
-    # refused while this one is on.
+    # The lobby stays reachable mid-match; the match tab leads back, and nothing there can
+    # start a second match while this one is on (tests/test_browser_match.py has the rest).
     page.click("#nav .tab[data-tab=play]")
     page.wait_for_selector("body[data-view=play]")
-    page.click("#btn-bot")
-    assert "already in a match" in page.text_content("#lobby-error")
+    assert page.is_disabled("#btn-bot")
+    assert "You are playing random-bot" in page.text_content("#lobby-busy")
     page.click("#tab-match")
     page.wait_for_selector("body[data-view=match] #entry[data-mode=guess]")
     # Notes mode: pad taps mark digits (✗, then ✓, then nothing) and type nothing.
@@ -418,8 +292,10 @@ def test_page_rules_and_hash_agree_with_python(browser: Any, shared_server: MooS
         Rules(length=3, alphabet="abcdef", repeats_in_guess=True),
         Rules(length=4, alphabet="13579xyz"),
     ]
+    # Whitespace is never stripped (docs/protocol.md): it is refused, named as Python names it.
     samples = ["0123", "0012", "12", "01234", "ab12", " 9876 ", "", "abcde", "ABCDE", "AABC",
-               "aab", "aaa", "xy13", "x'1\\", "1379", "12a4567"]
+               "aab", "aaa", "xy13", "x'1\\", "1379", "12a4567", " 123", "12\t3", "0123\n",
+               "\u00a0123", "12\u20033", "\u00a0\u2003\t\n \x7f"]
     expected = []
     for rules in variants:
         for text in samples:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bots.external import BotFailure, ExternalBot, ExternalStrategy, create_strategy
 from clients.botrunner import play_match
-from clients.external import BotFailure, ExternalBot, ExternalStrategy, create_strategy
 from clients.sdk import Client
 from moo.rules import DEFAULT_RULES, Rules
 from tests.client_support import ROOT

@@ -126,15 +126,29 @@ async def test_flood_is_closed_1008_and_bystander_keeps_its_latency(tmp_path: Pa
         assert (await healthz(srv.port))["status"] == "ok"
 
 
-async def test_oversized_frames_close_1009_and_the_server_stays_up(tmp_path: Path) -> None:
+async def test_oversized_messages_are_refused_huge_frames_close_1009_server_stays_up(
+    tmp_path: Path,
+) -> None:
+    """4097 bytes up to the transport ceiling (16 x 4096): too_large, the connection goes on;
+    beyond it: 1009. Either way the server and its matches carry on."""
     async with server(tmp_path) as srv:
         ann, _bob, mid = await pair(srv, "ann", "bob")
-        for size in (4097, 65_536, 1 << 20):
+        for size in (4097, 65_536, 65_537, 1 << 20):
             ws = await connect(srv.url, subprotocols=[JSON], max_size=None)  # type: ignore[list-item]
             await ws.send(json.dumps({"type": "hello", "name": f"big{size}"}))
             await ws.recv()
+            frame = '{"type":"ping","pad":"' + "x" * (size - 24) + '"}'  # size bytes in all
+            assert len(frame) == size
+            if size <= 65_536:
+                await ws.send(frame)
+                reply = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                assert reply["code"] == "too_large", (size, reply)
+                await ws.send(json.dumps({"type": "ping", "id": 1}))
+                assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "pong"
+                await ws.close()
+                continue
             with contextlib.suppress(ConnectionClosed):
-                await ws.send('{"type":"ping","pad":"' + "x" * size + '"}')
+                await ws.send(frame)
             await asyncio.wait_for(ws.wait_closed(), 10)
             assert ws.close_code == 1009, (size, ws.close_code)
         assert (await guess_latencies(ann, mid, LONG[:3]))[-1] < 1000

@@ -64,7 +64,7 @@ def test_invalid_actions_raise_and_change_nothing() -> None:
     before = snapshot(m)
     with pytest.raises(InvalidCode):
         m.guess(0, "11", 3)
-    with pytest.raises(WrongPhase):
+    with pytest.raises(AlreadySet):  # the doc's promise: already_set, also once play started
         m.set_secret(1, "0123", "s", 3)
     assert snapshot(m) == before
 

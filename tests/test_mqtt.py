@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,9 @@ import pytest
 
 from clients.tournament.remote import RemoteEngine
 from clients.tournament.runner import make_plan, run_tournament
+from moo.mqtt import decode_payload, parse_mqtt_url
 from server.app import App
-from server.publisher import Publisher, decode_payload, parse_mqtt_url
+from server.publisher import Publisher
 from tests.mqtt_support import WAIT, Broker
 from tests.server_support import Client, running, server_settings
 from tests.tournament_support import FIRST
@@ -191,6 +193,63 @@ async def test_server_without_broker_plays_normally(tmp_path: Path) -> None:
         assert not app.hooks.publisher.connected.is_set()
 
 
+async def test_an_absent_broker_is_logged_and_shown_in_healthz(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``--mqtt`` to nobody: one WARNING naming the broker, and /healthz says not connected."""
+    broker = Broker(tmp_path)  # never started
+    conf = dataclasses.replace(server_settings(tmp_path), mqtt_url=broker.url)
+    caplog.set_level(logging.INFO, logger="moo.mqtt")
+    async with running(conf) as app:
+        publisher = app.hooks.publisher
+        assert publisher is not None
+        async with asyncio.timeout(WAIT):
+            while publisher.last_error is None:
+                await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection("127.0.0.1", app.port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        body = (await reader.read()).split(b"\r\n\r\n", 1)[1]
+        writer.close()
+        mqtt = json.loads(body)["mqtt"]
+        assert mqtt["broker"] == f"127.0.0.1:{broker.port}"
+        assert mqtt["connected"] is False and mqtt["connects"] == 0
+        assert mqtt["last_error"]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]  # said once, not per retry
+    assert f"cannot connect to broker 127.0.0.1:{broker.port}" in warnings[0].getMessage()
+
+
+async def test_healthz_without_mqtt_says_so(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        assert app.health()["mqtt"] is None
+
+
+async def test_ratings_come_after_the_matchs_last_events(tmp_path: Path) -> None:
+    async with broker_and_server(tmp_path) as (broker, app):
+        async with Subscriber(broker.port) as sub:
+            p0 = await Client.hello(app.port, "ann")
+            p1 = await Client.hello(app.port, "bob")
+            room = await p0.request({"type": "room_create"})
+            await p1.request({"type": "room_join", "code": room["code"]})
+            mid = (await p0.of_type("match"))["match_id"]
+            await p0.request({"type": "secret", "match_id": mid, "secret": "0123"})
+            await p1.request({"type": "secret", "match_id": mid, "secret": "4567"})
+            await _play_round(p0, p1, mid, "4567", "4567", 1)
+            for name in ("ann", "bob"):
+                await sub.wait_for(f"moo/v1/players/{name}/rating")
+            await sub.wait_for(f"moo/v1/matches/{mid}/result")
+            await p0.close()
+            await p1.close()
+        topics = [t for t, _, _ in sub.messages if "/matches/" in t or "/players/" in t]
+        finished = next(i for i, (t, d, _) in enumerate(sub.messages)
+                        if t.endswith("/events") and d["kind"] == "finished")
+        ratings = [i for i, (t, _, _) in enumerate(sub.messages) if t.endswith("/rating")]
+        assert len(ratings) == 2, topics
+        assert finished < min(ratings), topics
+        result = topics.index(f"moo/v1/matches/{mid}/result")
+        assert all(t.endswith("/rating") for t in topics[result + 1 :]), topics
+
+
 async def test_msgpack_payloads(tmp_path: Path) -> None:
     broker = Broker(tmp_path)
     await broker.start()
@@ -229,8 +288,9 @@ async def test_moo_watch_follows_one_match_until_its_result(tmp_path: Path) -> N
         await _play_round(p0, p1, mid, "4567", "4567", 1)
         assert await asyncio.wait_for(task, WAIT) == 0
         text = out.getvalue()
-        # subscribed after `created`, so seats have no names until the result names them
-        assert "round 1: seat 0 4567 4B | seat 1 4567 0C" in text
+        # subscribed after `created`: every event carries the players, so seats have names
+        assert "round 1: ann 4567 4B | bob 4567 0C" in text
+        assert "seat 0" not in text and "seat 1" not in text
         assert f"[{mid}] RESULT ann wins in 1 (solved)" in text
         assert "secrets 0123 / 4567" in text
         await p0.close()
@@ -246,8 +306,9 @@ async def test_periodic_server_stats(tmp_path: Path) -> None:
             pub.start()
             data = await sub.wait_for("moo/v1/server/stats")
             assert data["live_matches"] == 3
-            assert set(data["mqtt"]) == {"published", "dropped", "queued", "connected",
-                                         "connects"}
+            assert set(data["mqtt"]) == {"broker", "connected", "last_error", "published",
+                                         "dropped", "queued", "connects"}
+            assert data["mqtt"]["connected"] is True and data["mqtt"]["last_error"] is None
         await pub.stop()
     finally:
         await broker.stop()

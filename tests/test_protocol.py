@@ -42,11 +42,37 @@ def test_valid_messages_round_trip(codec: Codec) -> None:
         ({"type": "queue", "pool": "robots"}, SchemaError, "one of"),
         ({"type": "hello", "name": "x" * 65}, SchemaError, "longer than"),
         ({"type": "ping", "id": {"a": 1}}, SchemaError, "'id'"),
+        ({"type": "ping", "id": None}, SchemaError, "'id'"),
+        ({"type": "ping", "id": -1}, SchemaError, "'id'"),
+        ({"type": "ping", "id": 2**53}, SchemaError, "'id'"),
+        ({"type": "ping", "id": 1.0}, SchemaError, "'id'"),
+        ({"type": "ping", "id": True}, SchemaError, "'id'"),
+        ({"type": "ping", "id": "x" * 65}, SchemaError, "'id'"),
+        ({"type": "play_bot", "strategy": "random", "rated": 0}, SchemaError, "true or false"),
+        ({"type": "room_cancel", "code": 5}, SchemaError, "must be a string"),
     ],
 )
 def test_rejections_are_specific(codec: Codec, message: Any, error: type, text: str) -> None:
     with pytest.raises(error, match=text):
         decode_client(codec, frame(codec, message))
+
+
+@pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])
+def test_ids_at_the_bounds_and_rated_everywhere_are_accepted(codec: Codec) -> None:
+    for msg_id in (0, 2**53 - 1, "", "x" * 64):
+        msg = {"type": "ping", "id": msg_id}
+        assert decode_client(codec, frame(codec, msg)) == msg
+    for kind, extra in (("queue", {}), ("room_create", {}), ("challenge", {"opponent": "a"}),
+                        ("play_bot", {"strategy": "random"})):
+        msg = {"type": kind, "rated": False, **extra}
+        assert decode_client(codec, frame(codec, msg)) == msg
+
+
+def test_the_size_limit_is_the_codecs() -> None:
+    small = Codec("moo.v1.json", max_bytes=300)
+    with pytest.raises(MessageTooLarge, match="exceeds 300"):
+        small.decode(json.dumps({"type": "ping", "pad": "x" * 300}))
+    assert JSON.decode(json.dumps({"type": "ping", "pad": "x" * 300}))["pad"] == "x" * 300
 
 
 def test_decode_errors() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from moo.mastermind import MastermindRules
 from moo.match import Match, MatchConfig
 from server.ratings import Ratings, ratings_path
 from tests.server_support import Client, running, server_settings
@@ -110,3 +111,38 @@ async def test_leaderboard_message_after_a_rated_server_match(tmp_path: Path) ->
         assert board["players"][0]["wins"] == 1 and board["players"][0]["avg_guesses"] == 1.0
         avg = await a.request({"type": "leaderboard", "by": "average"})
         assert avg["players"][0]["name"] == "ann"
+
+
+def _mastermind_match(winner: int) -> Match:
+    """A finished Mastermind 4-of-6 match won by ``winner`` at guess 1."""
+    m, _ = Match.create("mm", ("ann", "bob"), MatchConfig(rules=MastermindRules()), 0)
+    m.set_secret(0, "1111", "s0", 0)
+    m.set_secret(1, "2222", "s1", 0)
+    m.guess(0, "2222" if winner == 0 else "3333", 1)
+    m.guess(1, "1111" if winner == 1 else "3333", 1)
+    assert m.result is not None and m.result["winner"] == winner
+    return m
+
+
+async def test_one_rating_per_variant_family_persisted(tmp_path: Path) -> None:
+    """A Mastermind result moves the Mastermind ratings only; classic ones stay as they were,
+    and both families survive a restart."""
+    path = ratings_path(str(tmp_path / "moo.sqlite3"))
+    r = Ratings(path)
+    await r.start()
+    r.record(finished_match(0))
+    classic_ann = r.get("ann").mu
+    changes = r.record(_mastermind_match(1))
+    assert [c.variant for c in changes] == ["mastermind:4:123456"] * 2
+    assert "variant" not in r.record(finished_match(0))[0].to_dict()  # classic: as before
+    assert r.get("ann").games == 2 and r.get("ann").mu > classic_ann  # only classic games
+    mm_bob = r.get("bob", "mastermind:4:123456")
+    assert mm_bob.games == 1 and mm_bob.wins == 1
+    board = r.leaderboard(variant="mastermind:4:123456")
+    assert [row["name"] for row in board] == ["bob", "ann"]
+    await r.stop()
+    again = Ratings(path)
+    await again.start()
+    assert again.get("bob", "mastermind:4:123456").mu == mm_bob.mu
+    assert again.get("ann").games == 2 and again.get("bob").games == 2
+    await again.stop()

@@ -118,8 +118,21 @@ def test_validation_says_exactly_what_is_wrong(text: object, error: type, messag
     assert isinstance(info.value, InvalidCode)
 
 
+@pytest.mark.parametrize("text", [" 123", "0123 ", "\t0123", "0123\n", "\u00a0123", "12\u20033"])
+def test_whitespace_is_refused_never_stripped(text: str) -> None:
+    """A code with whitespace is refused (never counted), naming the character that was sent."""
+    with pytest.raises(UnknownSymbol) as info:
+        DEFAULT_RULES.check_guess(text)
+    bad = next(ch for ch in text if ch not in "0123456789")
+    assert repr(bad) in str(info.value)
+
+
+def test_wrong_length_counts_the_characters_sent() -> None:
+    with pytest.raises(WrongLength, match="expected 4 digits, got 5"):
+        DEFAULT_RULES.check_guess("01234")
+
+
 def test_validation_accepts_and_normalises() -> None:
-    assert DEFAULT_RULES.check_guess(" 0123 ") == "0123"
     letters = Rules(alphabet="ABCDEF")
     assert letters.check_secret("abcd") == "ABCD"
     with pytest.raises(UnknownSymbol, match="only letters A-F"):

@@ -243,7 +243,7 @@ async def test_bot_runner_finishes_a_match_left_by_a_crashed_run(tmp_path):
 
         args = argparse.Namespace(url=url, encoding="json", cmd=None, strategy="random",
                                   move_timeout=10.0, vs_bot="random", room=None, pool="any",
-                                  pacing=None, json=False)
+                                  pacing=None, json=False, rules=None)
         run = _Run(args)
         await _connection(run, "phoenix-bot", 0, 1, TokenStore())
         assert not run.errors

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from moo.protocol import TRANSPORT_FACTOR
 from moo.rules import DEFAULT_RULES
 from server.app import App
 from tests.server_support import ENCODINGS, Client, running, server_settings
@@ -241,7 +242,9 @@ async def test_bad_messages_get_specific_errors_and_change_nothing(
 async def test_hello_rules(tmp_path: Path, enc: str) -> None:
     async with running(server_settings(tmp_path)) as app:
         c = await Client.open(app.port, enc)
-        err = await c.request({"type": "ping"})
+        pong = await c.request({"type": "ping"})  # "any time": before hello too
+        assert pong["type"] == "pong"
+        err = await c.request({"type": "queue"})
         assert err["code"] == "not_hello"
         err = await c.request({"type": "hello", "name": "no spaces"})
         assert err["code"] == "invalid_name"
@@ -253,7 +256,7 @@ async def test_hello_rules(tmp_path: Path, enc: str) -> None:
         assert w["type"] == "welcome" and w["token"] and w["protocol"] == 1
         d = await Client.open(app.port, enc)
         err = await d.request({"type": "hello", "name": "ANN"})
-        assert err["code"] == "name_taken"
+        assert err["code"] == "bad_token"  # owned: only its token or password gets it
         pong = await c.request({"type": "ping"})
         assert pong["type"] == "pong"
 
@@ -273,17 +276,23 @@ async def test_reconnect_with_token_replays_missed_events(tmp_path: Path, enc: s
             {"match_id": mid, "seat": 0, "seq": welcome["matches"][0]["seq"], "phase": "playing"}
         ]
         assert "token" not in welcome
+        # hello alone puts the player back into the seat: match, the events so far, back
+        again = await back.expect(lambda m: m.get("type") == "match")
+        assert again["match_id"] == mid and again["seat"] == 0 and "ref" not in again
+        await back.event(mid, "back", seat=0)
+        await p1.event(mid, "back", seat=0)
+        auto = [e["seq"] for e in back.events(mid)]
+        assert auto == list(range(1, len(auto) + 1))
         m = await back.request({"type": "resume", "match_id": mid, "last_seq": last})
         assert m["type"] == "match" and m["seat"] == 0
         replayed = [await back.event(mid, "away"), await back.event(mid, "guess", seat=1)]
         assert replayed[0]["seq"] == away["seq"] == last + 1
         assert "guess" not in replayed[1]  # lockstep: the opponent's guess stays hidden
-        await p1.event(mid, "back", seat=0)
         await back.request({"type": "guess", "match_id": mid, "guess": "4567"})
         fin = await back.event(mid, "finished")
         assert fin["winner"] == 0
         got = [e["seq"] for e in back.events(mid)]
-        assert got == sorted(set(got)) and got[0] == last + 1
+        assert got[: len(auto)] == auto and got[-1] == fin["seq"]
 
 
 async def test_second_connection_with_same_token_replaces_the_first(
@@ -308,10 +317,17 @@ async def test_flooding_closes_with_1008(tmp_path: Path, enc: str) -> None:
         assert any(m.get("code") == "rate_limited" for m in c.seen)
 
 
-async def test_oversized_frame_closes_with_1009(tmp_path: Path, enc: str) -> None:
+async def test_oversized_message_is_refused_and_a_huge_frame_closes_with_1009(
+    tmp_path: Path, enc: str
+) -> None:
     async with running(server_settings(tmp_path)) as app:
         c = await Client.hello(app.port, "ann", enc)
-        big: str | bytes = "x" * 5000 if enc == "moo.v1.json" else b"x" * 5000
+        limit = app.settings.max_message_bytes * TRANSPORT_FACTOR
+        over: str | bytes = "x" * 5000 if enc == "moo.v1.json" else b"x" * 5000
+        await c.send_raw(over)  # over the message limit, under the transport's: refused
+        assert (await c.of_type("error"))["code"] == "too_large"
+        assert (await c.request({"type": "ping"}))["type"] == "pong"
+        big: str | bytes = "x" * (limit + 1) if enc == "moo.v1.json" else b"x" * (limit + 1)
         await c.send_raw(big)
         assert await c.closed() == 1009
 
@@ -321,10 +337,9 @@ async def test_pools_pair_humans_and_bots_as_asked(tmp_path: Path, enc: str) -> 
         ann = await Client.hello(app.port, "ann", enc)
         bob = await Client.hello(app.port, "bob", enc)
         prog = await Client.hello(app.port, "prog", enc, bot=True)
-        await ann.request({"type": "queue", "pool": "bots"})
-        await bob.request({"type": "queue", "pool": "bots"})  # two humans wanting bots: no
-        assert len(app.lobby.queue) == 2
-        await bob.request({"type": "unqueue"})
+        err = await ann.request({"type": "queue", "pool": "bots"})  # programs only
+        assert err["code"] == "wrong_pool" and not app.lobby.queue
+        await ann.request({"type": "queue", "pool": "any"})
         await prog.request({"type": "queue", "pool": "any"})
         m = await prog.of_type("match")
         assert m["opponent"] == "ann"
@@ -338,7 +353,7 @@ async def test_rematch_swaps_seats(tmp_path: Path, enc: str) -> None:
     async with running(server_settings(tmp_path)) as app:
         p0, p1, mid = await _pair_by_queue(app, enc)
         err = await p0.request({"type": "rematch", "match_id": mid})
-        assert err["code"] == "not_available"  # still being played
+        assert err["code"] == "in_match" and err["match_id"] == mid  # still being played
         await p0.request({"type": "resign", "match_id": mid})
         fin = await p1.event(mid, "finished")
         assert fin["winner"] == 1 and fin["reason"] == "resign"

@@ -368,9 +368,18 @@ def test_free_pacing_online(tmp_path):
             guess = left[0]
             child.sendline(guess)
             tries += 1
-            # Free pacing: our response comes at once, not with a round.
-            child.expect(r"  -> (\S+)\s+(B*,C*)")
+            # Free pacing: our response comes at once, not with a round. Or the match is
+            # already over: the bot plays at its own speed (it starts late, once the server
+            # has built its response table, then catches up in milliseconds), and when it
+            # solves in fewer guesses than we have made, its move ends the match while ours
+            # is on its way; ours is then refused ("the match is over: not counted") or
+            # arrives after the end. Only a loss can end the match under us like that.
+            j = child.expect([r"  -> (\S+)\s+(B*,C*)",
+                              r"\*\*\* (YOU WIN!|YOU LOSE\.|A DRAW\.) \*\*\*"])
             saw_opponent = saw_opponent or "random-bot: GUESS " in child.before
+            if j == 1:
+                assert child.match.group(1) == "YOU LOSE.", child.before
+                break
             left = RULES.consistent(left, guess, parse_response(child.match.group(1)))
             assert tries < 15
         assert saw_opponent  # the bot's guesses and responses are shown as they happen

@@ -29,7 +29,7 @@ from clients.tournament.runner import (
 )
 from moo.cli import main as moo_main
 from moo.match import MatchConfig
-from moo.rules import score
+from moo.rules import Rules, score
 from tests.server_support import running, server_settings
 from tests.tournament_support import FIRST, LEXI
 
@@ -329,6 +329,7 @@ def test_bots_choose_secrets_and_gauntlet(capsys: pytest.CaptureFixture[str]) ->
     assert all(j.secrets is None for j in jobs) and {j.pair for j in jobs} == {(0, 1), (0, 2)}
     result = local(jobs)
     rules = CONFIG.rules
+    assert isinstance(rules, Rules)
     assert all(rules.is_secret(s) for r in result.records for s in r.secrets)
     # every seat drew its own secret from its own seeded RNG: not all the same
     assert len({tuple(r.secrets) for r in result.records}) > 1
@@ -393,7 +394,7 @@ def test_identical_pairs_do_not_give_a_zero_width_interval() -> None:
 
 
 def test_an_external_program_plays_in_a_tournament() -> None:
-    """``cmd:`` bots go through the SDK's adapter (clients/external.py)."""
+    """``cmd:`` bots go through the external-program adapter (bots/external.py)."""
     root = Path(__file__).resolve().parent.parent
     prog = root / "examples" / "bots" / "first_consistent.sh"
     assert prog.exists()

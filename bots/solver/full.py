@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from moo.mastermind import MastermindRules
 from moo.rules import Response, Rules, score
 
 from . import _native
@@ -137,8 +138,13 @@ class FullResult:
         return score_vs(self.distribution, self.objective.opponent)
 
 
-def verify_paths(rules: Rules, paths: dict[str, list[str]]) -> None:
-    """Replay a strategy with :func:`moo.rules.score`, independently of the native engine.
+def verify_paths(
+    rules: Rules | MastermindRules,
+    paths: dict[str, list[str]],
+    score: Callable[[str, str], Response] = score,
+) -> None:
+    """Replay a strategy with a Python scoring (``moo.rules.score`` by default, the game's own
+    for Mastermind), independently of the native engines.
 
     Checks that every secret is present, ends on itself, and that the strategy is a real
     decision tree: two secrets that got the same responses so far must get the same guess.

@@ -24,7 +24,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import msgpack
@@ -37,13 +37,18 @@ from clients.sdk.messages import (
     Connected,
     Disconnected,
     ErrorReply,
+    History,
     Leaderboard,
     MatchAnnounced,
     MatchesList,
     MatchEvent,
+    MatchRecord,
     Message,
+    PasswordSet,
+    PlayerInfo,
     Queued,
     RoomCreated,
+    SignedOut,
     Unqueued,
     Watching,
     Welcome,
@@ -51,7 +56,7 @@ from clients.sdk.messages import (
 )
 from clients.sdk.state import MatchState
 from moo.protocol import SUBPROTOCOLS, Codec
-from moo.rules import Rules
+from moo.variants import GameRules, rules_from_dict
 
 __all__ = ["Client", "ConnectionLost", "ServerError"]
 
@@ -60,12 +65,50 @@ log = logging.getLogger("moo.sdk")
 DEFAULT_URL = "ws://127.0.0.1:8765/"
 ENCODINGS = {"json": SUBPROTOCOLS[0], "msgpack": SUBPROTOCOLS[1]}
 #: Close codes after which reconnecting would be wrong: 4001 means another connection with our
-#: token took over the seat; reconnecting would just steal it back and forth.
-NO_RETRY_CODES = frozenset({4001})
+#: token took over the seat; reconnecting would just steal it back and forth. 4003: the owner
+#: signed out everywhere, so our token is revoked.
+NO_RETRY_CODES = frozenset({4001, 4003})
 #: hello errors that no amount of retrying fixes.
-FATAL_HELLO_CODES = frozenset({"bad_token", "name_taken", "invalid_name", "bad_field"})
+FATAL_HELLO_CODES = frozenset(
+    {"bad_token", "name_taken", "invalid_name", "bad_field", "bad_credentials",
+     "too_many_attempts"}
+)
+
+#: Requests that may be sent again after a retryable refusal (see :func:`retryable`): each is
+#: either read-only, idempotent on the server (``queue`` while queued, ``watch``, ``resume``,
+#: ``unqueue``), or refused when it would repeat something (``secret``: ``already_set``;
+#: ``resign``: ``match_finished``; ``guess``: see :meth:`Client._retry_safe`).
+RETRY_TYPES = frozenset(
+    {"guess", "secret", "resign", "queue", "unqueue", "ping", "matches", "leaderboard",
+     "history", "player", "match_record", "watch", "unwatch", "resume"}
+)
+#: How many times :meth:`Client.request` re-sends a request refused with a retryable error.
+RETRIES = 6
 
 M = TypeVar("M", bound=Message)
+
+
+def retryable(reply: ErrorReply) -> bool:
+    """True for refusals that mean "nothing was done, try again soon".
+
+    ``storage_unavailable``: the server could not store the action (a database outage, or a
+    cluster node that lost a match's lease) and did not apply it. ``not_available`` with "try
+    again" in its message: the server is shutting down, or the cluster node that runs the match
+    or the lobby did not answer in time (it may have died; another node takes over). Other
+    ``not_available`` refusals (challenging yourself, too many rooms...) are final.
+    """
+    return reply.code == "storage_unavailable" or (
+        reply.code == "not_available" and "try again" in reply.message
+    )
+
+
+def url_list(url: str | Sequence[str]) -> list[str]:
+    """One URL or several: a list, or one string of comma-separated URLs, in order."""
+    items = [url] if isinstance(url, str) else list(url)
+    urls = [u.strip() for item in items for u in item.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("at least one server URL is needed")
+    return urls
 
 
 class ServerError(Exception):
@@ -94,15 +137,19 @@ class Client:
 
     ``async with Client(url, "ann") as c:`` connects and says hello; see docs/sdk.md.
     ``token`` reclaims a name taken earlier (the server issues one on first hello, kept in
-    :attr:`token`). ``encoding`` is ``"json"`` or ``"msgpack"``.
+    :attr:`token`). ``password`` signs in to a name secured with :meth:`set_password`, from
+    any device; the server then issues this device's token, which reconnects use (the
+    password is tried again only if that token was revoked). ``encoding`` is ``"json"`` or
+    ``"msgpack"``.
     """
 
     def __init__(
         self,
-        url: str = DEFAULT_URL,
+        url: str | Sequence[str] = DEFAULT_URL,
         name: str = "player",
         *,
         token: str | None = None,
+        password: str | None = None,
         bot: bool = False,
         encoding: str = "json",
         reconnect: bool = True,
@@ -117,9 +164,15 @@ class Client:
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {sorted(ENCODINGS)}, got {encoding!r}")
-        self.url = url
+        #: Every server address, in order of preference: connecting tries them in order, and a
+        #: failed attempt moves on to the next one (a dead cluster node is skipped).
+        self.urls = url_list(url)
+        self._url_index = 0
+        #: The address in use (or tried next).
+        self.url = self.urls[0]
         self.name = name
         self.token = token
+        self.password = password
         self.bot = bot
         self.encoding = encoding
         self.reconnect = reconnect
@@ -169,8 +222,21 @@ class Client:
         return self._online.is_set()
 
     async def connect(self) -> Welcome:
-        """Open the socket and say hello; raises :class:`ServerError` if the hello is refused."""
-        ws, welcome = await self._open()
+        """Open the socket and say hello; raises :class:`ServerError` if the hello is refused.
+
+        With several URLs each is tried once, in order; the error of the last one is raised if
+        none answers (a refused ``hello`` is raised at once: another node would refuse it too).
+        """
+        for i in range(len(self.urls)):
+            try:
+                ws, welcome = await self._open()
+                break
+            except ServerError:
+                raise
+            except (OSError, InvalidHandshake, InvalidURI, TimeoutError, ConnectionClosed):
+                if i == len(self.urls) - 1:
+                    raise
+                self._rotate()
         self._ws = ws
         self._online.set()
         self._events.put_nowait(Connected(raw={}, welcome=welcome, reconnect=False))
@@ -200,6 +266,11 @@ class Client:
             self._ended = True
             self._events.put_nowait(_END)
 
+    def _rotate(self) -> None:
+        """Move on to the next URL of the list (back to the first after the last)."""
+        self._url_index = (self._url_index + 1) % len(self.urls)
+        self.url = self.urls[self._url_index]
+
     async def _open(self) -> tuple[ClientConnection, Welcome]:
         """Connect and complete the hello handshake on a fresh socket."""
         ws = await connect(
@@ -216,11 +287,21 @@ class Client:
                 hello["bot"] = True
             if self.token:
                 hello["token"] = self.token
+            elif self.password is not None:
+                hello["password"] = self.password
             await ws.send(self._codec.encode(hello))
             async with asyncio.timeout(self.request_timeout):
                 while True:
                     reply = parse(_decode(await ws.recv()))
                     if isinstance(reply, ErrorReply):
+                        if (reply.code == "bad_token" and "token" in hello
+                                and self.password is not None):
+                            # our token was revoked (signed out everywhere): the password
+                            # still signs in, on the same socket
+                            del hello["token"]
+                            hello["password"] = self.password
+                            await ws.send(self._codec.encode(hello))
+                            continue
                         raise ServerError(reply)
                     if isinstance(reply, Welcome):
                         break
@@ -293,8 +374,11 @@ class Client:
                 log.warning("giving up after %d reconnect attempts", attempt)
                 return False
             # Exponential backoff with jitter: spreads a crowd of clients over time after a
-            # server restart instead of having them all knock at the same instant.
-            delay = min(self.backoff_max, self.backoff_initial * 2**attempt)
+            # server restart instead of having them all knock at the same instant. With several
+            # URLs the delay grows once per round of the list, so a dead first node costs one
+            # short wait before the next is tried.
+            delay = min(self.backoff_max,
+                        self.backoff_initial * 2 ** (attempt // len(self.urls)))
             await asyncio.sleep(delay * self._rng.uniform(0.5, 1.0))
             attempt += 1
             try:
@@ -307,7 +391,8 @@ class Client:
                 continue
             except (OSError, InvalidHandshake, InvalidURI, TimeoutError, ConnectionClosed,
                     ValueError) as exc:
-                log.info("reconnect attempt %d failed: %s", attempt, exc)
+                log.info("reconnect attempt %d to %s failed: %s", attempt, self.url, exc)
+                self._rotate()
                 continue
             self._ws = ws
             self.reconnects += 1
@@ -340,7 +425,7 @@ class Client:
                 state.players = (msg.players[0], msg.players[1])
             if msg.config:
                 state.config = msg.config
-                state.rules = Rules.from_dict(dict(msg.config.get("rules") or {}))
+                state.rules = rules_from_dict(dict(msg.config.get("rules") or {}))
         elif isinstance(msg, MatchAnnounced):
             state = self.states.get(msg.match_id)
             if state is None:
@@ -404,6 +489,32 @@ class Client:
         await self._wait_online()
         await self._send({"type": type, **fields})
 
+    async def wait_online(self, timeout: float | None = None) -> bool:
+        """Wait until the session is up (again); False if it ended or ``timeout`` passed.
+
+        For callers that saw :class:`ConnectionLost` and want to go on after the reconnect.
+        """
+        while not self._online.is_set():
+            if self._closing or self._ended:
+                return False
+            try:
+                async with asyncio.timeout(timeout):
+                    # wake up if the reader gives up (the stream ends) as well as on success
+                    waiter = asyncio.ensure_future(self._online.wait())
+                    reader = self._reader
+                    waits: set[asyncio.Future[Any]] = {waiter}
+                    if reader is not None and not reader.done():
+                        waits.add(reader)
+                    try:
+                        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        waiter.cancel()
+                    if reader is None or reader.done():
+                        return self._online.is_set()
+            except TimeoutError:
+                return False
+        return True
+
     async def _wait_online(self) -> None:
         if self._closing or self._ended:
             raise ConnectionLost("the client is closed")
@@ -420,7 +531,59 @@ class Client:
         Raises :class:`ServerError` for an ``error`` reply, :class:`ConnectionLost` if the
         connection drops first (after a reconnect the caller can look at :attr:`states` to see
         whether the action took effect), ``TimeoutError`` after ``request_timeout``.
+
+        A request of :data:`RETRY_TYPES` refused with a :func:`retryable` error is sent again
+        (up to :data:`RETRIES` times, with the reconnect backoff, waiting for the session to
+        be back online and catching the match up with ``resume`` first) when
+        :meth:`_retry_safe` says it cannot apply twice.
         """
+        attempt = 0
+        while True:
+            before = self._own_moves(fields.get("match_id"))
+            try:
+                return await self._request_once(type, **fields)
+            except ServerError as exc:
+                if (not self.reconnect or type not in RETRY_TYPES or not retryable(exc.reply)
+                        or attempt >= RETRIES):
+                    raise
+                attempt += 1
+                delay = min(self.backoff_max, self.backoff_initial * 2**attempt)
+                log.info("%s refused (%s); retrying in %.1f s", type, exc, delay)
+                await asyncio.sleep(delay * self._rng.uniform(0.5, 1.0))
+                if not await self._retry_safe(type, fields, before):
+                    raise
+
+    def _own_moves(self, match_id: object) -> int:
+        """How many of our own guesses the match state holds (-1 if we know no such match)."""
+        state = self.states.get(match_id) if isinstance(match_id, str) else None
+        return -1 if state is None else len(state.mine())
+
+    async def _retry_safe(self, type: str, fields: dict[str, Any], before: int) -> bool:
+        """Catch the match up, then say whether re-sending ``type`` cannot apply it twice.
+
+        The match is resumed (a request: its ``match`` reply comes before the replayed events,
+        which a ``ping`` round trip then lets arrive) so :attr:`states` shows what the server
+        stored. A ``guess`` is re-sent only if our number of guesses is still what it was
+        before the first try: an unacknowledged guess that the server did store (a forwarded
+        request whose answer was lost) is not played twice. ``secret`` and ``resign`` are safe
+        (the server refuses a second one); lobby and read-only requests are idempotent.
+        """
+        match_id = fields.get("match_id")
+        if type in ("guess", "secret", "resign") and isinstance(match_id, str) \
+                and match_id in self.states:
+            with contextlib.suppress(ServerError, ConnectionLost, TimeoutError):
+                await self._request_once("resume", match_id=match_id,
+                                         last_seq=self.states[match_id].last_seq)
+                await self._request_once("ping")
+            state = self.states[match_id]
+            if state.finished:
+                return False
+            if type == "guess":
+                return self._own_moves(match_id) == before
+        return True
+
+    async def _request_once(self, type: str, **fields: Any) -> Message:
+        """One try of :meth:`request`."""
         await self._wait_online()
         self._next_id += 1
         msg_id = self._next_id
@@ -452,9 +615,13 @@ class Client:
         return await self.request("ping")
 
     async def queue(self, pool: str = "any", pacing: str | None = None,
-                    rated: bool | None = None) -> Queued:
-        """Join the quick-pair queue; the ``match`` comes later on the stream (see wait_match)."""
-        fields: dict[str, Any] = {"pool": pool}
+                    rated: bool | None = None, rules: GameRules | None = None,
+                    assist: bool | None = None) -> Queued:
+        """Join the quick-pair queue; the ``match`` comes later on the stream (see wait_match).
+
+        ``rules`` (default: the server's default game) pairs you only with players who asked
+        for the same rules (docs/protocol.md, "Variants")."""
+        fields: dict[str, Any] = {"pool": pool, **_rules(rules), **_opt(assist=assist)}
         if pacing is not None:
             fields["pacing"] = pacing
         if rated is not None:
@@ -464,9 +631,10 @@ class Client:
     async def unqueue(self) -> Unqueued:
         return await self._expect(Unqueued, "unqueue")
 
-    async def challenge(self, opponent: str, pacing: str | None = None) -> ChallengeSent:
+    async def challenge(self, opponent: str, pacing: str | None = None,
+                        rules: GameRules | None = None) -> ChallengeSent:
         return await self._expect(ChallengeSent, "challenge", opponent=opponent,
-                                  **_opt(pacing=pacing))
+                                  **_opt(pacing=pacing), **_rules(rules))
 
     async def accept(self, challenge_id: str) -> MatchAnnounced:
         return await self._expect(MatchAnnounced, "accept", challenge_id=challenge_id)
@@ -474,15 +642,21 @@ class Client:
     async def decline(self, challenge_id: str) -> None:
         await self.send("decline", challenge_id=challenge_id)
 
-    async def create_room(self, pacing: str | None = None) -> RoomCreated:
-        return await self._expect(RoomCreated, "room_create", **_opt(pacing=pacing))
+    async def create_room(self, pacing: str | None = None, rules: GameRules | None = None,
+                          rated: bool | None = None, assist: bool | None = None) -> RoomCreated:
+        return await self._expect(RoomCreated, "room_create",
+                                  **_opt(pacing=pacing, rated=rated, assist=assist),
+                                  **_rules(rules))
 
     async def join_room(self, code: str) -> MatchAnnounced:
         return await self._expect(MatchAnnounced, "room_join", code=code)
 
-    async def play_bot(self, strategy: str = "random", pacing: str | None = None) -> MatchAnnounced:
+    async def play_bot(self, strategy: str = "random", pacing: str | None = None,
+                       rules: GameRules | None = None, rated: bool | None = None,
+                       assist: bool | None = None) -> MatchAnnounced:
         return await self._expect(MatchAnnounced, "play_bot", strategy=strategy,
-                                  **_opt(pacing=pacing))
+                                  **_opt(pacing=pacing, rated=rated, assist=assist),
+                                  **_rules(rules))
 
     async def rematch(self, match_id: str) -> None:
         """Offer/accept a rematch; the new ``match`` arrives on the stream when both asked."""
@@ -493,6 +667,36 @@ class Client:
 
     async def leaderboard(self, by: str = "rating") -> Leaderboard:
         return await self._expect(Leaderboard, "leaderboard", by=by)
+
+    # accounts and history (docs/protocol.md, "Accounts" and "History and players")
+    async def set_password(self, password: str, old_password: str | None = None) -> PasswordSet:
+        """Secure this name with a password (8-128 characters), or change it (then
+        ``old_password`` is required). Other devices can then sign in with ``password=``."""
+        reply = await self._expect(PasswordSet, "set_password", password=password,
+                                   **_opt(old_password=old_password))
+        if self.password is not None:
+            self.password = password
+        return reply
+
+    async def sign_out_all(self) -> SignedOut:
+        """Revoke every token of this name (other devices are closed with 4003); this client
+        keeps working with the new token, stored in :attr:`token`."""
+        reply = await self._expect(SignedOut, "sign_out_all")
+        self.token = reply.token
+        return reply
+
+    async def history(self, player: str | None = None, cursor: str | None = None,
+                      limit: int | None = None) -> History:
+        """One page of finished matches, newest first (``player`` defaults to yourself)."""
+        return await self._expect(History, "history",
+                                  **_opt(player=player, cursor=cursor, limit=limit))
+
+    async def match_record(self, match_id: str) -> MatchRecord:
+        """Every event of a finished match, to replay it and check its commitments."""
+        return await self._expect(MatchRecord, "match_record", match_id=match_id)
+
+    async def player(self, name: str) -> PlayerInfo:
+        return await self._expect(PlayerInfo, "player", name=name)
 
     async def wait_match(self, timeout: float | None = None) -> MatchAnnounced:
         """Consume the stream up to the next ``match`` (after ``queue`` or a room/challenge)."""
@@ -549,6 +753,11 @@ class _Bucket:
                 self.tokens -= 1
                 return
             await asyncio.sleep((1 - self.tokens) / self.rate)
+
+
+def _rules(rules: GameRules | None) -> dict[str, Any]:
+    """The ``rules`` field of a lobby request, or nothing for the server's default game."""
+    return {} if rules is None else {"rules": rules.to_dict()}
 
 
 def _opt(**fields: Any) -> dict[str, Any]:

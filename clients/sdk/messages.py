@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from moo.rules import Rules
+from moo.variants import GameRules, rules_from_dict
 
 __all__ = [
     "Away",
@@ -26,14 +26,19 @@ __all__ = [
     "ErrorReply",
     "Finished",
     "GuessMade",
+    "History",
+    "HistoryEntry",
     "Leaderboard",
     "LeaderboardRow",
     "LiveMatch",
     "MatchAnnounced",
     "MatchEvent",
+    "MatchRecord",
     "MatchRef",
     "MatchesList",
     "Message",
+    "PasswordSet",
+    "PlayerInfo",
     "Pong",
     "Queued",
     "RematchOffer",
@@ -43,12 +48,14 @@ __all__ = [
     "RoomCreated",
     "RoundRevealed",
     "SecretSet",
+    "SignedOut",
     "Started",
     "TimedOut",
     "UnknownEvent",
     "UnknownMessage",
     "Unqueued",
     "Unwatched",
+    "VsMinimum",
     "Watching",
     "Welcome",
     "parse",
@@ -83,6 +90,8 @@ class Welcome(Message):
     server: str = ""
     token: str | None = None
     matches: tuple[MatchRef, ...] = ()
+    #: the name has a password (it can be signed in to from any device)
+    secured: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,8 +174,8 @@ class MatchAnnounced(Message):
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def rules(self) -> Rules:
-        return Rules.from_dict(dict(self.config.get("rules") or {}))
+    def rules(self) -> GameRules:
+        return rules_from_dict(dict(self.config.get("rules") or {}))
 
     @property
     def pacing(self) -> str:
@@ -188,6 +197,17 @@ class MatchesList(Message):
 
 
 @dataclass(frozen=True)
+class VsMinimum:
+    """Estimated score (win + half draw) against the minimum strategy, 95 % interval, from
+    ``n`` finished matches (docs/export.md explains the method)."""
+
+    score: float
+    low: float
+    high: float
+    n: int
+
+
+@dataclass(frozen=True)
 class LeaderboardRow:
     name: str
     rating: float | None
@@ -197,6 +217,73 @@ class LeaderboardRow:
     losses: int
     avg_guesses: float | None
     avg_time_s: float | None
+    provisional: bool = True
+    vs_minimum: VsMinimum | None = None
+
+
+@dataclass(frozen=True)
+class PasswordSet(Message):
+    """``password_set``: the connection's name now has this password."""
+
+
+@dataclass(frozen=True)
+class SignedOut(Message):
+    """``signed_out``: every other token of the name is revoked; ``token`` is this device's."""
+
+    token: str = ""
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One finished match in a player's history, from that player's seat."""
+
+    match_id: str
+    players: tuple[str, ...]
+    seat: int
+    opponent: str
+    result: str  # "win" | "loss" | "draw"
+    reason: str
+    counts: tuple[int, ...]
+    config: dict[str, Any]
+    rated: bool
+    ended_at: int | None
+
+
+@dataclass(frozen=True)
+class History(Message):
+    """A page of ``history``; pass ``next`` as ``cursor`` for the following one (None: done)."""
+
+    player: str = ""
+    matches: tuple[HistoryEntry, ...] = ()
+    next: str | None = None
+
+
+@dataclass(frozen=True)
+class MatchRecord(Message):
+    """``match_record``: every event of a finished match as a spectator sees it after the end."""
+
+    match_id: str = ""
+    players: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+    events: tuple[MatchEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlayerInfo(Message):
+    """``player``: rating, record, guess counts and the score against minimum."""
+
+    name: str = ""
+    rating: float | None = None
+    provisional: bool = True
+    mu: float | None = None
+    sigma: float | None = None
+    games: int = 0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    #: guesses -> solved matches
+    distribution: dict[int, int] = field(default_factory=dict)
+    vs_minimum: VsMinimum | None = None
 
 
 @dataclass(frozen=True)
@@ -260,8 +347,8 @@ class Created(MatchEvent):
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def rules(self) -> Rules:
-        return Rules.from_dict(dict(self.config.get("rules") or {}))
+    def rules(self) -> GameRules:
+        return rules_from_dict(dict(self.config.get("rules") or {}))
 
 
 @dataclass(frozen=True)
@@ -352,6 +439,65 @@ def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _vs_minimum(value: Any) -> VsMinimum | None:
+    if not isinstance(value, dict):
+        return None
+    return VsMinimum(
+        score=float(value.get("score", 0.0)), low=float(value.get("low", 0.0)),
+        high=float(value.get("high", 0.0)), n=int(value.get("n", 0)),
+    )
+
+
+def _history_entry(m: dict[str, Any]) -> HistoryEntry:
+    return HistoryEntry(
+        match_id=str(m.get("match_id", "")),
+        players=tuple(str(p) for p in m.get("players") or ()),
+        seat=int(m.get("seat", 0)),
+        opponent=str(m.get("opponent", "")),
+        result=str(m.get("result", "")),
+        reason=str(m.get("reason", "")),
+        counts=tuple(int(c) for c in m.get("counts") or ()),
+        config=dict(m.get("config") or {}),
+        rated=bool(m.get("rated", True)),
+        ended_at=_opt_int(m.get("ended_at")),
+    )
+
+
+def _parse_account(kind: Any, msg: dict[str, Any], ref: Any) -> Message | None:
+    """The accounts and history replies (docs/protocol.md); None for other types."""
+    if kind == "password_set":
+        return PasswordSet(raw=msg, ref=ref)
+    if kind == "signed_out":
+        return SignedOut(raw=msg, ref=ref, token=str(msg.get("token", "")))
+    if kind == "history":
+        return History(
+            raw=msg, ref=ref, player=str(msg.get("player", "")),
+            matches=tuple(_history_entry(m) for m in msg.get("matches") or ()
+                          if isinstance(m, dict)),
+            next=_opt_str(msg.get("next")),
+        )
+    if kind == "match_record":
+        match_id = str(msg.get("match_id", ""))
+        return MatchRecord(
+            raw=msg, ref=ref, match_id=match_id,
+            players=tuple(str(p) for p in msg.get("players") or ()),
+            config=dict(msg.get("config") or {}),
+            events=tuple(_parse_event({**e, "match_id": match_id}, None)
+                         for e in msg.get("events") or () if isinstance(e, dict)),
+        )
+    if kind == "player":
+        return PlayerInfo(
+            raw=msg, ref=ref, name=str(msg.get("name", "")),
+            rating=_opt_float(msg.get("rating")), provisional=bool(msg.get("provisional", True)),
+            mu=_opt_float(msg.get("mu")), sigma=_opt_float(msg.get("sigma")),
+            games=int(msg.get("games", 0) or 0), wins=int(msg.get("wins", 0) or 0),
+            draws=int(msg.get("draws", 0) or 0), losses=int(msg.get("losses", 0) or 0),
+            distribution={int(k): int(v) for k, v in (msg.get("distribution") or {}).items()},
+            vs_minimum=_vs_minimum(msg.get("vs_minimum")),
+        )
+    return None
+
+
 def _parse_event(msg: dict[str, Any], ref: Any) -> MatchEvent:
     base: dict[str, Any] = {
         "raw": msg,
@@ -432,6 +578,7 @@ def parse(msg: dict[str, Any]) -> Message:
                 for m in msg.get("matches") or ()
                 if isinstance(m, dict)
             ),
+            secured=bool(msg.get("secured", False)),
         )
     if kind == "match":
         return MatchAnnounced(
@@ -516,9 +663,14 @@ def parse(msg: dict[str, Any]) -> Message:
                     losses=int(p.get("losses", 0) or 0),
                     avg_guesses=_opt_float(p.get("avg_guesses")),
                     avg_time_s=_opt_float(p.get("avg_time_s")),
+                    provisional=bool(p.get("provisional", True)),
+                    vs_minimum=_vs_minimum(p.get("vs_minimum")),
                 )
                 for p in msg.get("players") or ()
                 if isinstance(p, dict)
             ),
         )
+    account = _parse_account(kind, msg, ref)
+    if account is not None:
+        return account
     return UnknownMessage(raw=msg, ref=ref, type=str(kind))

@@ -25,7 +25,8 @@ from clients.sdk.messages import (
     Started,
 )
 from moo.commitment import verify
-from moo.rules import DEFAULT_RULES, Response, Rules
+from moo.rules import DEFAULT_RULES, Response
+from moo.variants import GameRules
 
 __all__ = ["MatchState", "Turn"]
 
@@ -53,7 +54,7 @@ class MatchState:
     seat: int | None = None
     players: tuple[str, str] = ("", "")
     config: dict[str, Any] = field(default_factory=dict)
-    rules: Rules = DEFAULT_RULES
+    rules: GameRules = DEFAULT_RULES
     last_seq: int = 0
     phase: str = "secrets"
     secret: str | None = None

@@ -19,8 +19,10 @@ import json
 import math
 import random
 import sys
+from pathlib import Path
 from typing import Any
 
+from clients.sdk.cli_args import add_url_option, urls_of
 from clients.tournament.results import (
     MatchRecord,
     ResultsFile,
@@ -39,8 +41,11 @@ from clients.tournament.runner import (
     run_tournament,
 )
 from clients.tournament.stats import SprtSpec
+from moo.cli import rules_arg
 from moo.errors import MooError
 from moo.match import MatchConfig
+from moo.rules import DEFAULT_RULES
+from moo.variants import CLASSIC_SPEC, rules_spec
 
 __all__ = ["configure", "format_standings", "main", "standings_json"]
 
@@ -55,7 +60,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a registered strategy name, pkg.module:Class, or cmd:./program",
     )
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--url", help="play every match on this server (ws://HOST:PORT/)")
+    add_url_option(where, "play every match on this server (ws://HOST:PORT/)")
     where.add_argument(
         "--local", action="store_true", help="play in-process (the default without --url)"
     )
@@ -78,6 +83,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="seed of the secret draw and the bots' RNG")
     parser.add_argument("--pacing", choices=("lockstep", "free"), default="lockstep",
                         help="match pacing (default lockstep, the server's default)")
+    parser.add_argument("--rules", type=rules_arg, default=None, metavar="SPEC",
+                        help="the game: GAME[:LENGTH[:ALPHABET[:repeats]]] (docs/variants.md); "
+                        "default classic 4 of 10. Other rules: Mastermind minimum, strongest, "
+                        "random; other MOO variants random only")
     parser.add_argument("--json", action="store_true", help="print standings as JSON")
     parser.add_argument("--name-prefix", default=None,
                         help="--url: prefix of the players' names (default: a random tag)")
@@ -106,6 +115,13 @@ async def _main(args: argparse.Namespace) -> int:
     spec = SprtSpec.parse(args.sprt) if args.sprt else None
     if spec is not None and (len(args.bots) != 2):
         raise ValueError("--sprt compares exactly two bots")
+    if args.out:
+        folder = Path(args.out).parent
+        if not folder.is_dir():
+            # a typo must not grow a directory tree: name the folder and create nothing
+            raise ValueError(f"--out {args.out}: directory {folder} does not exist")
+        if Path(args.out).is_dir():
+            raise ValueError(f"--out {args.out} is a directory; give a file name")
     out = ResultsFile(args.out)
     seed = args.seed
     if args.resume:
@@ -121,7 +137,7 @@ async def _main(args: argparse.Namespace) -> int:
             seed = found
     if seed is None:
         seed = random.SystemRandom().randrange(1, 2**31)
-    config = MatchConfig(pacing=args.pacing, secret_ms=None)
+    config = MatchConfig(rules=args.rules or DEFAULT_RULES, pacing=args.pacing, secret_ms=None)
     jobs = make_plan(
         args.bots, fmt=args.format, rounds=args.rounds, seed=seed, secrets=args.secrets,
         rules=config.rules,
@@ -132,10 +148,10 @@ async def _main(args: argparse.Namespace) -> int:
         from clients.tournament.remote import RemoteEngine
 
         engine = RemoteEngine(
-            args.url, pacing=args.pacing, prefix=args.name_prefix, rate=args.client_rate,
-            msgpack=args.wire == "msgpack",
+            urls_of(args), pacing=args.pacing, prefix=args.name_prefix, rate=args.client_rate,
+            msgpack=args.wire == "msgpack", rules=args.rules,
         )
-        mode = f"through {args.url}"
+        mode = f"through {', '.join(urls_of(args))}"
     else:
         engine = LocalEngine(config, concurrency)
         mode = "local" + (f", {concurrency} processes" if concurrency > 1 else "")
@@ -153,6 +169,7 @@ async def _main(args: argparse.Namespace) -> int:
         "mode": mode,
         "pacing": args.pacing,
         "secrets": args.secrets,
+        "rules": rules_spec(config.rules),
     }
     if args.json:
         print(json.dumps(standings_json(result, names, info, spec), indent=2))
@@ -225,7 +242,8 @@ def format_standings(
     rate = result.played / result.elapsed_s if result.elapsed_s > 0 else 0.0
     lines = [
         f"{len(names)} bots, {info['format']}, {info['rounds']} secret pairs per pair of bots, "
-        f"{info['pacing']}, seed {info['seed']}, {info['mode']}",
+        f"{info['pacing']}, seed {info['seed']}, {info['mode']}"
+        + (f", rules {info['rules']}" if info.get("rules", CLASSIC_SPEC) != CLASSIC_SPEC else ""),
         f"{len(records)} matches ({result.played} played, {result.skipped} from the file) "
         f"in {result.elapsed_s:.1f} s ({rate:.1f} matches/s)",
         "",

@@ -19,8 +19,10 @@ plays the same guesses as its ``--local`` twin: the two modes can be compared re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
+import random
 import re
 import secrets
 import time
@@ -28,21 +30,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.typing import Subprotocol
 
-from bots.base import Strategy
+from bots.base import Strategy, close_strategy
 from clients.tournament.results import MatchRecord
 from clients.tournament.runner import (
     Job,
+    begin_match,
     choose_secret,
-    close_strategy,
     make_strategy,
     seat_rng,
 )
 from moo.errors import MooError
 from moo.protocol import Codec
-from moo.rules import Response, Rules
+from moo.rules import Response
+from moo.variants import GameRules, rules_from_dict
 
 __all__ = ["BotConnection", "RemoteEngine", "RemoteError"]
 
@@ -51,8 +54,16 @@ log = logging.getLogger("moo.tournament")
 _NAME_OK = re.compile(r"[^A-Za-z0-9_.-]")
 #: a match over this is abandoned (the server's own clocks end stuck matches)
 MATCH_TIMEOUT_S = 120.0
-#: connection problems are retried this many times per match with fresh connections
-ATTEMPTS = 3
+#: connection problems before a match exists are retried this many times with fresh connections,
+#: backing off (capped at 4 s) so a server being restarted, or a cluster node's death, is waited
+#: out (about 13 to 26 s in all) instead of failing the match
+ATTEMPTS = 10
+#: how long a seat whose connection dropped keeps trying to reconnect and resume (a restarted
+#: server, or a cluster taking a dead node's matches over within its lease, ~10 s)
+RECONNECT_S = 60.0
+#: refusals that mean "not done, try again" (a database outage, a cluster node that lost the
+#: match's lease or did not answer a forwarded request)
+RETRYABLE = frozenset({"storage_unavailable", "not_available"})
 
 
 class RemoteError(MooError):
@@ -84,8 +95,13 @@ class TokenBucket:
 class BotConnection:
     """One logged-in player; plays at most one match at a time."""
 
-    def __init__(self, url: str, name: str, rate: float, codec: Codec) -> None:
-        self.url, self.name = url, name
+    def __init__(self, urls: Sequence[str], name: str, rate: float, codec: Codec) -> None:
+        #: servers in order of preference; a failed connect moves on to the next one
+        self.urls = list(urls)
+        self.url_index = 0
+        self.name = name
+        #: issued by the first hello; reclaims the name when reconnecting
+        self.token: str | None = None
         self.codec = codec
         self.bucket = TokenBucket(rate, max(2.0, 2 * rate))
         self.ws: ClientConnection | None = None
@@ -97,8 +113,26 @@ class BotConnection:
         self.ids = itertools.count(1)
         self.broken: BaseException | None = None
         self.busy = False
+        #: bumped by every :meth:`resync`: only the newest ``_resumed`` marker is acted on
+        self.generation = 0
+
+    @property
+    def url(self) -> str:
+        return self.urls[self.url_index]
 
     async def open(self) -> None:
+        """Connect (each URL once, in order, from the current one) and say hello."""
+        for i in range(len(self.urls)):
+            try:
+                await self._open_one()
+                return
+            except (OSError, TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
+                log.info("%s: cannot connect to %s: %s", self.name, self.url, exc)
+                self.url_index = (self.url_index + 1) % len(self.urls)
+                if i == len(self.urls) - 1:
+                    raise
+
+    async def _open_one(self) -> None:
         self.ws = await connect(
             self.url,
             subprotocols=[Subprotocol(self.codec.subprotocol)],
@@ -107,10 +141,62 @@ class BotConnection:
             ping_interval=None,
             max_queue=None,
         )
-        self.reader = asyncio.create_task(self._read())
-        welcome = await self.request({"type": "hello", "name": self.name, "bot": True})
+        self.broken = None
+        self.reader = asyncio.create_task(self._read(self.ws))
+        hello: dict[str, Any] = {"type": "hello", "name": self.name, "bot": True}
+        if self.token:
+            hello["token"] = self.token
+        welcome = await self.request(hello)
         if welcome.get("type") != "welcome":
             raise RemoteError(f"unexpected reply to hello: {welcome}")
+        if isinstance(welcome.get("token"), str):
+            self.token = welcome["token"]
+
+    async def reconnect(self, match_id: str, last_seq: int) -> None:
+        """After a drop: reconnect (rotating URLs, capped backoff), reclaim the name, resume.
+
+        The old socket is dead, so the hello with our token takes our seat back (the server
+        gave the seat its grace window); the match is then resumed from ``last_seq``.
+        Raises :class:`RemoteError` after :data:`RECONNECT_S` without success.
+        """
+        deadline = time.monotonic() + RECONNECT_S
+        attempt = 0
+        while True:
+            old = self.ws
+            if old is not None:
+                old.transport.abort()
+            if self.reader is not None:
+                self.reader.cancel()
+            delay = min(4.0, 0.2 * 2 ** (attempt // len(self.urls)))
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            attempt += 1
+            try:
+                await self._open_one()
+                await self.resync(match_id, last_seq)
+                return
+            except (OSError, TimeoutError, InvalidHandshake, ConnectionClosed,
+                    RemoteError) as exc:
+                log.info("%s: reconnect to %s failed: %s", self.name, self.url, exc)
+                self.url_index = (self.url_index + 1) % len(self.urls)
+                if time.monotonic() > deadline:
+                    raise RemoteError(f"{self.name}: could not reconnect: {exc}") from None
+
+    async def resync(self, match_id: str, last_seq: int) -> None:
+        """Ask for the match's events after ``last_seq``, then queue a ``_resumed`` marker.
+
+        ``resume`` is answered with ``match`` then the replayed events, and a ``ping`` after
+        it is answered after them, so the marker lands behind the whole replay: when the seat
+        reads it, it knows everything the server stored and can tell whether its last secret
+        or guess got through.
+        """
+        self.current = match_id
+        reply = await asyncio.wait_for(
+            self.request({"type": "resume", "match_id": match_id, "last_seq": last_seq}), 30)
+        if reply.get("type") != "match":
+            raise RemoteError(f"{self.name}: unexpected reply to resume: {reply}")
+        await asyncio.wait_for(self.request({"type": "ping"}), 30)
+        self.generation += 1
+        self.events.put_nowait({"type": "_resumed", "generation": self.generation})
 
     async def send(self, message: dict[str, Any]) -> None:
         if self.broken is not None:
@@ -141,19 +227,20 @@ class BotConnection:
         self.match_waiter = asyncio.get_running_loop().create_future()
         return self.match_waiter
 
-    async def _read(self) -> None:
-        assert self.ws is not None
+    async def _read(self, ws: ClientConnection) -> None:
         try:
-            async for frame in self.ws:
+            async for frame in ws:
                 self._dispatch(self.codec.decode(frame))
         except ConnectionClosed as exc:
-            self._fail(exc)
+            self._fail(exc, ws)
         except Exception as exc:  # a decoding bug must not hang the waiters
-            self._fail(exc)
+            self._fail(exc, ws)
         else:
-            self._fail(RemoteError("connection closed"))
+            self._fail(RemoteError("connection closed"), ws)
 
-    def _fail(self, exc: BaseException) -> None:
+    def _fail(self, exc: BaseException, ws: ClientConnection | None = None) -> None:
+        if ws is not None and ws is not self.ws:
+            return  # a socket already replaced by a reconnect: its end is old news
         self.broken = exc
         for fut in list(self.waiters.values()):
             if not fut.done():
@@ -213,7 +300,7 @@ class _Pool:
             conn = max(idle, key=lambda c: c.bucket.level())
         else:
             conn = BotConnection(
-                self.engine.url, self._name(), self.engine.rate, self.engine.codec
+                self.engine.urls, self._name(), self.engine.rate, self.engine.codec
             )
             conn.busy = True
             self.conns.append(conn)
@@ -242,20 +329,23 @@ class _Pool:
 
 
 class RemoteEngine:
-    """Plays each job as a real match on the server at ``url``."""
+    """Plays each job as a real match on the server at ``url`` (or the first that answers)."""
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         pacing: str = "lockstep",
         prefix: str | None = None,
         rate: float = 18.0,
         msgpack: bool = False,
         max_per_bot: int = 512,
+        rules: GameRules | None = None,
     ) -> None:
-        self.url = url
+        self.urls = [url] if isinstance(url, str) else list(url)
         self.pacing = pacing
+        #: the rules every match asks for (room_create), None for the server's default
+        self.rules = rules
         self.prefix = prefix if prefix is not None else f"t{secrets.token_hex(2)}-"
         self.rate = rate
         self.codec = Codec("moo.v1.msgpack" if msgpack else "moo.v1.json")
@@ -272,7 +362,7 @@ class RemoteEngine:
                     self.strategies[spec] = [self._new_strategy(spec)]  # fail fast on a bad name
 
     def _new_strategy(self, spec: str) -> Strategy:
-        strategy = make_strategy(spec)
+        strategy = make_strategy(spec, rules=self.rules)
         self.all_strategies.append(strategy)
         return strategy
 
@@ -288,6 +378,8 @@ class RemoteEngine:
             except (RemoteError, ConnectionClosed, OSError, TimeoutError) as exc:
                 last = exc
                 log.warning("match %s attempt %d failed: %s", job.key, attempt + 1, exc)
+                if attempt + 1 < ATTEMPTS:
+                    await asyncio.sleep(min(4.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.0))
         raise RemoteError(f"match {job.key} failed {ATTEMPTS} times: {last}")
 
     async def _play_once(self, job: Job) -> MatchRecord:
@@ -301,7 +393,10 @@ class RemoteEngine:
                 conns.append(await pool.acquire(need))
             c0, c1 = conns
             started = int(time.time() * 1000)
-            room = await c0.request({"type": "room_create", "pacing": self.pacing})
+            asked: dict[str, Any] = {"type": "room_create", "pacing": self.pacing}
+            if self.rules is not None:
+                asked["rules"] = self.rules.to_dict()
+            room = await c0.request(asked)
             m0 = c0.expect_match()
             c1.expect_match()
             m1 = await c1.request({"type": "room_join", "code": room["code"]})
@@ -312,10 +407,10 @@ class RemoteEngine:
             if first.get("seat") != 0 or m1.get("seat") != 1:
                 raise RemoteError("the room owner was expected in seat 0")
             c0.current = c1.current = match_id
-            rules = _interned(Rules.from_dict(first["config"]["rules"]))
+            rules = _interned(rules_from_dict(first["config"]["rules"]))
             rngs = (seat_rng(job, 0), seat_rng(job, 1))
             for seat in (0, 1):
-                strategies[seat].new_match(rules, rngs[seat])
+                begin_match(strategies[seat], rules, rngs[seat])
             chosen = job.secrets or (
                 choose_secret(strategies[0], rules, rngs[0]),
                 choose_secret(strategies[1], rules, rngs[1]),
@@ -388,10 +483,10 @@ async def _resign_quietly(conns: Sequence[BotConnection], match_id: str) -> None
                 pass
 
 
-_RULES: dict[Rules, Rules] = {}
+_RULES: dict[GameRules, GameRules] = {}
 
 
-def _interned(rules: Rules) -> Rules:
+def _interned(rules: GameRules) -> GameRules:
     """One Rules object per variant, so its cached code lists are built once, not per match."""
     return _RULES.setdefault(rules, rules)
 
@@ -411,43 +506,92 @@ async def _play_seat(
     guesses: list[str] = []
     solved = False
     over = False  # somebody solved in lockstep: the match ends with this round
+    last_seq = 0  # highest seq applied: replays after a reconnect are skipped up to it
+    acked = 0  # own guesses the server has stored (our own ``guess`` events)
+    secret_stored = False
+    #: how many guesses we had sent when the last resync began: only those may need re-sending
+    sent_at_resync = 0
 
     async def guess() -> None:
         g = strategy.next_guess()
         guesses.append(g)
-        await conn.send({"type": "guess", "match_id": match_id, "guess": g})
+        await send({"type": "guess", "match_id": match_id, "guess": g})
+
+    async def send(message: dict[str, Any]) -> None:
+        # a send on a dead socket is not an error here: the reader has queued ``_closed``
+        # and the loop below reconnects, resumes and re-sends what did not get through
+        with contextlib.suppress(RemoteError, ConnectionClosed):
+            await conn.send(message)
 
     events = conn.events  # this match's queue, even if the connection moves on
-    await conn.send({"type": "secret", "match_id": match_id, "secret": secret})
+    await send({"type": "secret", "match_id": match_id, "secret": secret})
     while True:
         msg = await events.get()
         kind = msg.get("type")
         if kind == "_closed":
-            raise RemoteError(f"{conn.name}: connection lost during {match_id}")
+            # The server died or the link broke: resume the match, never resign it.
+            log.info("%s: connection lost in %s; resuming from seq %d",
+                     conn.name, match_id, last_seq)
+            sent_at_resync = len(guesses)
+            await conn.reconnect(match_id, last_seq)
+            continue
+        if kind == "_resumed":
+            if msg["generation"] != conn.generation:
+                continue  # a later resync follows; re-sending twice could guess twice
+            # Everything stored is replayed by now: re-send what did not get through. Only a
+            # guess sent before the resync began, and only if no newer one was made since (the
+            # replay itself may have asked for one, sent on the new connection: re-sending
+            # that one would play it twice, in the next round).
+            if not secret_stored:
+                await send({"type": "secret", "match_id": match_id, "secret": secret})
+            elif acked < sent_at_resync == len(guesses) and not over:
+                await send({"type": "guess", "match_id": match_id, "guess": guesses[-1]})
+            continue
         if kind == "error":
-            if msg.get("code") in ("match_finished", "not_your_turn"):
-                continue  # a race with the end of the match: the finished event follows
-            raise RemoteError(f"{conn.name} in {match_id}: {msg.get('code')}: {msg.get('message')}")
+            code = msg.get("code")
+            if code in ("match_finished", "not_your_turn", "already_set"):
+                continue  # a race with the end of the match or a replay: events follow
+            if code in RETRYABLE:
+                # not stored: catch up on the same connection, then re-send (see _resumed)
+                await asyncio.sleep(0.5)
+                sent_at_resync = len(guesses)
+                try:
+                    await conn.resync(match_id, last_seq)
+                except (RemoteError, TimeoutError):
+                    pass  # the connection broke meanwhile: ``_closed`` is queued
+                continue
+            raise RemoteError(f"{conn.name} in {match_id}: {code}: {msg.get('message')}")
+        seq = msg.get("seq")
+        if isinstance(seq, int):
+            if seq <= last_seq:
+                continue  # already applied before the reconnect
+            last_seq = seq
         ev = msg.get("kind")
-        if ev == "started":
-            await guess()
+        if ev == "secret" and msg.get("seat") == seat:
+            secret_stored = True
+        elif ev == "started":
+            secret_stored = True
+            if not guesses:
+                await guess()
+        elif ev == "guess" and msg.get("seat") == seat:
+            acked = max(acked, int(msg["n"]))
+            if not lockstep and "bulls" in msg:
+                response = Response(msg["bulls"], msg["cows"])
+                strategy.observe(msg["guess"], response)
+                solved = solved or response.bulls == length
+                if not solved and len(guesses) < cap and len(guesses) == acked:
+                    await guess()
         elif ev == "round" and lockstep:
             results = msg["results"]
             own, other = results[seat], results[1 - seat]
             strategy.observe(own[0], Response(own[1], own[2]))
-            strategy.observe_opponent(int(msg["n"]), Response(other[1], other[2]))
+            strategy.observe_opponent_move(int(msg["n"]), other[0], Response(other[1], other[2]))
             solved = solved or own[1] == length
             over = over or own[1] == length or other[1] == length
-            if not over and len(guesses) < cap:
+            if not over and len(guesses) < cap and len(guesses) == int(msg["n"]):
                 await guess()
         elif ev == "guess" and not lockstep and "bulls" in msg:
             response = Response(msg["bulls"], msg["cows"])
-            if msg["seat"] == seat:
-                strategy.observe(msg["guess"], response)
-                solved = solved or response.bulls == length
-                if not solved and len(guesses) < cap:
-                    await guess()
-            else:
-                strategy.observe_opponent(int(msg["n"]), response)
+            strategy.observe_opponent_move(int(msg["n"]), msg.get("guess"), response)
         elif ev == "finished":
             return guesses, msg

@@ -20,23 +20,23 @@ interruption: a resumed run reproduces the uninterrupted one exactly.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import os
 import random
-import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bots.base import Strategy, create
+from bots.base import Strategy, available, close_strategy, create, display_names
+from bots.variants import check_bot, create_for
 from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
 from clients.tournament.stats import SprtResult, SprtSpec, sprt
-from moo.errors import MooError
+from moo.errors import BotUnsupported
+from moo.mastermind import MastermindRules
 from moo.match import Event, Match, MatchConfig
-from moo.rules import DEFAULT_RULES, Response, Rules
+from moo.rules import DEFAULT_RULES, Response
+from moo.variants import GameRules, is_classic
 
 __all__ = [
     "Engine",
@@ -44,6 +44,7 @@ __all__ = [
     "LocalEngine",
     "Progress",
     "TournamentResult",
+    "begin_match",
     "choose_secret",
     "display_names",
     "make_plan",
@@ -71,23 +72,6 @@ class Job:
     secrets: tuple[str, str] | None
 
 
-def display_names(specs: Sequence[str]) -> list[str]:
-    """Readable, unique labels: ``cmd:./prog`` -> ``prog``, ``pkg.mod:Class`` -> ``Class``."""
-    out: list[str] = []
-    for spec in specs:
-        if spec.startswith("cmd:"):
-            base = spec[4:].strip().split()[0].rstrip("/").rsplit("/", 1)[-1] or "cmd"
-        elif ":" in spec:
-            base = spec.rsplit(":", 1)[-1]
-        else:
-            base = spec
-        name, n = base, 2
-        while name in out:
-            name, n = f"{base}#{n}", n + 1
-        out.append(name)
-    return out
-
-
 def pairs_for(n_bots: int, fmt: str) -> list[tuple[int, int]]:
     if fmt == "gauntlet":
         return [(0, j) for j in range(1, n_bots)]
@@ -96,7 +80,7 @@ def pairs_for(n_bots: int, fmt: str) -> list[tuple[int, int]]:
     raise ValueError(f"format must be one of {FORMATS}")
 
 
-def secret_pair(seed: int, round_: int, rules: Rules) -> tuple[str, str]:
+def secret_pair(seed: int, round_: int, rules: GameRules) -> tuple[str, str]:
     """The two secrets of round ``round_``: independent and uniform over the legal secrets."""
     rng = random.Random(f"moo-tournament:{seed}:{round_}")
     return rng.choice(rules.secrets), rng.choice(rules.secrets)
@@ -109,7 +93,7 @@ def make_plan(
     rounds: int = 10,
     seed: int = 1,
     secrets: str = "uniform",
-    rules: Rules = DEFAULT_RULES,
+    rules: GameRules = DEFAULT_RULES,
 ) -> list[Job]:
     """Every match of the tournament, round by round (so a stopped run is still balanced)."""
     if len(specs) < 2:
@@ -141,75 +125,39 @@ def make_plan(
 # -- strategies ---------------------------------------------------------------------------------
 
 
-def make_strategy(spec: str, *, relabel: bool = True) -> Strategy:
-    """A strategy from a registered name, ``pkg.mod:Class``, ``file.py:Class`` or ``cmd:./prog``.
+def make_strategy(
+    spec: str, *, relabel: bool = True, rules: GameRules | None = None
+) -> Strategy:
+    """A strategy from any spec (:func:`bots.base.create`, the loader every command shares).
 
-    External programs go through the SDK's adapter (``clients.external``). Registered and
-    module strategies are relabelled per match by :func:`bots.base.create` (unless
-    ``relabel=False``, for exact evaluation); files and programs are played as they are.
-    """
-    if spec.startswith("cmd:"):
-        try:
-            external = importlib.import_module("clients.external")
-        except ImportError:
-            raise MooError(
-                f"{spec!r}: external programs need clients/external.py (the SDK), not found"
-            ) from None
-        factory: Callable[[str], Strategy] | None = None
-        for attr in ("create_strategy", "strategy_from_spec", "ExternalStrategy"):
-            factory = getattr(external, attr, None)
-            if factory is not None:
-                break
-        if factory is None:
-            raise MooError("clients.external has no external-program strategy adapter")
-        return factory(spec)
-    module_part, sep, attr = spec.rpartition(":")
-    if sep and module_part.endswith(".py"):
-        return _from_file(module_part, attr)
-    if sep and os.getcwd() not in sys.path and "" not in sys.path:
-        # `moo` is a console script: make the user's own modules in the current directory
-        # importable, as `python -m` would
-        sys.path.insert(0, os.getcwd())
-    return create(spec, relabel=relabel)
-
-
-def _from_file(path: str, attr: str) -> Strategy:
-    """``path/to/mybot.py:MyBot``: load a strategy class straight from a file."""
-    import importlib.util
-
-    name = "moo_user_" + re.sub(r"\W", "_", os.path.abspath(path))
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None or not os.path.exists(path):
-            raise MooError(f"cannot load strategy file {path!r}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise MooError(f"{path!r} has no strategy class {attr!r}")
-    strategy = factory()
-    if not isinstance(strategy, Strategy):
-        raise MooError(f"{path}:{attr} does not implement bots.base.Strategy")
+    For rules other than classic 4 of 10, only the bots of :func:`bots.variants.bots_for`
+    (``BotUnsupported`` otherwise), built for those rules."""
+    if rules is None or is_classic(rules):
+        return create(spec, relabel=relabel)
+    if spec.startswith("cmd:"):  # the line protocol announces any MOO rules, not Mastermind
+        if isinstance(rules, MastermindRules):
+            raise BotUnsupported("external bot programs play MOO rules only "
+                                 "(docs/bot-protocol.md); for Mastermind use minimum, "
+                                 "strongest or random")
+        return create(spec, relabel=relabel)
+    check_bot(spec, rules, available())
+    strategy: Strategy = create_for(spec, rules)
     return strategy
 
 
-def choose_secret(strategy: Strategy, rules: Rules, rng: random.Random) -> str:
+def begin_match(strategy: Strategy, rules: GameRules, rng: random.Random) -> None:
+    """``new_match`` for either game: :class:`Strategy` is typed for MOO rules, and the
+    Mastermind / variant bots of :mod:`bots.variants` take any rules through the same method."""
+    player: Any = strategy
+    player.new_match(rules, rng)
+
+
+def choose_secret(strategy: Strategy, rules: GameRules, rng: random.Random) -> str:
     """The bot's own secret for ``--secrets bots``: its ``choose_secret`` if it has one."""
     chooser = getattr(strategy, "choose_secret", None)
     if callable(chooser):
         return rules.check_secret(chooser(rules, rng))
     return rng.choice(rules.secrets)
-
-
-def close_strategy(strategy: Strategy) -> None:
-    closer = getattr(strategy, "close", None)
-    if callable(closer):
-        try:
-            closer()
-        except Exception:
-            pass
 
 
 def seat_rng(job: Job, seat: int) -> random.Random:
@@ -229,7 +177,7 @@ def play_local(
     match, _ = Match.create(job.key, job.names, config, 0)
     rngs = (seat_rng(job, 0), seat_rng(job, 1))
     for seat in (0, 1):
-        strategies[seat].new_match(rules, rngs[seat])
+        begin_match(strategies[seat], rules, rngs[seat])
     secrets = job.secrets or (
         choose_secret(strategies[0], rules, rngs[0]),
         choose_secret(strategies[1], rules, rngs[1]),
@@ -264,7 +212,8 @@ def _deliver(match: Match, events: list[Event], strategies: tuple[Strategy, Stra
             seat = event["seat"]
             response = Response(event["bulls"], event["cows"])
             strategies[seat].observe(event["guess"], response)
-            strategies[1 - seat].observe_opponent(event["n"], response)
+            shown = event["guess"] if match.config.show_guesses else None
+            strategies[1 - seat].observe_opponent_move(event["n"], shown, response)
         elif kind == "round":
             n = event["n"]
             results = event["results"]
@@ -272,8 +221,9 @@ def _deliver(match: Match, events: list[Event], strategies: tuple[Strategy, Stra
                 guess, bulls, cows = results[seat]
                 strategies[seat].observe(guess, Response(bulls, cows))
             for seat in (0, 1):
-                _, bulls, cows = results[1 - seat]
-                strategies[seat].observe_opponent(n, Response(bulls, cows))
+                other, bulls, cows = results[1 - seat]
+                shown = other if match.config.show_guesses else None
+                strategies[seat].observe_opponent_move(n, shown, Response(bulls, cows))
 
 
 def _record_from_match(job: Job, match: Match, mode: str, started: int) -> MatchRecord:
@@ -310,19 +260,21 @@ class Engine(Protocol):
 
 #: per-process cache of strategy instances, keyed by (spec, seat): a strategy plays one match
 #: at a time and keeps its expensive tables between matches
-_CACHE: dict[tuple[str, int], Strategy] = {}
+_CACHE: dict[tuple[str, int, GameRules], Strategy] = {}
 
 
-def _cached(spec: str, seat: int) -> Strategy:
-    strategy = _CACHE.get((spec, seat))
+def _cached(spec: str, seat: int, rules: GameRules) -> Strategy:
+    strategy = _CACHE.get((spec, seat, rules))
     if strategy is None:
-        strategy = _CACHE[(spec, seat)] = make_strategy(spec)
+        strategy = _CACHE[(spec, seat, rules)] = make_strategy(spec, rules=rules)
     return strategy
 
 
 def _worker_play(job: Job, config: dict[str, Any]) -> MatchRecord:
     cfg = MatchConfig.from_dict(config)
-    return play_local(job, (_cached(job.specs[0], 0), _cached(job.specs[1], 1)), cfg)
+    return play_local(
+        job, (_cached(job.specs[0], 0, cfg.rules), _cached(job.specs[1], 1, cfg.rules)), cfg
+    )
 
 
 class LocalEngine:
@@ -344,7 +296,9 @@ class LocalEngine:
     def _strategy(self, spec: str, seat: int) -> Strategy:
         strategy = self._strategies.get((spec, seat))
         if strategy is None:
-            strategy = self._strategies[(spec, seat)] = make_strategy(spec)
+            strategy = self._strategies[(spec, seat)] = make_strategy(
+                spec, rules=self.config.rules
+            )
         return strategy
 
     async def play(self, job: Job) -> MatchRecord:

@@ -2,7 +2,8 @@
 // No framework: one state object, one render per change, the DOM in index.html.
 
 import {
-  DEFAULT_RULES, checkCode, commitment, formatResponse, randomSecret, symbolsText,
+  DEFAULT_RULES, assist, checkCode, commitment, formatResponse, isClassic, isMastermind,
+  pegColour, randomSecret, rulesLabel, rulesSpec, symbolsText,
 } from "./rules.js";
 
 const $ = (sel) => document.querySelector(sel);
@@ -10,6 +11,7 @@ const LS = {
   name: "moo.name",
   tokens: "moo.tokens",   // {lower-case name: resume token}
   match: "moo.match",     // {id, watch} of the match on screen, to come back to after a reload
+  variant: "moo.variant", // the Game picker's last choice (a rules spec)
 };
 
 function load(key, fallback) {
@@ -52,22 +54,32 @@ const S = {
   tab: "play",              // play | watch | board | match
   needLogin: false,
   queued: false,
+  variants: [DEFAULT_RULES], // welcome.variants: the rules this server offers, default first
+  analyses: {}, // match id -> {state: "loading" | "done" | "error", players, error}
   room: null,
   m: null,                  // the match on screen (see newMatch)
   liveMatches: [],
   board: { by: "rating", players: [] },
   offer: null,              // incoming challenge {challenge_id, from}
   challenge: null,          // our outgoing challenge {id, to, state}
+  acceptAfter: null,        // {challengeId, matchId}: accept once that match has ended (resigned)
+  afterFinish: null,        // {matchId, then}: run `then` once that match has ended
+  extra: null,              // a second match announced while one is live (a server without in_match)
+  password: null,           // typed on the sign-in screen; sent once in hello, never stored
+  secured: false,           // welcome.secured: the name has a password
+  loginNote: "",            // why the sign-in screen is shown (a shared link, a sign-out elsewhere)
+  player: null,             // the player page on screen: {name, data, rows, next, error, loading}
+  record: null,             // the finished match on screen: {id, events, step, steps, error, live}
   notesMode: false,         // pad taps mark digits instead of typing them
   pingTimer: null,
   tickTimer: null,
 };
 
-function newMatch(id, seat) {
+function newMatch(id, seat, watch = seat === null) {
   return {
     id,
-    seat,                       // 0, 1, or null when spectating
-    watch: seat === null,
+    seat,                       // 0, 1, or null when spectating (or not yet known)
+    watch,
     players: ["…", "…"],
     opponent: null,
     config: null,
@@ -114,6 +126,18 @@ function tokenFor(name) {
   return load(LS.tokens, {})[name.toLowerCase()] || null;
 }
 
+function storeToken(name, token) {
+  const tokens = load(LS.tokens, {});
+  tokens[name.toLowerCase()] = token;
+  save(LS.tokens, tokens);
+}
+
+function forgetToken(name) {
+  const tokens = load(LS.tokens, {});
+  delete tokens[(name || "").toLowerCase()];
+  save(LS.tokens, tokens);
+}
+
 function connect() {
   clearTimeout(S.retryTimer);
   S.retryTimer = null;
@@ -142,8 +166,9 @@ function connect() {
     if (S.ws !== ws) return;
     const hello = { type: "hello", name: S.name, client: "moo-web/1" };
     const token = tokenFor(S.name);
-    if (token) hello.token = token;
-    send(hello);
+    if (S.password) hello.password = S.password;
+    else if (token) hello.token = token;
+    send(hello, { name: S.name, withPassword: !!S.password, withToken: !S.password && !!token });
   });
   ws.addEventListener("message", (e) => {
     if (S.ws !== ws) return;
@@ -169,6 +194,18 @@ function connect() {
       S.stopReconnect = true;
       setConn("offline");
       banner("This name is now playing in another window or tab.", true);
+      return;
+    }
+    if (e.code === 4003) {
+      // Signed out everywhere from another device: this browser's token no longer works.
+      forgetToken(S.name);
+      S.stopReconnect = true;
+      setConn("offline");
+      banner("");
+      showLogin("", {
+        note: `“${S.name}” was signed out everywhere from another device. Sign in with its password to come back.`,
+        password: true,
+      });
       return;
     }
     if (S.stopReconnect) {
@@ -231,11 +268,25 @@ function handle(msg) {
     case "room":
       S.room = msg.code;
       return renderLobby();
+    case "room_closed":
+      if (!S.room || S.room === msg.code) S.room = null;
+      return renderLobby();
+    case "password_set": return onPasswordSet();
+    case "signed_out": return onSignedOut(msg);
+    case "player": return onPlayer(msg);
+    case "history": return onHistory(msg);
+    case "match_record": return onRecord(msg);
+    case "analysis":
+      S.analyses[msg.match_id] = { state: "done", players: msg.players || [] };
+      return renderAnalyses();
     case "matches":
       S.liveMatches = msg.matches || [];
       return renderWatch();
     case "leaderboard":
-      S.board = { by: msg.by || "rating", players: msg.players || [] };
+      S.board = {
+        by: msg.by || "rating", variant: msg.variant || rulesSpec(DEFAULT_RULES),
+        players: msg.players || [],
+      };
       return renderBoard();
     case "rematch_offer":
       if (S.m && S.m.id === msg.match_id) {
@@ -244,14 +295,15 @@ function handle(msg) {
       }
       return;
     case "challenge":
+      // A notice, never a focus thief: Enter typed for a guess must not answer it.
       S.offer = msg;
       renderToast();
-      $("#toast-yes").focus();
       return;
     case "challenge_sent":
       S.challenge = { id: msg.challenge_id, to: msg.to, state: "sent" };
       return renderLobby();
     case "declined":
+      // Also the decliner's own confirmation (a reply with ref): nothing more to show then.
       if (S.challenge && S.challenge.id === msg.challenge_id) S.challenge.state = "declined";
       return renderLobby();
     default:
@@ -267,16 +319,18 @@ function onWelcome(msg) {
   banner("");
   setConn("online");
   S.name = msg.name;
+  S.password = null;
+  $("#password-input").value = "";
+  S.secured = msg.secured === true;
+  S.loginNote = "";
   save(LS.name, S.name);
-  if (msg.token) {
-    const tokens = load(LS.tokens, {});
-    tokens[S.name.toLowerCase()] = msg.token;
-    save(LS.tokens, tokens);
-  }
+  if (msg.token) storeToken(S.name, msg.token);
   clearInterval(S.pingTimer);
   // An application ping now and then keeps an idle spectator's connection open.
   S.pingTimer = setInterval(() => send({ type: "ping" }), 60000);
-  if (S.queued) send({ type: "queue", pacing: pacing() }); // the queue does not survive a drop
+  setVariants(Array.isArray(msg.variants) && msg.variants.length ? msg.variants : [DEFAULT_RULES]);
+  // the queue does not survive a drop
+  if (S.queued) send({ type: "queue", pacing: pacing(), rules: chosenRules(), ...practice() });
   if (Array.isArray(msg.strategies) && msg.strategies.length) setStrategies(msg.strategies);
   const open = msg.matches || [];
   if (S.m && S.m.phase !== "finished") {
@@ -289,12 +343,12 @@ function onWelcome(msg) {
     const mine = open.find((x) => stored && x.match_id === stored.id) || open[0];
     if (mine) {
       S.m = newMatch(mine.match_id, mine.seat);
-      S.tab = "match";
+      if (!pathRoute()) S.tab = "match";
       save(LS.match, { id: mine.match_id, watch: false });
       send({ type: "resume", match_id: mine.match_id, last_seq: 0 }, { matchId: mine.match_id });
     } else if (stored && stored.watch) {
       S.m = newMatch(stored.id, null);
-      S.tab = "match";
+      if (!pathRoute()) S.tab = "match";
       send({ type: "watch", match_id: stored.id, last_seq: 0 }, { matchId: stored.id });
     } else if (stored) {
       save(LS.match, null);
@@ -303,6 +357,8 @@ function onWelcome(msg) {
   render();
   if (S.tab === "watch") refreshMatches();
   if (S.tab === "board") refreshBoard();
+  if (S.tab === "player" && S.player) requestPlayer(S.player.name, true);
+  if (S.tab === "record" && S.record && !S.record.events) requestRecord(S.record.id);
 }
 
 function setStrategies(names) {
@@ -312,6 +368,33 @@ function setStrategies(names) {
   const current = select.value;
   select.replaceChildren(...names.map((n) => el("option", { value: n, text: known.get(n) || n })));
   if (names.includes(current)) select.value = current;
+  renderBotOptions();
+}
+
+// What each hosted bot does, shown under the picker (the option itself holds only the name, so a
+// narrow picker never cuts its text off).
+const BOT_DESCRIPTIONS = {
+  random: "Guesses a random code that is still possible.",
+  minimum: "Fewest guesses on average (5.21): Tanaka's optimum.",
+  strongest: "Best win rate against the minimum strategy.",
+  entropy: "Picks the most informative guess.",
+  minimax: "Smallest worst case for the next answer.",
+  expected: "Smallest expected number of codes left.",
+  parts: "Splits the remaining codes into the most groups.",
+  first: "The first code that is still possible.",
+  larmouth: "Larmouth's 1971 method.",
+};
+
+// Mastermind's bots are the exact solver's trees for its rules (bots/mastermind.py).
+const MASTERMIND_BOTS = {
+  minimum: "The optimal Mastermind tree: fewest guesses on average (4.34 for 4 of 6).",
+  strongest: "The Mastermind tree with the best win rate against the minimum tree.",
+};
+
+function renderBotDesc() {
+  const name = $("#bot-select").value;
+  const mm = isMastermind(chosenRules()) ? MASTERMIND_BOTS[name] : undefined;
+  $("#bot-desc").textContent = mm || BOT_DESCRIPTIONS[name] || "A bot hosted by this server.";
 }
 
 function onMatch(msg) {
@@ -320,10 +403,23 @@ function onMatch(msg) {
     S.m.seat = msg.seat;
     S.m.opponent = msg.opponent;
     S.m.config = S.m.config || msg.config || null;
+    if (S.m.players[msg.seat] === "…") S.m.players[msg.seat] = S.name;
+    if (S.m.players[1 - msg.seat] === "…") S.m.players[1 - msg.seat] = msg.opponent;
     render();
     return;
   }
+  if (liveMatch()) {
+    // One live match on screen, always: a second one (only a server without the in_match rule
+    // can start it) waits in a notice instead of taking the screen over.
+    if (!S.extra || S.extra.match_id !== msg.match_id) S.extra = msg;
+    renderToast();
+    return;
+  }
   if (S.m && S.m.watch) send({ type: "unwatch", match_id: S.m.id });
+  // A person plays one match at a time: whatever else was waiting is withdrawn (the server does
+  // it too; these only tidy up after a server that does not).
+  if (S.queued) send({ type: "unqueue" });
+  if (S.room) send({ type: "room_cancel" });
   S.queued = false;
   S.room = null;
   S.challenge = null;
@@ -340,24 +436,106 @@ function onMatch(msg) {
   S.m.players = players;
   save(LS.match, { id: msg.match_id, watch: false });
   S.tab = "match";
+  if (pathRoute()) history.pushState(null, "", `/${location.search}`);
   render();
   focusEntry();
+}
+
+function helloProblem(msg, ctx) {
+  // One plain sentence for a person; the protocol's own wording ("send its token") is for programs.
+  const name = (ctx && ctx.name) || S.name;
+  if (msg.code === "bad_credentials") {
+    return { text: "That name and password do not match.", password: true };
+  }
+  if (msg.code === "too_many_attempts") {
+    const secs = Math.max(1, Math.ceil((msg.retry_after_ms || 0) / 1000));
+    return { text: `Too many failed sign-ins. Try again in ${secs} s.`, password: true };
+  }
+  if (msg.code === "bad_token" && ctx && ctx.withToken) {
+    // The token this browser kept was revoked (signed out everywhere elsewhere).
+    forgetToken(name);
+    return {
+      text: `This browser is no longer signed in as “${name}”. Enter its password to sign in again, or pick another name.`,
+      password: true,
+    };
+  }
+  if (msg.code === "name_taken" || msg.code === "bad_token") {
+    return {
+      text: `The name “${name}” is already taken. If it is yours, sign in with its password; otherwise pick another name.`,
+      password: true,
+    };
+  }
+  return { text: msg.message || msg.code, password: false };
 }
 
 function onError(msg, ctx) {
   const type = ctx ? ctx.type : null;
   const text = msg.message || msg.code;
+  // bad_credentials and too_many_attempts also answer set_password: only hello's end the session.
   if (msg.code === "name_taken" || msg.code === "invalid_name" || msg.code === "bad_token"
       || msg.code === "not_hello" || type === "hello") {
     S.stopReconnect = true;
     S.manualClose = true;
+    S.password = null;
     if (S.ws) S.ws.close();
     S.ws = null;
     setConn("offline");
     banner("");
-    const why = msg.code === "name_taken" || msg.code === "bad_token"
-      ? `${text} — that name belongs to someone else; pick another.` : text;
-    showLogin(why);
+    const why = helloProblem(msg, ctx);
+    showLogin(why.text, { password: why.password });
+    return;
+  }
+  if (type === "player" || type === "history") {
+    if (S.player && ctx.name === S.player.name) {
+      S.player.error = text;
+      S.player.loading = false;
+      renderPlayer();
+    }
+    return;
+  }
+  if (type === "analysis") {
+    S.analyses[ctx.matchId] = { state: "error", error: text };
+    renderAnalyses();
+    return;
+  }
+  if (type === "match_record") {
+    if (S.record && ctx.matchId === S.record.id) {
+      S.record.live = msg.code === "not_finished";
+      S.record.error = msg.code === "not_finished" ? ""
+        : msg.code === "no_such_match" ? `No finished match has the id “${S.record.id}”.` : text;
+      renderRecord();
+    }
+    return;
+  }
+  if (type === "set_password") {
+    $("#password-error").textContent = msg.code === "bad_credentials"
+      ? (S.secured ? "The current password is not right." : "Your current password is needed.")
+      : msg.code === "too_many_attempts"
+        ? `Too many tries. Wait ${Math.max(1, Math.ceil((msg.retry_after_ms || 0) / 1000))} s.`
+        : text;
+    return;
+  }
+  if (type === "sign_out_all") {
+    $("#signout-error").textContent = text;
+    return;
+  }
+  if (type === "room_cancel") {
+    // no_room: it had already closed (joined, or closed by the server when a match started).
+    S.room = null;
+    renderLobby();
+    return;
+  }
+  if (msg.code === "in_match") {
+    // The server's rule: one live match for a person. Bring that match back on screen.
+    S.queued = false;
+    lobbyError("You are already in a match: finish or resign it first.");
+    if (msg.match_id && (!S.m || S.m.id !== msg.match_id || S.m.watch)) {
+      if (S.m && S.m.watch) send({ type: "unwatch", match_id: S.m.id });
+      S.m = newMatch(msg.match_id, null, false);
+      save(LS.match, { id: msg.match_id, watch: false });
+      send({ type: "resume", match_id: msg.match_id, last_seq: 0 }, { matchId: msg.match_id });
+    }
+    render();
     return;
   }
   if (type === "resume" || type === "watch") {
@@ -390,7 +568,11 @@ function onError(msg, ctx) {
     renderMatch();
     return;
   }
-  if (type === "resign") return;
+  if (type === "resign") {
+    // Already over: whatever waited for the end can go ahead.
+    if (S.m && ctx.matchId === S.m.id) afterMatchEnded(S.m.id);
+    return;
+  }
   if (msg.code === "unknown_strategy" && /available: /.test(text)) {
     setStrategies(text.split("available: ")[1].split(",").map((x) => x.trim()).filter(Boolean));
   }
@@ -407,7 +589,8 @@ function onError(msg, ctx) {
     renderLobby();
     return;
   }
-  if (type === "leaderboard" || type === "matches" || type === "ping" || type === "unwatch") return;
+  if (type === "leaderboard" || type === "matches" || type === "ping" || type === "unwatch"
+      || type === "unqueue" || type === "decline") return;
   if (msg.code === "rate_limited") banner("Slow down: too many messages.");
 }
 
@@ -534,7 +717,11 @@ function onEvent(ev, ctx) {
   if (ctx && (ctx.type === "guess" || ctx.type === "secret")) {
     showCodeError("");
   }
-  if (ev.kind === "finished") verifyFairness(m);
+  if (ev.kind === "finished") {
+    verifyFairness(m);
+    afterMatchEnded(m.id);
+  }
+  renderMatchTab();
   renderMatch();
   if ((wasPlaying !== m.phase && m.phase === "playing") || (!couldEnter && canEnter(m))) {
     focusEntry();
@@ -565,6 +752,111 @@ async function verifyFairness(m) {
 // ---------------------------------------------------------------------------------------------
 // Actions
 
+/** The rules the lobby's Game picker names (welcome.variants, the server's default first). */
+function chosenRules() {
+  const spec = $("#variant-select").value;
+  return S.variants.find((r) => rulesSpec(r) === spec) || S.variants[0] || DEFAULT_RULES;
+}
+
+/** Fill the Game pickers (lobby, leaderboard) from welcome.variants; keeps the choice. */
+function setVariants(list) {
+  S.variants = list;
+  for (const sel of [$("#variant-select"), $("#board-variant")]) {
+    const keep = sel.value || load(LS.variant, "");
+    sel.replaceChildren(...list.map((r) => el("option", { value: rulesSpec(r) }, rulesLabel(r))));
+    if (list.some((r) => rulesSpec(r) === keep)) sel.value = keep;
+  }
+  renderBotOptions();
+}
+
+/** Hosted bots per rules, as bots/variants.py: classic every bot, Mastermind the trees and
+ * random, other MOO rules random; the server refuses others with bot_unsupported anyway. */
+function renderBotOptions() {
+  const rules = chosenRules();
+  const able = isClassic(rules) ? null
+    : isMastermind(rules) ? ["minimum", "strongest", "random"] : ["random"];
+  const sel = $("#bot-select");
+  for (const o of sel.options) o.disabled = able !== null && !able.includes(o.value);
+  if (sel.selectedOptions[0] && sel.selectedOptions[0].disabled) {
+    const first = [...sel.options].find((o) => !o.disabled);
+    if (first) sel.value = first.value;
+  }
+  renderBotDesc();
+}
+
+/** The assistant switch: a practice match (unrated) with the assistant, or nothing. */
+function practice() {
+  return $("#assist-toggle").checked ? { rated: false, assist: true } : {};
+}
+
+/** "12 codes still possible · try 0123" for an assisted match (moo/assist.py's figures). */
+function assistLine(m) {
+  const mine = m.guesses[m.seat].filter((e) => e.guess && e.bulls !== null && e.bulls !== undefined);
+  const key = `${m.id}:${mine.length}`;
+  if (!m.assistCache || m.assistCache.key !== key) {
+    const a = assist(rulesOf(m), mine.map((e) => [e.guess, e.bulls, e.cows]));
+    const text = !a.left ? "Assistant: no code is possible (the answers contradict each other)"
+      : a.left === 1 ? `Assistant: one code is possible: ${a.suggestion}`
+        : `Assistant: ${a.left} codes still possible · try ${a.suggestion}`;
+    m.assistCache = { key, text, suggestion: a.suggestion, left: a.left };
+  }
+  return m.assistCache.text;
+}
+
+// -- post-match analysis (the analysis request; docs/analysis.md) ------------------------------
+
+/** The match an analysis box belongs to: the finished match on screen, or the match page's. */
+function analysisMatch(box) {
+  if (box === "result-analysis") return S.m && S.m.phase === "finished" ? S.m.id : null;
+  return S.record && S.record.events ? S.record.id : null;
+}
+
+function requestAnalysis(box) {
+  const id = analysisMatch(box);
+  if (!id || (S.analyses[id] && S.analyses[id].state !== "error")) return;
+  S.analyses[id] = { state: "loading" };
+  send({ type: "analysis", match_id: id }, { matchId: id });
+  renderAnalyses();
+}
+
+function renderAnalyses() {
+  for (const box of ["result-analysis", "record-analysis"]) {
+    const node = document.getElementById(box);
+    const id = analysisMatch(box);
+    const a = id ? S.analyses[id] : undefined;
+    node.hidden = !a;
+    if (!a) continue;
+    node.dataset.state = a.state;
+    if (a.state === "loading") {
+      node.replaceChildren(el("p", { class: "hint", text: "The solver is analysing the guesses…" }));
+      continue;
+    }
+    if (a.state === "error") {
+      node.replaceChildren(el("p", { class: "error", text: a.error || "The analysis failed." }));
+      continue;
+    }
+    node.replaceChildren(...a.players.map((p, seat) => {
+      const lost = p.guesses.reduce((t, g) => t + g.loss, 0);
+      const rows = p.guesses.map((g) => el("tr", { "data-mark": g.mark || "", "data-n": g.number },
+        el("td", { class: "num", text: String(g.number) }),
+        el("td", { class: "mono", text: g.guess }),
+        el("td", { class: "mono", text: g.response }),
+        el("td", { class: "num", text: String(g.candidates) }),
+        el("td", { class: "num", text: g.best_expected.toFixed(3) }),
+        el("td", { class: "num", text: g.played_expected.toFixed(3) }),
+        el("td", { class: "num loss", text: g.loss.toFixed(3) }),
+        el("td", { class: "mono", text: g.best_guess }),
+        el("td", { class: `mark ${g.mark || ""}`, text: g.mark || "" })));
+      return el("section", { class: "analysis-player", "data-seat": seat },
+        el("h3", { text: `${p.name}: ${p.guesses.length} guesses, ${lost.toFixed(3)} expected guesses lost` }),
+        el("div", { class: "table-wrap" }, el("table", { class: "board analysis-table" },
+          el("thead", {}, el("tr", {}, ...["#", "guess", "answer", "left", "best", "played",
+            "loss", "best guess", "mark"].map((h) => el("th", { scope: "col", text: h })))),
+          el("tbody", {}, ...rows))));
+    }));
+  }
+}
+
 function pacing() {
   const el = document.querySelector('input[name="pacing"]:checked');
   return el ? el.value : "lockstep";
@@ -574,12 +866,37 @@ function lobbyError(text) {
   $("#lobby-error").textContent = text || "";
 }
 
+/** The match this person sits in and has not finished, or null: at most one at a time. */
+function liveMatch() {
+  return S.m && !S.m.watch && S.m.phase !== "finished" ? S.m : null;
+}
+
+function opponentOf(m) {
+  if (!m) return "your opponent";
+  if (m.seat !== null && m.players[1 - m.seat] !== "…") return m.players[1 - m.seat];
+  return m.opponent || "your opponent";
+}
+
 function requireFree() {
-  // The page shows one match at a time: finish (or resign) the one you sit in first.
-  if (!S.m || S.m.watch || S.m.phase === "finished") return true;
-  lobbyError("You are already in a match — finish or resign it first.");
+  // One live match for a person (the server refuses a second with in_match too).
+  if (!liveMatch()) return true;
+  lobbyError("You are already in a match: finish or resign it first.");
   $("#lobby-error").scrollIntoView({ block: "nearest" });
   return false;
+}
+
+function afterMatchEnded(matchId) {
+  // What the player chose to do once their match is over: accept a challenge, sign out.
+  const acc = S.acceptAfter;
+  if (acc && acc.matchId === matchId) {
+    S.acceptAfter = null;
+    send({ type: "accept", challenge_id: acc.challengeId });
+  }
+  const after = S.afterFinish;
+  if (after && after.matchId === matchId) {
+    S.afterFinish = null;
+    after.then();
+  }
 }
 
 function requireOnline() {
@@ -600,7 +917,8 @@ function submitCode() {
   const isSecret = m.phase === "secrets";
   let code;
   try {
-    code = checkCode(rulesOf(m), input.value, { secret: isSecret });
+    // Spaces around what was typed or pasted into the box are the box's, not the code's.
+    code = checkCode(rulesOf(m), input.value.trim(), { secret: isSecret });
   } catch (err) {
     showCodeError(`${err.message} — not sent`);
     input.focus();
@@ -639,14 +957,27 @@ function leaveMatch() {
   S.m = null;
   save(LS.match, null);
   showCodeError("");
+  if (S.extra) {
+    // The second match that waited in a notice comes on screen now.
+    const x = S.extra;
+    S.extra = null;
+    onMatch(x);
+    send({ type: "resume", match_id: x.match_id, last_seq: 0 }, { matchId: x.match_id });
+    return;
+  }
   render();
 }
 
 function refreshMatches() { send({ type: "matches" }); }
-function refreshBoard() { send({ type: "leaderboard", by: S.board.by }); }
+function refreshBoard() {
+  send({ type: "leaderboard", by: S.board.by, variant: $("#board-variant").value });
+}
 
 function setTab(tab) {
   if (tab !== "match" && S.m && S.m.phase === "finished") leaveMatch();
+  if (pathRoute() && tab !== "player" && tab !== "record") {
+    history.pushState(null, "", `/${location.search}`);
+  }
   S.tab = tab;
   if (tab === "watch") refreshMatches();
   if (tab === "board") refreshBoard();
@@ -657,13 +988,21 @@ function setTab(tab) {
   }
 }
 
-function showLogin(error) {
+function showLogin(error, { note = "", password = false } = {}) {
   S.welcomed = false;
   S.needLogin = true;
+  if (note) S.loginNote = note;
   render();
   $("#login-error").textContent = error || "";
   $("#name-input").value = S.name || "";
-  $("#name-input").focus();
+  if (password) showPasswordField();
+  if (password && S.name) $("#password-input").focus();
+  else $("#name-input").focus();
+}
+
+function showPasswordField() {
+  $("#password-row").hidden = false;
+  $("#btn-show-password").hidden = true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -693,39 +1032,72 @@ function setText(node, text) {
 function currentView() {
   if (!S.name || S.needLogin) return "login";
   if (S.tab === "match") return S.m ? "match" : "play";
+  if (S.tab === "player" && !S.player) return "play";
+  if (S.tab === "record" && !S.record) return "play";
   return S.tab;
 }
+
+const VIEWS = ["login", "play", "watch", "board", "match", "account", "player", "record"];
 
 function render() {
   const view = currentView();
   document.body.dataset.view = view;
-  for (const v of ["login", "play", "watch", "board", "match"]) {
+  for (const v of VIEWS) {
     $(`#view-${v}`).hidden = v !== view;
   }
   const signedIn = view !== "login";
   $("#nav").hidden = !signedIn;
   $("#conn").hidden = !signedIn && S.conn === "offline";
   $("#btn-logout").hidden = !signedIn;
+  $("#me-name").hidden = !signedIn;
   $("#me-name").textContent = signedIn ? S.name : "";
-  const matchTab = $("#tab-match");
-  matchTab.hidden = !S.m;
-  if (S.m) {
-    const live = S.m.phase !== "finished";
-    matchTab.querySelector(".tab-text").textContent = S.m.watch ? "Watching" : "Match";
-    matchTab.classList.toggle("live", live);
-  }
+  renderMatchTab();
   for (const b of document.querySelectorAll("#nav .tab")) {
     if (b.dataset.tab === view) b.setAttribute("aria-current", "page");
     else b.removeAttribute("aria-current");
   }
+  if (view === "login") renderLogin();
   if (view === "play") renderLobby();
   if (view === "watch") renderWatch();
   if (view === "board") renderBoard();
   if (view === "match") renderMatch();
+  if (view === "account") renderAccount();
+  if (view === "player") renderPlayer();
+  if (view === "record") renderRecord();
   renderToast();
 }
 
+function renderMatchTab() {
+  // The pulsing dot means "a match is going on": it stops the moment the match ends.
+  const matchTab = $("#tab-match");
+  matchTab.hidden = !S.m;
+  const live = !!S.m && S.m.phase !== "finished";
+  matchTab.classList.toggle("live", live);
+  if (S.m) matchTab.querySelector(".tab-text").textContent = S.m.watch ? "Watching" : "Match";
+}
+
+function renderLogin() {
+  const r = pathRoute();
+  let note = S.loginNote;
+  if (!note && r && r.tab === "player") note = `Sign in to see ${r.name}'s page.`;
+  if (!note && r && r.tab === "record") note = "Sign in to replay this match.";
+  $("#login-note").hidden = !note;
+  $("#login-note").textContent = note;
+}
+
 function renderLobby() {
+  const live = liveMatch();
+  // During a live match nothing here can start another one: the buttons say so by being off.
+  for (const b of document.querySelectorAll(
+    "#btn-queue, #btn-bot, #btn-room-create, #join-form button, #challenge-form button",
+  )) {
+    b.disabled = !!live;
+  }
+  $("#lobby-busy").hidden = !live;
+  if (live) {
+    setText($("#lobby-busy-text"),
+      `You are playing ${opponentOf(live)}. One match at a time: finish or resign it before starting another.`);
+  }
   const cs = $("#challenge-status");
   cs.hidden = !S.challenge;
   if (S.challenge) {
@@ -738,6 +1110,7 @@ function renderLobby() {
   $("#room-status").hidden = !S.room;
   $("#room-code").textContent = S.room || "";
   $("#btn-room-create").hidden = !!S.room;
+  renderBotDesc();
 }
 
 function renderWatch() {
@@ -746,8 +1119,10 @@ function renderWatch() {
   const live = S.liveMatches.filter((x) => x.phase !== "finished");
   for (const x of live) {
     const counts = x.counts ? `${x.counts[0]} – ${x.counts[1]} guesses` : "";
-    const btn = el("button", { type: "button", class: "btn small", "data-watch": x.match_id },
-      "Watch");
+    const btn = el("button", {
+      type: "button", class: "btn small", "data-watch": x.match_id, disabled: !!liveMatch(),
+      title: liveMatch() ? "Finish your match first" : null,
+    }, "Watch");
     btn.addEventListener("click", () => watchMatch(x.match_id));
     list.append(el("li", { class: "live-item", "data-match": x.match_id },
       el("div", { class: "live-players" },
@@ -755,6 +1130,7 @@ function renderWatch() {
         el("strong", { text: x.players[1] })),
       el("div", { class: "live-meta" },
         el("span", { class: "chip", text: x.pacing }),
+        x.rules && !isClassic(x.rules) ? el("span", { class: "chip", text: rulesLabel(x.rules) }) : null,
         el("span", { class: "chip", text: x.phase === "secrets" ? "choosing secrets" : "playing" }),
         el("span", { class: "muted", text: counts })),
       btn));
@@ -776,6 +1152,37 @@ function fmt(value, digits = 1) {
   return value === null || value === undefined ? "—" : Number(value).toFixed(digits);
 }
 
+// Ratings as players know them: the server's `rating` is already on the 1500 scale
+// (server/ratings.py: 1500 + 48 (mu - 3 sigma), never the raw OpenSkill ordinal, which is
+// negative after a single loss), so the page, `moo watch` and the SDK show one figure; the page
+// adds "?" while it is provisional, as lichess does.
+// A server that does not say `provisional` itself: provisional while sigma is this high.
+const PROVISIONAL_SIGMA = 6.0;
+
+function ratingView(p) {
+  const value = typeof p.rating === "number" ? p.rating : null;
+  const provisional = typeof p.provisional === "boolean" ? p.provisional
+    : typeof p.sigma === "number" && p.sigma > PROVISIONAL_SIGMA;
+  if (value === null) return { text: "—", provisional };
+  return { text: `${Math.round(value)}${provisional ? "?" : ""}`, provisional };
+}
+
+function pct(x, digits = 1) {
+  return `${(100 * x).toFixed(digits)} %`;
+}
+
+function vsMinimumText(v) {
+  if (!v) return "—";
+  return `${pct(v.score, 0)}`;
+}
+
+function playerLink(name, attrs = {}) {
+  return el("a", {
+    href: `/player/${encodeURIComponent(name)}${location.search}`, "data-route": "", class: "link-a",
+    ...attrs,
+  }, name);
+}
+
 function renderBoard() {
   for (const r of document.querySelectorAll('input[name="board-by"]')) {
     r.checked = r.value === S.board.by;
@@ -784,16 +1191,33 @@ function renderBoard() {
   body.replaceChildren();
   S.board.players.forEach((p, i) => {
     const me = p.name.toLowerCase() === (S.name || "").toLowerCase();
+    const rating = ratingView(p);
+    const v = p.vs_minimum;
     body.append(el("tr", { class: me ? "me" : null, "data-player": p.name },
       el("td", { class: "rank", text: String(i + 1) }),
-      el("th", { scope: "row", class: "player", text: p.name }),
-      el("td", { class: "num strong", text: fmt(p.rating, 0) }),
-      el("td", { class: "num", text: String(p.games ?? 0) }),
+      el("th", { scope: "row", class: "player" }, playerLink(p.name)),
+      el("td", {
+        class: `num strong rating${rating.provisional ? " provisional" : ""}`,
+        title: rating.provisional ? "Provisional: not enough games yet" : null, text: rating.text,
+      }),
+      el("td", { class: "num hide-sm", text: String(p.games ?? 0) }),
       el("td", { class: "num", text: `${p.wins ?? 0}–${p.draws ?? 0}–${p.losses ?? 0}` }),
       el("td", { class: "num", text: fmt(p.avg_guesses, 2) }),
+      el("td", {
+        class: "num hide-sm vsmin",
+        title: v ? `${pct(v.score)} (95 % interval ${pct(v.low)}–${pct(v.high)}, ${v.n} matches)` : null,
+        text: vsMinimumText(v),
+      }),
       el("td", { class: "num hide-sm", text: p.avg_time_s == null ? "—" : `${fmt(p.avg_time_s, 1)} s` })));
   });
   $("#board-empty").hidden = S.board.players.length > 0;
+  updateScrollHint();
+}
+
+function updateScrollHint() {
+  // A table wider than the screen says so (it scrolls sideways) instead of hiding columns.
+  const wrap = $("#board-table").parentElement;
+  $("#board-scroll-hint").hidden = currentView() !== "board" || wrap.scrollWidth <= wrap.clientWidth + 1;
 }
 
 function clockText(ms) {
@@ -850,21 +1274,57 @@ function sideLabel(m, i) {
   return i === m.seat ? "you" : null;
 }
 
+/**
+ * Bring a list up to date without rebuilding it: rows already there stay the same nodes (so
+ * their pop-in animation does not replay and nothing flickers), changed rows are patched in
+ * place, new rows are appended, rows beyond the items (a replay stepping back) are removed.
+ */
+function syncList(list, key, items, keyOf, render) {
+  if (list.dataset.key !== key) {
+    list.replaceChildren();
+    list.dataset.key = key;
+  }
+  const have = new Map([...list.children].map((li) => [li.dataset.k, li]));
+  const keep = new Set();
+  let added = false;
+  for (const item of items) {
+    const k = String(keyOf(item));
+    keep.add(k);
+    const fresh = render(item);
+    fresh.dataset.k = k;
+    const old = have.get(k);
+    if (!old) {
+      list.append(fresh);
+      added = true;
+    } else if (old.outerHTML !== fresh.outerHTML) {
+      for (const a of [...old.attributes]) if (!fresh.hasAttribute(a.name)) old.removeAttribute(a.name);
+      for (const a of [...fresh.attributes]) old.setAttribute(a.name, a.value);
+      old.replaceChildren(...fresh.childNodes);
+    }
+  }
+  for (const [k, li] of have) if (!keep.has(k)) li.remove();
+  return added;
+}
+
 function historyRow(m, seat, e) {
-  const length = rulesOf(m).length;
+  const rules = rulesOf(m);
+  const length = rules.length;
+  const pegs = isMastermind(rules);
   const known = e.bulls !== null && e.bulls !== undefined;
   const guessText = e.guess === null || e.guess === undefined ? "•".repeat(length) : e.guess;
   const badge = known
     ? el("span", {
       class: `badge${e.bulls === length ? " win" : ""}`,
-      "aria-label": `${e.bulls} bull${e.bulls === 1 ? "" : "s"}, ${e.cows} cow${e.cows === 1 ? "" : "s"}`,
+      "aria-label": pegs ? `${e.bulls} black, ${e.cows} white`
+        : `${e.bulls} bull${e.bulls === 1 ? "" : "s"}, ${e.cows} cow${e.cows === 1 ? "" : "s"}`,
       text: formatResponse(e.bulls, e.cows),
     })
     : el("span", { class: "badge pending", "aria-label": "waiting for the round", text: "…" });
   const pips = el("span", { class: "pips", "aria-hidden": "true" });
   if (known) {
     for (let k = 0; k < length; k++) {
-      const kind = k < e.bulls ? "bull" : k < e.bulls + e.cows ? "cow" : "miss";
+      const kind = k < e.bulls ? (pegs ? "bull black" : "bull")
+        : k < e.bulls + e.cows ? (pegs ? "cow white" : "cow") : "miss";
       pips.append(el("i", { class: `pip ${kind}` }));
     }
   }
@@ -876,8 +1336,18 @@ function historyRow(m, seat, e) {
     "data-cows": known ? e.cows : "",
   },
   el("span", { class: "n", text: String(e.n) }),
-  el("span", { class: "g", text: guessText, "aria-label": e.guess ? `guess ${e.guess}` : "hidden guess" }),
+  pegs && e.guess ? codePegs(rules, e.guess)
+    : el("span", { class: "g", text: guessText, "aria-label": e.guess ? `guess ${e.guess}` : "hidden guess" }),
   pips, badge);
+}
+
+/** A Mastermind code as colour pegs, each with its symbol (readable without colour too). */
+function codePegs(rules, code) {
+  const out = el("span", { class: "g pegs", "aria-label": `guess ${code}` });
+  for (const ch of code) {
+    out.append(el("i", { class: `cpeg peg-${pegColour(rules, ch)}`, "aria-hidden": "true" }, ch));
+  }
+  return out;
 }
 
 function statusText(m) {
@@ -892,7 +1362,12 @@ function statusText(m) {
     return "";
   }
   if (m.phase === "secrets") {
-    if (!m.secretSet[m.seat]) return `Choose your secret: ${rulesOf(m).length} ${rulesOf(m).repeats_in_guess ? "" : "distinct "}${symbolsText(rulesOf(m)).split(" ")[0]}. ${opp} will try to crack it.`;
+    if (!m.secretSet[m.seat]) {
+      const r = rulesOf(m);
+      const what = isMastermind(r) ? `${symbolsText(r)}, repeats allowed`
+        : `distinct ${symbolsText(r).split(" ")[0]}`;
+      return `Choose your secret: ${r.length} ${what}. ${opp} will try to crack it.`;
+    }
     return `Waiting for ${opp} to choose a secret…`;
   }
   if (m.phase === "playing") {
@@ -941,12 +1416,16 @@ function resultTexts(m) {
   return { title, detail };
 }
 
-function renderFairness(m) {
-  const list = $("#fairness");
+function seatOrder(m) {
+  // "You" first, as on the scoreboard; seat order for spectators.
+  return m.watch || m.seat === null ? [0, 1] : [m.seat, 1 - m.seat];
+}
+
+function renderFairness(m, list = $("#fairness")) {
   list.replaceChildren();
   const r = m.result;
   const seen = m.commitments || r.commitments || [];
-  for (const i of [0, 1]) {
+  for (const i of seatOrder(m)) {
     const f = m.fairness ? m.fairness[i] : undefined;
     const secret = r.secrets ? r.secrets[i] : null;
     let mark; let state; let label;
@@ -958,7 +1437,7 @@ function renderFairness(m) {
     list.append(el("li", { class: `fair ${state}`, "data-seat": i, "data-ok": state },
       el("span", { class: "mark", "aria-hidden": "true", text: mark }),
       el("span", { class: "fair-body" },
-        el("span", { class: "fair-name", text: `${m.players[i]}'s secret ` }),
+        el("span", { class: "fair-name", text: !m.watch && i === m.seat ? "Your secret " : `${m.players[i]}'s secret ` }),
         el("strong", { class: "secret", text: secret || "—" }),
         el("span", { class: "fair-hash", title: seen[i] || "", text: ` · commitment ${hash}` }),
         el("span", { class: "sr-only", text: ` — ${label}` }))));
@@ -971,12 +1450,18 @@ function renderPad() {
   const rules = rulesOf(m);
   const input = $("#code-input");
   const value = input.value;
-  const distinct = m && (m.phase === "secrets" || !rules.repeats_in_guess);
+  const distinct = m && !isMastermind(rules) && (m.phase === "secrets" || !rules.repeats_in_guess);
   const enabled = m && canEnter(m) && S.conn === "online";
   if (pad.dataset.alphabet !== rules.alphabet) {
     pad.replaceChildren();
+    const pegs = isMastermind(rules);
     for (const ch of rules.alphabet) {
-      const b = el("button", { type: "button", class: "key", "data-key": ch, "aria-label": `${ch}` }, ch);
+      // Mastermind: colour pegs (the symbol stays on the key for keyboards and screen readers)
+      const colour = pegs ? pegColour(rules, ch) : "";
+      const b = el("button", {
+        type: "button", class: pegs ? `key peg peg-${colour}` : "key", "data-key": ch,
+        "aria-label": pegs ? `${ch} ${colour}` : `${ch}`,
+      }, ch);
       b.addEventListener("click", () => typeKey(ch));
       pad.append(b);
     }
@@ -984,6 +1469,7 @@ function renderPad() {
     back.addEventListener("click", () => typeKey("Backspace"));
     pad.append(back);
     pad.dataset.alphabet = rules.alphabet;
+    pad.dataset.game = pegs ? "mastermind" : "moo";
   }
   const noting = S.notesMode && m && m.phase === "playing";
   pad.classList.toggle("noting", !!noting);
@@ -1034,8 +1520,7 @@ function renderMatch() {
   view.dataset.phase = m.phase;
   view.dataset.mode = m.watch ? "watch" : "play";
   // Sides: you first when playing, seat order when spectating.
-  const order = m.watch || m.seat === null ? [0, 1] : [m.seat, 1 - m.seat];
-  order.forEach((seat, pos) => {
+  seatOrder(m).forEach((seat, pos) => {
     const side = $(`#side-${pos}`);
     side.dataset.seat = seat;
     side.querySelector(".pname").textContent = m.players[seat];
@@ -1050,11 +1535,18 @@ function renderMatch() {
     title.textContent = !m.watch && seat === m.seat ? "Your guesses" : `${m.players[seat]}'s guesses`;
     const list = $(`#hist-${pos}`);
     list.dataset.seat = seat;
-    list.replaceChildren(...m.guesses[seat].map((e) => historyRow(m, seat, e)));
+    const added = syncList(list, `${m.id}:${seat}`, m.guesses[seat], (e) => e.n,
+      (e) => historyRow(m, seat, e));
     list.nextElementSibling.hidden = m.guesses[seat].length > 0;
-    list.scrollTop = list.scrollHeight; // newest guess in view, without scrolling the page
+    if (added) list.scrollTop = list.scrollHeight; // newest guess in view, page left alone
   });
   setText($("#match-status"), statusText(m));
+  const variant = $("#match-variant");
+  const helped = !!(m.config && m.config.assist);
+  variant.hidden = isClassic(rulesOf(m)) && !helped;
+  setText(variant, [isClassic(rulesOf(m)) ? null : rulesLabel(rulesOf(m)),
+    helped ? "Practice with the assistant (unrated)" : null].filter(Boolean).join(" · "));
+  view.dataset.game = isMastermind(rulesOf(m)) ? "mastermind" : "moo";
 
   // Entry: secret first, then guesses; hidden for spectators and at the end.
   const entry = $("#entry");
@@ -1071,7 +1563,17 @@ function renderMatch() {
     input.maxLength = rules.length;
     input.inputMode = /^[0-9]+$/.test(rules.alphabet) ? "numeric" : "text";
     input.placeholder = "·".repeat(rules.length);
-    $("#code-hint").textContent = `${rules.length} ${isSecret || !rules.repeats_in_guess ? "distinct " : ""}${symbolsText(rules)} · type or tap, then Enter`;
+    // Touch screens have no Enter key on the pad: the hint names the button instead.
+    const how = matchMedia("(pointer: coarse)").matches
+      ? `tap the ${symbolsText(rules).split(" ")[0]}, then ${isSecret ? "Set secret" : "Guess"}`
+      : "type or tap, then Enter";
+    const line = $("#assist-line");
+    const helped = !!(m.config && m.config.assist) && !isSecret && !m.solved[m.seat];
+    line.hidden = !helped;
+    if (helped) setText(line, assistLine(m));
+    const distinctly = !isMastermind(rules) && (isSecret || !rules.repeats_in_guess);
+    const repeats = isMastermind(rules) ? " (repeats allowed; black = right place, white = elsewhere)" : "";
+    $("#code-hint").textContent = `${rules.length} ${distinctly ? "distinct " : ""}${symbolsText(rules)}${repeats} · ${how}`;
     renderPad();
   }
   const mySecret = $("#my-secret");
@@ -1090,7 +1592,9 @@ function renderMatch() {
     const outcome = m.result.winner === null || m.result.winner === undefined ? "draw"
       : m.watch ? "over" : m.result.winner === m.seat ? "win" : "loss";
     panel.dataset.outcome = outcome;
+    $("#result-link").href = `/match/${encodeURIComponent(m.id)}${location.search}`;
     renderFairness(m);
+    renderAnalyses();
     const rematch = $("#btn-rematch");
     rematch.hidden = m.watch;
     rematch.disabled = m.rematchAsked;
@@ -1110,12 +1614,444 @@ function renderMatch() {
 }
 
 function renderToast() {
+  // A challenge (or a second match) is a notice with a clear choice; it never takes the focus,
+  // so Enter meant for a guess cannot answer it.
   const t = $("#toast");
-  t.hidden = !S.offer || currentView() === "login";
+  const yes = $("#toast-yes");
+  const no = $("#toast-no");
+  const live = liveMatch();
+  t.hidden = (!S.offer && !S.extra) || currentView() === "login";
   if (S.offer) {
-    const pace = S.offer.pacing ? ` (${S.offer.pacing})` : "";
-    $("#toast-text").textContent = `${S.offer.from} challenges you to a match${pace}.`;
+    t.dataset.kind = "challenge";
+    const game = S.offer.rules && !isClassic(S.offer.rules) ? `${rulesLabel(S.offer.rules)}, ` : "";
+    const pace = S.offer.pacing ? ` (${game}${S.offer.pacing})` : "";
+    setText($("#toast-text"), live
+      ? `${S.offer.from} challenges you to a match${pace}. You are playing ${opponentOf(live)}: decline, or resign that match and accept.`
+      : `${S.offer.from} challenges you to a match${pace}.`);
+    yes.textContent = live ? "Resign and accept" : "Accept";
+    yes.className = live ? "btn danger small" : "btn primary small";
+    no.textContent = "Decline";
+  } else if (S.extra) {
+    t.dataset.kind = "extra";
+    setText($("#toast-text"),
+      `A second match against ${S.extra.opponent} has started while you play ${opponentOf(live)}.`);
+    yes.textContent = "Resign it";
+    yes.className = "btn danger small";
+    no.textContent = "Later";
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pages with their own address: /player/NAME and /match/ID (links that can be shared)
+
+function pathRoute() {
+  const path = location.pathname;
+  let hit = /^\/player\/([^/]+)\/?$/.exec(path);
+  if (hit) return { tab: "player", name: decodeURIComponent(hit[1]) };
+  hit = /^\/match\/([^/]+)\/?$/.exec(path);
+  if (hit) return { tab: "record", id: decodeURIComponent(hit[1]) };
+  return null;
+}
+
+function navigate(path) {
+  if (location.pathname !== path) history.pushState(null, "", `${path}${location.search}`);
+  applyRoute();
+}
+
+function applyRoute() {
+  const r = pathRoute();
+  if (!r) {
+    if (S.tab === "player" || S.tab === "record") S.tab = liveMatch() ? "match" : "play";
+  } else if (r.tab === "player") {
+    S.tab = "player";
+    if (!S.player || S.player.name !== r.name) {
+      S.player = newPlayer(r.name);
+      if (S.welcomed) requestPlayer(r.name, true);
+    }
+  } else {
+    S.tab = "record";
+    if (!S.record || S.record.id !== r.id) {
+      S.record = newRecord(r.id);
+      if (S.welcomed) requestRecord(r.id);
+    }
+  }
+  render();
+  window.scrollTo(0, 0);
+}
+
+// -- a player's page ---------------------------------------------------------------------------
+
+function newPlayer(name) {
+  return { name, data: null, rows: [], next: null, error: "", loading: true, more: false };
+}
+
+function requestPlayer(name, fresh) {
+  if (!S.player || S.player.name !== name) return;
+  if (fresh) {
+    S.player.rows = [];
+    S.player.next = null;
+    S.player.error = "";
+  }
+  S.player.loading = true;
+  send({ type: "player", name }, { name });
+  send({ type: "history", player: name, limit: 20 }, { name });
+}
+
+function sameName(a, b) {
+  return (a || "").toLowerCase() === (b || "").toLowerCase();
+}
+
+function onPlayer(msg) {
+  if (!S.player || !sameName(S.player.name, msg.name)) return;
+  S.player.data = msg;
+  S.player.loading = false;
+  renderPlayer();
+}
+
+function onHistory(msg) {
+  if (!S.player || !sameName(S.player.name, msg.player)) return;
+  const seen = new Set(S.player.rows.map((r) => r.match_id));
+  for (const row of msg.matches || []) if (!seen.has(row.match_id)) S.player.rows.push(row);
+  S.player.next = msg.next ?? null;
+  S.player.more = false;
+  S.player.loaded = true;
+  renderPlayer();
+}
+
+const REASONS = {
+  solved: "cracked", resign: "resigned", timeout: "time", disconnect: "left", guess_cap: "guess cap",
+};
+
+function historyItem(row) {
+  const seat = row.seat;
+  const counts = row.counts || [0, 0];
+  const mine = seat === 0 || seat === 1 ? counts[seat] : counts[0];
+  const theirs = seat === 0 || seat === 1 ? counts[1 - seat] : counts[1];
+  const letter = row.result === "win" ? "W" : row.result === "loss" ? "L" : "D";
+  const when = row.ended_at ? new Date(row.ended_at) : null;
+  const pacing = row.config && row.config.pacing ? row.config.pacing : "";
+  return el("li", { class: `hrow ${row.result || ""}`, "data-match": row.match_id },
+    el("span", { class: `res ${row.result || ""}`, title: row.result || "", text: letter }),
+    el("span", { class: "hrow-main" },
+      el("span", { class: "hrow-vs" }, "vs ", row.opponent ? playerLink(row.opponent) : "?"),
+      el("span", { class: "hrow-meta" },
+        el("span", { text: `${mine}–${theirs} guesses` }),
+        el("span", { class: "chip", text: REASONS[row.reason] || row.reason || "" }),
+        pacing ? el("span", { class: "chip", text: pacing }) : null,
+        row.rated === false ? el("span", { class: "chip", text: "unrated" }) : null,
+        when ? el("time", { datetime: when.toISOString(), text: when.toLocaleString() }) : null)),
+    el("a", {
+      class: "btn small", href: `/match/${encodeURIComponent(row.match_id)}${location.search}`,
+      "data-route": "", "aria-label": `Replay the match against ${row.opponent}`,
+    }, "Replay"));
+}
+
+function renderPlayer() {
+  const P = S.player;
+  if (!P || currentView() !== "player") return;
+  setText($("#player-title"), P.name);
+  setText($("#player-error"), P.error || "");
+  const d = P.data;
+  $("#player-body").hidden = !d;
+  if (d) {
+    const rating = ratingView(d);
+    setText($("#player-rating"), rating.text);
+    $("#player-rating").classList.toggle("provisional", rating.provisional);
+    $("#player-rating").title = rating.provisional ? "Provisional: not enough games yet" : "Rating";
+    setText($("#player-games"), String(d.games ?? 0));
+    setText($("#player-wins"), String(d.wins ?? 0));
+    setText($("#player-draws"), String(d.draws ?? 0));
+    setText($("#player-losses"), String(d.losses ?? 0));
+    setText($("#player-rating-note"), rating.provisional
+      ? `Rating ${rating.text}: provisional, it settles as more rated games are played.`
+      : `Rating ${rating.text}.`);
+    const v = d.vs_minimum;
+    setText($("#vsmin-text"), v ? pct(v.score) : "Not enough solved matches yet.");
+    $("#vsmin-text").classList.toggle("none", !v);
+    setText($("#vsmin-range"), v
+      ? `95 % interval ${(100 * v.low).toFixed(1)}–${pct(v.high)}, from ${v.n} solved match${v.n === 1 ? "" : "es"}`
+      : "");
+    const bar = $("#vsmin-bar");
+    bar.hidden = !v;
+    if (v) {
+      bar.style.setProperty("--low", `${100 * v.low}%`);
+      bar.style.setProperty("--high", `${100 * v.high}%`);
+      bar.style.setProperty("--score", `${100 * v.score}%`);
+    }
+    const dist = d.distribution || {};
+    const keys = Object.keys(dist).map(Number).filter((k) => Number.isFinite(k)).sort((a, b) => a - b);
+    const top = Math.max(1, ...keys.map((k) => dist[k]));
+    $("#distribution").replaceChildren(...keys.map((k) => {
+      const n = dist[k];
+      return el("li", { class: "dist-row", "data-guesses": k, "data-count": n },
+        el("span", { class: "dist-k", text: `${k}` }),
+        el("span", { class: "dist-bar" },
+          el("span", { class: "dist-fill", "data-w": Math.round((100 * n) / top) })),
+        el("span", { class: "dist-n", text: String(n) }));
+    }));
+    for (const fill of $("#distribution").querySelectorAll(".dist-fill")) {
+      fill.style.width = `${fill.dataset.w}%`;
+    }
+    $("#dist-empty").hidden = keys.length > 0;
+  } else {
+    setText($("#player-rating"), "");
+  }
+  syncList($("#history-list"), `player:${P.name.toLowerCase()}`, P.rows, (r) => r.match_id, historyItem);
+  $("#history-empty").hidden = P.rows.length > 0 || !P.loaded;
+  const more = $("#btn-history-more");
+  more.hidden = !P.next;
+  more.disabled = P.more;
+}
+
+// -- a finished match, replayed -----------------------------------------------------------------
+
+function newRecord(id) {
+  return { id, events: null, step: 0, steps: [], error: "", live: false, m: null, full: null };
+}
+
+function requestRecord(id) {
+  send({ type: "match_record", match_id: id }, { matchId: id });
+}
+
+function onRecord(msg) {
+  const R = S.record;
+  if (!R || R.id !== msg.match_id) return;
+  R.events = (msg.events || []).slice().sort((a, b) => a.seq - b.seq);
+  R.players = msg.players;
+  R.config = msg.config;
+  const free = msg.config && msg.config.pacing === "free";
+  // One step per guess (free pacing) or per revealed round (lockstep).
+  R.steps = [];
+  R.events.forEach((ev, i) => {
+    if ((free && ev.kind === "guess") || (!free && ev.kind === "round")) R.steps.push(i);
+  });
+  R.step = 0;
+  // The whole match once, for the result and the commitments.
+  R.full = replayUpTo(R, R.events.length);
+  verifyFairness(R.full).then(() => renderRecord());
+  renderRecord();
+}
+
+function replayUpTo(R, count) {
+  const mySeat = (R.players || []).findIndex((p) => sameName(p, S.name));
+  const m = newMatch(R.id, mySeat >= 0 ? mySeat : null, mySeat < 0);
+  m.players = (R.players || m.players).slice();
+  m.config = R.config || null;
+  for (const ev of R.events.slice(0, count)) applyEvent(m, ev);
+  return m;
+}
+
+function recordCut(R) {
+  // Events shown at this step: up to the step's own event; the last step shows the end too.
+  if (R.step >= R.steps.length) return R.events.length;
+  if (R.step > 0) return R.steps[R.step - 1] + 1;
+  const first = R.events.findIndex((ev) => ev.kind === "guess" || ev.kind === "round");
+  return first < 0 ? R.events.length : first;
+}
+
+function renderRecord() {
+  const R = S.record;
+  if (!R || currentView() !== "record") return;
+  setText($("#record-error"), R.error || "");
+  $("#record-live").hidden = !R.live;
+  // Watching would take the screen from your own live match: only that match itself opens.
+  const live = liveMatch();
+  $("#btn-record-watch").disabled = !!live && live.id !== R.id;
+  $("#btn-record-watch").textContent = live && live.id === R.id ? "Back to your match" : "Watch it live";
+  $("#record-body").hidden = !R.events;
+  if (!R.events) return;
+  renderAnalyses();
+  const last = R.steps.length;
+  const m = replayUpTo(R, recordCut(R));
+  const full = R.full;
+  setText($("#record-title"), `${full.players[0]} vs ${full.players[1]}`);
+  const summary = full.result ? resultTexts(full) : null;
+  setText($("#record-summary"), summary ? `${summary.title}. ${summary.detail}` : "");
+  seatOrder(m).forEach((seat, pos) => {
+    const side = $(`#rside-${pos}`);
+    side.querySelector(".pname").textContent = !m.watch && seat === m.seat ? `${m.players[seat]} (you)` : m.players[seat];
+    side.querySelector(".count").textContent = `${m.counts[seat]} guess${m.counts[seat] === 1 ? "" : "es"}${m.solved[seat] ? " · solved" : ""}`;
+    side.classList.toggle("winner", R.step === last && !!full.result && full.result.winner === seat);
+    setText($(`#rhist-title-${pos}`), `${m.players[seat]}'s guesses`);
+    const list = $(`#rhist-${pos}`);
+    syncList(list, `record:${R.id}:${seat}`, m.guesses[seat], (e) => e.n, (e) => historyRow(m, seat, e));
+    list.scrollTop = list.scrollHeight;
+  });
+  const stepText = R.step === 0 ? "Before the first guess"
+    : R.step < last ? `${full.config && full.config.pacing === "free" ? "Guess" : "Round"} ${R.step} of ${last}`
+      : `End: ${summary ? summary.title : "finished"}`;
+  setText($("#rp-step"), stepText);
+  $("#rp-first").disabled = R.step === 0;
+  $("#rp-prev").disabled = R.step === 0;
+  $("#rp-next").disabled = R.step >= last;
+  $("#rp-last").disabled = R.step >= last;
+  if (full.result) renderFairness(full, $("#record-fairness"));
+}
+
+function stepRecord(to) {
+  const R = S.record;
+  if (!R || !R.events) return;
+  R.step = Math.max(0, Math.min(R.steps.length, to));
+  renderRecord();
+}
+
+function wireRecord() {
+  $("#rp-first").addEventListener("click", () => stepRecord(0));
+  $("#rp-prev").addEventListener("click", () => stepRecord(S.record.step - 1));
+  $("#rp-next").addEventListener("click", () => stepRecord(S.record.step + 1));
+  $("#rp-last").addEventListener("click", () => stepRecord(Infinity));
+  document.addEventListener("keydown", (e) => {
+    if (currentView() !== "record" || e.ctrlKey || e.metaKey || e.altKey) return;
+    const tag = document.activeElement ? document.activeElement.tagName : "";
+    if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA") return;
+    if (e.key === "ArrowRight") stepRecord(S.record.step + 1);
+    else if (e.key === "ArrowLeft") stepRecord(S.record.step - 1);
+    else if (e.key === "Home") stepRecord(0);
+    else if (e.key === "End") stepRecord(Infinity);
+    else return;
+    e.preventDefault();
+  });
+  $("#btn-copy-link").addEventListener("click", async () => {
+    const btn = $("#btn-copy-link");
+    try {
+      await navigator.clipboard.writeText(location.href);
+      btn.textContent = "Link copied";
+    } catch {
+      btn.textContent = location.href; // no clipboard here (plain http): the link, to copy by hand
+    }
+  });
+  $("#btn-record-watch").addEventListener("click", () => {
+    const id = S.record.id;
+    const live = liveMatch();
+    if (live && live.id === id) {
+      setTab("match");
+      return;
+    }
+    history.pushState(null, "", `/${location.search}`);
+    watchMatch(id);
+  });
+  $("#btn-history-more").addEventListener("click", () => {
+    const P = S.player;
+    if (!P || !P.next) return;
+    P.more = true;
+    send({ type: "history", player: P.name, cursor: P.next, limit: 20 }, { name: P.name });
+    renderPlayer();
+  });
+}
+
+// -- account: password, signing out ------------------------------------------------------------
+
+function renderAccount() {
+  setText($("#account-status"), S.secured
+    ? `“${S.name}” is secured with a password: sign in with it on any device.`
+    : `“${S.name}” is kept only by this browser. Set a password to sign in on other devices, and to keep the name if this browser's data is cleared.`);
+  $("#old-password-row").hidden = !S.secured;
+  $("#password-username").value = S.name;
+  $("#btn-set-password").textContent = S.secured ? "Change password" : "Save password";
+  $("#signout-note").hidden = S.secured;
+  $("#btn-forget").hidden = !S.secured;
+  $("#account-page-link").href = `/player/${encodeURIComponent(S.name)}${location.search}`;
+}
+
+function onPasswordSet() {
+  S.secured = true;
+  for (const id of ["#old-password", "#new-password", "#new-password-2"]) $(id).value = "";
+  $("#password-error").textContent = "";
+  $("#password-done").hidden = false;
+  $("#password-done").textContent = "Password saved. Use it to sign in as this name on any device.";
+  renderAccount();
+}
+
+function onSignedOut(msg) {
+  if (msg.token) storeToken(S.name, msg.token);
+  $("#signout-error").textContent = "";
+  $("#signout-done").hidden = false;
+  $("#signout-done").textContent = "Done: every other browser and program signed in as this name is signed out.";
+}
+
+function wireAccount() {
+  $("#password-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const fresh = $("#new-password").value;
+    const again = $("#new-password-2").value;
+    const error = $("#password-error");
+    $("#password-done").hidden = true;
+    if ([...fresh].length < 8 || [...fresh].length > 128) {
+      error.textContent = "A password has 8 to 128 characters.";
+      $("#new-password").focus();
+      return;
+    }
+    if (fresh !== again) {
+      error.textContent = "The two new passwords are not the same.";
+      $("#new-password-2").focus();
+      return;
+    }
+    if (!requireOnline()) {
+      error.textContent = "Not connected; try again in a moment.";
+      return;
+    }
+    error.textContent = "";
+    const msg = { type: "set_password", password: fresh };
+    if (S.secured) msg.old_password = $("#old-password").value;
+    send(msg);
+  });
+  // Two taps, like resigning: the first arms the button for 4 seconds.
+  let disarm = null;
+  $("#btn-sign-out-all").addEventListener("click", () => {
+    const btn = $("#btn-sign-out-all");
+    clearTimeout(disarm);
+    $("#signout-done").hidden = true;
+    if (btn.dataset.armed !== "true") {
+      btn.dataset.armed = "true";
+      btn.textContent = "Sign out all other devices? Tap again";
+      disarm = setTimeout(() => {
+        btn.dataset.armed = "false";
+        btn.textContent = "Sign out everywhere else";
+      }, 4000);
+      return;
+    }
+    btn.dataset.armed = "false";
+    btn.textContent = "Sign out everywhere else";
+    if (!requireOnline()) {
+      $("#signout-error").textContent = "Not connected; try again in a moment.";
+      return;
+    }
+    send({ type: "sign_out_all" });
+  });
+}
+
+function askChangeName() {
+  // Leaving a live match silently would forfeit it a minute later: ask first.
+  const live = liveMatch();
+  if (!live) {
+    signOutHere();
+    return;
+  }
+  $("#ask-text").textContent = `You are playing ${opponentOf(live)}. Changing your name leaves this match: resign it, or keep playing.`;
+  $("#ask").showModal();
+}
+
+function signOutHere() {
+  // The token stays in this browser (the name can come back here) unless the caller forgets it.
+  S.manualClose = true;
+  S.stopReconnect = true;
+  clearTimeout(S.retryTimer);
+  S.retryTimer = null;
+  if (S.ws) S.ws.close(1000);
+  S.ws = null;
+  S.m = null;
+  S.queued = false;
+  S.room = null;
+  S.offer = null;
+  S.extra = null;
+  S.secured = false;
+  save(LS.match, null);
+  save(LS.name, null);
+  setConn("offline");
+  banner("");
+  if (pathRoute()) history.pushState(null, "", `/${location.search}`);
+  S.tab = "play";
+  showLogin("");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1131,33 +2067,64 @@ function wire() {
       return;
     }
     $("#login-error").textContent = "";
+    const password = $("#password-row").hidden ? "" : $("#password-input").value;
+    S.password = password || null;
     if (name.toLowerCase() !== (S.name || "").toLowerCase()) {
       S.m = null;
       save(LS.match, null);
     }
+    S.loginNote = "";
     S.name = name;
     S.needLogin = false;
     save(LS.name, name);
-    S.tab = "play";
+    const r = pathRoute();
+    S.tab = r ? r.tab : "play";
     connect();
     render();
   });
-  $("#btn-logout").addEventListener("click", () => {
-    S.manualClose = true;
-    S.stopReconnect = true;
-    clearTimeout(S.retryTimer);
-    S.retryTimer = null;
-    if (S.ws) S.ws.close(1000);
-    S.ws = null;
-    S.m = null;
-    S.queued = false;
-    S.room = null;
-    save(LS.match, null);
-    save(LS.name, null);
-    setConn("offline");
-    banner("");
-    showLogin("");
+  $("#btn-show-password").addEventListener("click", () => {
+    showPasswordField();
+    $("#password-input").focus();
   });
+  $("#btn-logout").addEventListener("click", askChangeName);
+  $("#btn-change-name").addEventListener("click", askChangeName);
+  $("#btn-forget").addEventListener("click", () => {
+    const name = S.name;
+    signOutHere();
+    forgetToken(name);
+  });
+  $("#ask-keep").addEventListener("click", () => $("#ask").close());
+  $("#ask-resign").addEventListener("click", () => {
+    $("#ask").close();
+    const live = liveMatch();
+    if (!live) {
+      signOutHere();
+      return;
+    }
+    S.afterFinish = { matchId: live.id, then: signOutHere };
+    if (send({ type: "resign", match_id: live.id }, { matchId: live.id }) === null) {
+      S.afterFinish = null;
+      signOutHere();
+    }
+  });
+  $("#me-name").addEventListener("click", () => setTab("account"));
+  $("#btn-room-cancel").addEventListener("click", () => {
+    if (!requireOnline()) return;
+    send({ type: "room_cancel" });
+  });
+  $("#bot-select").addEventListener("change", renderBotDesc);
+  $("#btn-back-to-match").addEventListener("click", () => setTab("match"));
+  wireAccount();
+  wireRecord();
+  // Links inside the page (player pages, match replays) change the view without a reload.
+  document.addEventListener("click", (e) => {
+    const a = e.target.closest ? e.target.closest("a[data-route], a#result-link, a#account-page-link") : null;
+    if (!a || e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    navigate(new URL(a.href).pathname);
+  });
+  window.addEventListener("popstate", applyRoute);
+  window.addEventListener("resize", updateScrollHint);
   $("#btn-retry").addEventListener("click", () => {
     S.retries = 0;
     S.stopReconnect = false;
@@ -1166,10 +2133,18 @@ function wire() {
   for (const b of document.querySelectorAll("#nav .tab")) {
     b.addEventListener("click", () => setTab(b.dataset.tab));
   }
+  for (const b of document.querySelectorAll(".btn-analyse")) {
+    b.addEventListener("click", () => requestAnalysis(b.dataset.analysis));
+  }
+  $("#variant-select").addEventListener("change", () => {
+    save(LS.variant, $("#variant-select").value);
+    renderBotOptions();
+  });
+  $("#board-variant").addEventListener("change", refreshBoard);
   $("#btn-queue").addEventListener("click", () => {
     if (!requireOnline() || !requireFree()) return;
     lobbyError("");
-    send({ type: "queue", pacing: pacing() });
+    send({ type: "queue", pacing: pacing(), rules: chosenRules(), ...practice() });
     S.queued = true;
     renderLobby();
   });
@@ -1181,12 +2156,13 @@ function wire() {
   $("#btn-bot").addEventListener("click", () => {
     if (!requireOnline() || !requireFree()) return;
     lobbyError("");
-    send({ type: "play_bot", strategy: $("#bot-select").value, pacing: pacing() });
+    send({ type: "play_bot", strategy: $("#bot-select").value, pacing: pacing(),
+      rules: chosenRules(), ...practice() });
   });
   $("#btn-room-create").addEventListener("click", () => {
     if (!requireOnline() || !requireFree()) return;
     lobbyError("");
-    send({ type: "room_create", pacing: pacing() });
+    send({ type: "room_create", pacing: pacing(), rules: chosenRules(), ...practice() });
   });
   $("#join-form").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -1210,7 +2186,7 @@ function wire() {
     }
     if (!requireOnline() || !requireFree()) return;
     lobbyError("");
-    send({ type: "challenge", opponent, pacing: pacing() });
+    send({ type: "challenge", opponent, pacing: pacing(), rules: chosenRules(), ...practice() });
   });
   $("#btn-refresh-matches").addEventListener("click", refreshMatches);
   for (const r of document.querySelectorAll('input[name="board-by"]')) {
@@ -1275,13 +2251,31 @@ function wire() {
     renderMatch();
   });
   $("#toast-yes").addEventListener("click", () => {
-    if (S.offer) send({ type: "accept", challenge_id: S.offer.challenge_id });
-    S.offer = null;
+    if (S.offer) {
+      const offer = S.offer;
+      S.offer = null;
+      const live = liveMatch();
+      if (live) {
+        // Resign first (a person plays one match at a time), accept once it has ended.
+        S.acceptAfter = { challengeId: offer.challenge_id, matchId: live.id };
+        send({ type: "resign", match_id: live.id }, { matchId: live.id });
+      } else {
+        send({ type: "accept", challenge_id: offer.challenge_id });
+      }
+    } else if (S.extra) {
+      send({ type: "resign", match_id: S.extra.match_id });
+      S.extra = null;
+    }
     renderToast();
   });
   $("#toast-no").addEventListener("click", () => {
-    if (S.offer) send({ type: "decline", challenge_id: S.offer.challenge_id });
-    S.offer = null;
+    if (S.offer) {
+      send({ type: "decline", challenge_id: S.offer.challenge_id });
+      S.offer = null;
+    } else if (S.extra) {
+      $("#toast").hidden = true; // "Later": it comes on screen when this match is left
+      return;
+    }
     renderToast();
   });
   // Typing anywhere on the match screen goes to the code entry.
@@ -1329,6 +2323,14 @@ function wire() {
 }
 
 wire();
+{
+  const r = pathRoute();
+  if (r) {
+    S.tab = r.tab;
+    if (r.tab === "player") S.player = newPlayer(r.name);
+    else S.record = newRecord(r.id);
+  }
+}
 if (S.name) {
   connect();
   render();

@@ -1,12 +1,57 @@
 // The rules of MOO as the browser needs them: the same checks and messages as moo/rules.py,
 // so an invalid code is explained before it is ever sent, and the fairness hash.
 
-export const DEFAULT_RULES = { length: 4, alphabet: "0123456789", repeats_in_guess: false };
+export const DEFAULT_RULES = { game: "moo", length: 4, alphabet: "0123456789", repeats_in_guess: false };
+
+const HEX = "0123456789ABCDEF";
+
+/** Mastermind (docs/protocol.md, "Variants"): repeats everywhere, black/white pegs. */
+export function isMastermind(rules) { return !!rules && rules.game === "mastermind"; }
+
+/** Peg colours for a Mastermind alphabet, by symbol position (red, green, blue, yellow, ...). */
+export const PEG_COLOURS = [
+  "red", "green", "blue", "yellow", "orange", "purple", "cyan", "white", "black", "pink",
+];
+
+export function pegColour(rules, ch) {
+  const i = rules.alphabet.indexOf(ch);
+  return i >= 0 ? PEG_COLOURS[i % PEG_COLOURS.length] : "";
+}
+
+/** The canonical spec of moo/variants.py: "moo:4:0123456789", "mastermind:4:123456". */
+export function rulesSpec(rules) {
+  const r = rules || DEFAULT_RULES;
+  if (isMastermind(r)) return `mastermind:${r.length}:${r.alphabet}`;
+  return `moo:${r.length}:${r.alphabet}${r.repeats_in_guess ? ":repeats" : ""}`;
+}
+
+/** "MOO 4 of 10", "MOO 4 of hex", "Mastermind 4 of 6", as moo.variants.rules_label. */
+export function rulesLabel(rules) {
+  const r = rules || DEFAULT_RULES;
+  const game = isMastermind(r) ? "Mastermind" : "MOO";
+  const size = r.alphabet === HEX ? "hex" : String([...r.alphabet].length);
+  const extra = !isMastermind(r) && r.repeats_in_guess ? " (repeats in guesses)" : "";
+  return `${game} ${r.length} of ${size}${extra}`;
+}
+
+export function isClassic(rules) { return rulesSpec(rules) === rulesSpec(DEFAULT_RULES); }
+
+// Characters Python's str.isprintable() rejects (a plain space is printable).
+const NON_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;
 
 function pyRepr(ch) {
-  // Python's repr of a one-character string, as moo/rules.py prints it.
+  // Python's repr of a one-character string, as moo/rules.py prints it: '\t', '\xa0', '\u2003'.
   if (ch === "'") return "\"'\"";
   if (ch === "\\") return "'\\\\'";
+  const escapes = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
+  if (escapes[ch]) return `'${escapes[ch]}'`;
+  if (ch !== " " && NON_PRINTABLE.test(ch)) {
+    const cp = ch.codePointAt(0);
+    const hex = cp.toString(16);
+    if (cp < 0x100) return `'\\x${hex.padStart(2, "0")}'`;
+    if (cp < 0x10000) return `'\\u${hex.padStart(4, "0")}'`;
+    return `'\\U${hex.padStart(8, "0")}'`;
+  }
   return `'${ch}'`;
 }
 
@@ -14,21 +59,27 @@ function isDigit(ch) { return ch >= "0" && ch <= "9"; }
 function isAlpha(ch) { return ch.toLowerCase() !== ch.toUpperCase(); }
 
 export function symbolsText(rules) {
+  if (rules.alphabet === HEX && !isMastermind(rules)) return "hex digits 0-F";
   const a = [...rules.alphabet];
   let contiguous = true;
   for (let i = 1; i < a.length; i++) {
     if (a[i].codePointAt(0) - a[i - 1].codePointAt(0) !== 1) contiguous = false;
   }
-  const kind = a.every(isDigit) ? "digits" : a.every(isAlpha) ? "letters" : "symbols";
+  const kind = isMastermind(rules) ? (rules.alphabet === "123456" ? "colours" : "symbols")
+    : a.every(isDigit) ? "digits" : a.every(isAlpha) ? "letters" : "symbols";
   return contiguous ? `${kind} ${a[0]}-${a[a.length - 1]}` : `symbols ${a.join(", ")}`;
 }
 
 function unit(rules) { return symbolsText(rules).split(" ")[0]; }
 
-/** Canonical code or throws {code, message} exactly like moo.rules.Rules._check. */
+/**
+ * Canonical code or throws {code, message} exactly like moo.rules.Rules._check. Nothing is
+ * stripped: a space, tab or no-break space is a symbol outside the alphabet, refused by name.
+ */
 export function checkCode(rules, text, { secret = false } = {}) {
+  if (isMastermind(rules)) return checkMastermind(rules, text);
   const distinct = secret || !rules.repeats_in_guess;
-  let code = String(text).trim();
+  let code = String(text);
   const alpha = rules.alphabet;
   if (alpha === alpha.toUpperCase() && alpha !== alpha.toLowerCase()) code = code.toUpperCase();
   else if (alpha === alpha.toLowerCase() && alpha !== alpha.toUpperCase()) code = code.toLowerCase();
@@ -54,6 +105,23 @@ export function checkCode(rules, text, { secret = false } = {}) {
   return code;
 }
 
+/** moo.mastermind.MastermindRules.check_code: repeats allowed, the same messages. */
+function checkMastermind(rules, text) {
+  let code = String(text);
+  const alpha = rules.alphabet;
+  if (alpha === alpha.toUpperCase() && alpha !== alpha.toLowerCase()) code = code.toUpperCase();
+  const chars = [...code];
+  const bad = [...new Set(chars.filter((ch) => !alpha.includes(ch)))].sort();
+  if (bad.length) {
+    const shown = bad.slice(0, 5).map(pyRepr).join(", ");
+    throw { code: "unknown_symbol", message: `only symbols ${alpha} (not ${shown})` };
+  }
+  if (chars.length !== rules.length) {
+    throw { code: "wrong_length", message: `expected ${rules.length} symbols, got ${chars.length}` };
+  }
+  return code;
+}
+
 /** Tanaka's notation, as moo.rules.format_response: 4B, 2B1C, 3C, 0C. */
 export function formatResponse(bulls, cows) {
   if (bulls && cows) return `${bulls}B${cows}C`;
@@ -67,7 +135,9 @@ export function randomSecret(rules) {
   const rnd = new Uint32Array(rules.length);
   crypto.getRandomValues(rnd);
   for (let i = 0; i < rules.length; i++) {
-    out.push(pool.splice(rnd[i] % pool.length, 1)[0]);
+    // Mastermind secrets may repeat a colour: draw with replacement
+    if (isMastermind(rules)) out.push(pool[rnd[i] % pool.length]);
+    else out.push(pool.splice(rnd[i] % pool.length, 1)[0]);
   }
   return out.join("");
 }
@@ -142,4 +212,72 @@ export async function sha256Hex(text) {
 /** The commitment formula of moo/commitment.py: hex(SHA-256(salt + secret)). */
 export function commitment(secret, salt) {
   return sha256Hex(salt + secret);
+}
+
+// -- the practice assistant (moo/assist.py, the same figures and suggestion) ----------------
+
+/** Bulls and cows (MOO's per-position 1971 rule) or black and white pegs (Mastermind). */
+export function scoreCode(rules, secret, guess) {
+  const s = [...secret];
+  const g = [...guess];
+  let bulls = 0;
+  for (let i = 0; i < g.length; i++) if (s[i] === g[i]) bulls++;
+  if (!isMastermind(rules)) {
+    let cows = 0;
+    for (let i = 0; i < g.length; i++) if (s[i] !== g[i] && s.includes(g[i])) cows++;
+    return [bulls, cows];
+  }
+  const counts = new Map();
+  for (const ch of s) counts.set(ch, (counts.get(ch) || 0) + 1);
+  let common = 0;
+  for (const ch of g) {
+    const left = counts.get(ch) || 0;
+    if (left) { counts.set(ch, left - 1); common++; }
+  }
+  return [bulls, common - bulls];
+}
+
+/** Every secret in the order of moo/rules.py (permutations) or moo/mastermind.py (product). */
+export function allCodes(rules) {
+  const a = [...rules.alphabet];
+  const out = [];
+  const walk = (prefix, used) => {
+    if (prefix.length === rules.length) { out.push(prefix.join("")); return; }
+    for (const ch of a) {
+      if (!isMastermind(rules) && used.has(ch)) continue;
+      prefix.push(ch); used.add(ch);
+      walk(prefix, used);
+      prefix.pop();
+      if (!prefix.includes(ch)) used.delete(ch);
+    }
+  };
+  walk([], new Set());
+  return out;
+}
+
+export const MINIMAX_LIMIT = 300;
+
+/** {left, suggestion} after turns [[guess, bulls, cows], ...] (moo.assist.assist). */
+export function assist(rules, turns) {
+  let left = allCodes(rules);
+  for (const [guess, b, c] of turns) {
+    left = left.filter((code) => {
+      const [bb, cc] = scoreCode(rules, code, guess);
+      return bb === b && cc === c;
+    });
+  }
+  if (!left.length) return { left: 0, suggestion: null };
+  if (left.length > MINIMAX_LIMIT || left.length <= 2) return { left: left.length, suggestion: left[0] };
+  let best = left[0];
+  let bestWorst = left.length + 1;
+  for (const guess of left) {
+    const parts = new Map();
+    for (const code of left) {
+      const key = scoreCode(rules, code, guess).join(",");
+      parts.set(key, (parts.get(key) || 0) + 1);
+    }
+    const worst = Math.max(...parts.values());
+    if (worst < bestWorst) { best = guess; bestWorst = worst; }
+  }
+  return { left: left.length, suggestion: best };
 }

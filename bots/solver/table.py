@@ -1,0 +1,185 @@
+"""Exact solving of games given by a response table (Mastermind first), on ``_table.c``.
+
+The MOO engine (:mod:`bots.solver.core` over ``_native.c``) is specialised to distinct-symbol
+codes; this is its generic sibling. A game here is just a list of codes, a scoring function and
+a cost per guess number; the C module searches the whole game from the empty history (no first
+guess is fixed: for Mastermind the first guess matters), and this module reads the optimal tree
+back node by node and replays it with the game's own Python scoring, so a bug in the table or
+the search cannot produce a wrong tree silently.
+"""
+
+from __future__ import annotations
+
+import array
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from moo.mastermind import MastermindRules, mastermind_score
+from moo.rules import Response, format_response
+
+from . import _table
+from .core import Objective, distribution, score_vs
+from .full import verify_paths
+
+__all__ = ["TableResult", "TableSolver", "mastermind_solver"]
+
+
+def _as_set(indices: Sequence[int]) -> bytes:
+    return array.array("H", sorted(indices)).tobytes()
+
+
+@dataclass
+class TableCell:
+    """The secrets that answered the first guess with one response, and their subtree."""
+
+    response: Response
+    size: int
+    second_guess: str | None
+    subtotal: int
+    seconds: float = 0.0
+
+
+@dataclass
+class TableResult:
+    """A solved game: first guess, cells after it, every secret's guess path."""
+
+    rules: MastermindRules
+    objective: Objective
+    first_guess: str
+    value: int
+    seconds: float
+    paths: dict[str, list[str]] = field(default_factory=dict)
+    cells: list[TableCell] = field(default_factory=list)
+    nodes: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(len(p) for p in self.paths.values())
+
+    @property
+    def distribution(self) -> list[int]:
+        return distribution(len(p) for p in self.paths.values())
+
+    def score(self) -> tuple[int, float] | None:
+        if not self.objective.opponent:
+            return None
+        return score_vs(self.distribution, self.objective.opponent)
+
+
+class TableSolver:
+    """One game bound to the (process-wide) ``_table`` engine.
+
+    ``symmetry`` must only be set when the scores are invariant under every relabelling of
+    positions and symbols (true for Mastermind); the engine then skips guesses that a
+    relabelling fixing the history maps to a smaller code.
+    """
+
+    def __init__(self, rules: MastermindRules, objective: Objective,
+                 score: Callable[[str, str], Response] = mastermind_score,
+                 symmetry: bool = True, tt_log2: int = 22) -> None:
+        self.rules = rules
+        self.objective = objective
+        self.score = score
+        self.codes = rules.secrets
+        self.index = {c: i for i, c in enumerate(self.codes)}
+        self.width = rules.length + 1
+        self.responses = list(rules.responses)
+        sym = {ch: i for i, ch in enumerate(rules.alphabet)}
+        packed = bytes(sym[ch] for code in self.codes for ch in code)
+        self.table = _table.mastermind_table(packed, rules.length, len(rules.alphabet))
+        self.solved_id = rules.length * self.width
+        self.caps = _table.init(
+            packed, rules.length, len(rules.alphabet), self.table,
+            self.width * self.width, self.solved_id, list(objective.costs),
+            symmetry=symmetry, tt_log2=tt_log2,
+        )
+
+    def response_id(self, response: tuple[int, int]) -> int:
+        return response[0] * self.width + response[1]
+
+    def response_of(self, rid: int) -> Response:
+        return Response(rid // self.width, rid % self.width)
+
+    def partition(self, cand: Sequence[int], guess: int) -> dict[int, list[int]]:
+        n = len(self.codes)
+        out: dict[int, list[int]] = {}
+        for s in cand:
+            out.setdefault(self.table[guess * n + s], []).append(s)
+        return out
+
+    def best(self, cand: Sequence[int], history: Sequence[int]) -> tuple[int, int]:
+        """(optimal value, best guess) of candidate set ``cand`` after ``history``."""
+        value, guess, exact = _table.solve(_as_set(cand), list(history))
+        if not exact or guess < 0:
+            raise RuntimeError("engine returned no exact answer")
+        return int(value), int(guess)
+
+    def value(self, cand: Sequence[int], history: Sequence[int]) -> int:
+        return self.best(cand, history)[0] if cand else 0
+
+    def paths(self, cand: Sequence[int], history: Sequence[int]) -> dict[str, list[str]]:
+        """The optimal tree's guess sequence (after ``history``) for each secret of ``cand``."""
+        out: dict[str, list[str]] = {}
+        stack: list[tuple[list[int], list[int]]] = [(list(cand), list(history))]
+        depth0 = len(history)
+        while stack:
+            s, hist = stack.pop()
+            if not s:
+                continue
+            _v, g = self.best(s, hist)
+            for rid, part in self.partition(s, g).items():
+                nxt = [*hist, g]
+                if rid == self.solved_id:
+                    out[self.codes[g]] = [self.codes[i] for i in nxt[depth0:]]
+                else:
+                    stack.append((part, nxt))
+        return out
+
+    def solve(self, progress: Callable[[str], None] | None = None) -> TableResult:
+        """Solve the whole game, read the tree back, check it, split it into first cells."""
+        t0 = time.perf_counter()
+        everything = list(range(len(self.codes)))
+        value, first = self.best(everything, [])
+        if progress:
+            progress(f"value {value}, first guess {self.codes[first]} "
+                     f"({time.perf_counter() - t0:.1f}s)")
+        paths = self.paths(everything, [])
+        tree_cost = sum(self.objective.costs[len(p)] for p in paths.values())
+        if tree_cost != value:
+            raise RuntimeError(f"tree costs {tree_cost}, search said {value}")
+        verify_paths(self.rules, paths, self.score)
+        cells: list[TableCell] = []
+        for response in self.responses:
+            members = [s for s in paths if self.score(s, self.codes[first]) == response]
+            if not members:
+                continue
+            second = None if response == self.rules.solved else paths[members[0]][1]
+            cells.append(TableCell(response, len(members), second,
+                                   sum(len(paths[s]) - 1 for s in members)))
+        return TableResult(self.rules, self.objective, self.codes[first], value,
+                           time.perf_counter() - t0, paths, cells,
+                           int(_table.stats()["nodes"]))
+
+
+def mastermind_solver(rules: MastermindRules, objective: Objective) -> TableSolver:
+    return TableSolver(rules, objective, mastermind_score, symmetry=True)
+
+
+def describe(res: TableResult) -> list[str]:
+    """The same text layout as ``moo solve`` for MOO (cells, then total and distribution)."""
+    lines = [f"first guess {res.first_guess}",
+             f"{'response':>8} {'2nd guess':>9} {'size':>5} {'total':>6}"]
+    for c in res.cells:
+        lines.append(f"{format_response(c.response):>8} {c.second_guess or '':>9} "
+                     f"{c.size:>5} {c.subtotal:>6}")
+    n = len(res.paths)
+    lines.append(f"total {res.total} over {n} secrets (mean {res.total / n:.4f}), "
+                 f"{res.seconds:.1f}s")
+    lines.append("distribution " + ",".join(str(c) for c in res.distribution))
+    scored = res.score()
+    if scored is not None:
+        gsum, rate = scored
+        lines.append("opponent " + ",".join(str(c) for c in res.objective.opponent))
+        lines.append(f"gamma sum {gsum}, win rate {100 * rate:.5f} %")
+    return lines

@@ -1,0 +1,95 @@
+"""Which hosted bot plays which rules: the server's ``play_bot`` with a ``rules`` object.
+
+Classic 4-of-10 MOO keeps every registered strategy (the tree bots, the heuristics...). The
+other rules get only bots that are correct for them:
+
+* Mastermind: ``minimum`` and ``strongest`` play the exact solver's tree for the rules
+  (:class:`bots.mastermind.MastermindTree`, solved on first use and cached on disk), ``random``
+  a random code consistent with every answer.
+* any other MOO variant (3/5/6 of 10, 4 of hex, the 1971 repeats rule): ``random`` only, a
+  random secret still consistent with every answer, over a plain list of codes (the heuristics'
+  and trees' tables are built for 4 of 10).
+
+Anything else is refused with :class:`moo.errors.BotUnsupported`, naming the bots that can.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from bots.base import create
+from bots.mastermind import MastermindTree
+from bots.mastermind import RandomConsistent as MastermindRandom
+from moo.errors import BotUnsupported
+from moo.mastermind import MastermindRules
+from moo.rules import Response, Rules
+from moo.variants import GameRules, is_classic, rules_label, rules_spec
+
+__all__ = ["VariantConsistent", "bots_for", "create_for"]
+
+
+class VariantConsistent:
+    """A random secret consistent with every answer so far, for any MOO rules.
+
+    A list filtered by the rules' own score: 151200 codes for 6 of 10 cost about a tenth of a
+    second for the first answer, less after (each answer keeps a small fraction).
+    """
+
+    name = "random"
+
+    def __init__(self) -> None:
+        self.rules = Rules()
+        self.rng = random.Random()
+        self.left: list[str] = []
+
+    def new_match(self, rules: Rules, rng: random.Random) -> None:
+        self.rules, self.rng = rules, rng
+        self.left = list(rules.secrets)
+
+    def next_guess(self) -> str:
+        if not self.left:
+            raise RuntimeError("no consistent code left: the answers contradict each other")
+        return self.rng.choice(self.left)
+
+    def observe(self, guess: str, response: Response) -> None:
+        self.left = self.rules.consistent(self.left, guess, response)
+
+    def observe_opponent(self, count: int, response: Response | None) -> None:
+        """The opponent's progress does not change a consistent guess (Strategy's hook)."""
+
+    def observe_opponent_move(
+        self, count: int, guess: str | None, response: Response | None
+    ) -> None:
+        """The runners' hook (bots.base.Strategy): this bot ignores the guess."""
+        self.observe_opponent(count, response)
+
+
+def bots_for(rules: GameRules, allowed: list[str]) -> list[str]:
+    """The hosted strategies (of ``allowed``) that can play ``rules``."""
+    if is_classic(rules):
+        return list(allowed)
+    wanted = ("minimum", "strongest", "random") if isinstance(rules, MastermindRules) else (
+        "random",)
+    return [name for name in allowed if name in wanted]
+
+
+def check_bot(strategy: str, rules: GameRules, allowed: list[str]) -> None:
+    """Raise :class:`BotUnsupported` unless ``strategy`` can play ``rules``."""
+    able = bots_for(rules, allowed)
+    if strategy not in able:
+        raise BotUnsupported(
+            f"bot {strategy!r} cannot play {rules_label(rules)} ({rules_spec(rules)}); "
+            + (f"bots that can: {', '.join(able)}" if able else "no hosted bot can")
+        )
+
+
+def create_for(strategy: str, rules: GameRules) -> Any:
+    """A fresh strategy object for ``rules`` (call :func:`check_bot` first)."""
+    if is_classic(rules):
+        return create(strategy)
+    if isinstance(rules, MastermindRules):
+        if strategy == "random":
+            return MastermindRandom()
+        return MastermindTree(strategy)
+    return VariantConsistent()

@@ -1,0 +1,113 @@
+"""``moo potm``: referee programs as in the May 1999 POTM and print the standings.
+
+Examples::
+
+    moo potm examples/potm/letterwise.sh ./mine --length 5 --dictionary
+    moo potm a.sh b.pl --length 7 --words words.txt --seed 3 --json
+
+See docs/potm.md for the rules, the confinement and the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from moo.words import MAX_LENGTH, MIN_LENGTH, load_words
+
+from .referee import FAIL_SCORE, Limits, Tournament, WordResult, entry_names, run_tournament
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("entries", nargs="+", metavar="ENTRY", type=Path,
+                        help="executable programs (each is copied and run once per guess)")
+    parser.add_argument("--length", type=int, required=True,
+                        help=f"word length N ({MIN_LENGTH}-{MAX_LENGTH})")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--words", type=Path, metavar="FILE",
+                     help="the target words: a file of words, one per line (filtered to A-Z)")
+    src.add_argument("--dictionary", action="store_true",
+                     help="the target words: Debian's wamerican list (built on first use)")
+    parser.add_argument("--target", action="append", default=[], metavar="WORD",
+                        help="play this word first (repeatable; then random words)")
+    parser.add_argument("--per-round", type=int, default=3,
+                        help="words per final and per playoff (default 3, the POTM's)")
+    parser.add_argument("--playoffs", type=int, default=5,
+                        help="at most this many playoffs between entries tied first (default 5)")
+    parser.add_argument("--seed", type=int, help="seed the choice of words (repeatable runs)")
+    parser.add_argument("--cpu", type=float, default=10.0,
+                        help="user+sys CPU seconds allowed for one guess (default 10, the POTM's)")
+    parser.add_argument("--wall", type=float, default=30.0,
+                        help="wall-clock seconds allowed for one guess (default 30)")
+    parser.add_argument("--memory", type=int, default=512,
+                        help="address-space limit per run in MB (default 512)")
+    parser.add_argument("--processes", type=int, default=32,
+                        help="process limit per run (default 32)")
+    parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no per-word lines on stderr")
+
+
+def _fail(text: str) -> int:
+    print(f"moo potm: {text}", file=sys.stderr)
+    return 2
+
+
+def main(args: argparse.Namespace) -> int:
+    n = args.length
+    if not MIN_LENGTH <= n <= MAX_LENGTH:
+        return _fail(f"--length must be {MIN_LENGTH}-{MAX_LENGTH}, got {n}")
+    for p in args.entries:
+        if not p.is_file():
+            return _fail(f"no such entry: {p}")
+        if not os.access(p, os.X_OK):
+            return _fail(f"entry is not executable: {p} (chmod +x, with a #! line for scripts)")
+    if args.per_round < 1 or args.playoffs < 0:
+        return _fail("--per-round must be at least 1 and --playoffs at least 0")
+    if args.cpu <= 0 or args.wall <= 0 or args.memory < 16 or args.processes < 1:
+        return _fail("limits must be positive (--memory at least 16 MB)")
+    try:
+        words = load_words(n, source=args.words) if args.words else load_words(n)
+    except (OSError, UnicodeDecodeError) as exc:
+        return _fail(str(exc) if isinstance(exc, FileNotFoundError) and not args.words
+                     else f"cannot read the word list: {exc}")
+    targets = [t.strip().upper() for t in args.target]
+    for t in targets:
+        if len(t) != n or not all("A" <= c <= "Z" for c in t):
+            return _fail(f"--target {t!r} is not {n} letters A-Z")
+    if not words and len(targets) < args.per_round:
+        return _fail(f"no {n}-letter words in the list")
+    limits = Limits(cpu=args.cpu, wall=args.wall, memory_mb=args.memory,
+                    processes=args.processes)
+
+    def progress(res: WordResult) -> None:
+        if not args.quiet:
+            print(f"{res.entry:<24} {res.word:<9} {res.score:>4}  {res.reason}",
+                  file=sys.stderr, flush=True)
+
+    result = run_tournament(entry_names(args.entries), words, n, per_round=args.per_round,
+                            max_playoffs=args.playoffs, targets=targets, seed=args.seed,
+                            limits=limits, progress=progress)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print("\n".join(standings_text(result)))
+    return 0
+
+
+def standings_text(t: Tournament) -> list[str]:
+    """The standings table: one column per round, the final first."""
+    width = max(len(name) for name in t.rounds[0].results)
+    lines = [f"POTM MOO, {t.length} letters ({FAIL_SCORE} = failed word)"]
+    for r in t.rounds:
+        lines.append(f"{r.name}: {' '.join(r.words)}")
+    head = f"{'rank':>4}  {'entry':<{width}}  " + "  ".join(f"{r.name:>9}" for r in t.rounds)
+    lines.append(head)
+    for rank, name, totals in t.standings():
+        cells = "  ".join(f"{v:>9}" for v in totals)
+        lines.append(f"{rank:>4}  {name:<{width}}  {cells}")
+    lines.append(f"winner: {t.winner}" if t.winner else
+                 "winner: none (still tied after the last playoff)")
+    return lines

@@ -1,0 +1,195 @@
+"""Which game a match plays: the ``rules`` object of the protocol and the ``--rules`` spec.
+
+One parser for every way rules arrive (a protocol message, a command-line flag, the server's
+``variants`` setting), so the server, the CLI and the tests can never accept different things.
+A rules value is either a :class:`moo.rules.Rules` (MOO: distinct-symbol secrets) or a
+:class:`moo.mastermind.MastermindRules` (repeats allowed, black and white pegs); both are
+frozen and compare by value, which is what the quick-pair queue and the offered-variants check
+use.
+
+The compact spec (docs/variants.md, "Choosing the rules")::
+
+    GAME[:LENGTH[:ALPHABET[:repeats]]]
+
+``GAME`` is ``moo`` or ``mastermind`` (``classic`` = ``moo:4:digits``); ``ALPHABET`` is the
+symbols themselves or a name from :data:`ALPHABETS`; ``repeats`` (MOO only) is the 1971 rule
+that lets a guess repeat symbols. :func:`rules_spec` writes the canonical spec of a value,
+which is also the key of its rating family.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moo.errors import BadRules
+from moo.mastermind import MastermindRules
+from moo.rules import DEFAULT_RULES, Rules
+
+__all__ = [
+    "ALPHABETS",
+    "CLASSIC_SPEC",
+    "DEFAULT_VARIANTS",
+    "GameRules",
+    "is_classic",
+    "parse_rules",
+    "parse_rules_spec",
+    "rules_from_dict",
+    "rules_label",
+    "rules_spec",
+]
+
+GameRules = Rules | MastermindRules
+
+#: Alphabet names the spec and the protocol accept in place of the symbols.
+ALPHABETS: dict[str, str] = {
+    "digits": "0123456789",
+    "hex": "0123456789ABCDEF",
+    "letters": "ABCDEFGHIJ",
+    #: Mastermind's six peg colours, numbered as in the solver and the APL note
+    "colours": "123456",
+    "colors": "123456",
+}
+GAMES = ("moo", "mastermind")
+MAX_SYMBOLS = 16
+CLASSIC_SPEC = "moo:4:0123456789"
+#: What a server offers when its configuration does not say (``variants`` in config/default.toml)
+DEFAULT_VARIANTS = (
+    CLASSIC_SPEC,
+    "moo:3:0123456789",
+    "moo:5:0123456789",
+    "moo:6:0123456789",
+    "moo:4:0123456789ABCDEF",
+    "mastermind:4:123456",
+)
+_KEYS = frozenset({"game", "length", "alphabet", "repeats_in_guess"})
+
+
+def is_classic(rules: object) -> bool:
+    """4 of 10 MOO without the 1971 rule: today's game, today's rating."""
+    return rules == DEFAULT_RULES
+
+
+def _alphabet(value: object) -> str:
+    """The alphabet as one canonical string: a name, a string or a list of 1-symbol strings."""
+    if isinstance(value, list):
+        symbols: list[str] = []
+        for item in value:
+            if not isinstance(item, str):
+                raise BadRules("alphabet symbols must be strings")
+            if item == "":
+                raise BadRules("alphabet has an empty symbol")
+            if len(item) != 1:
+                raise BadRules(f"alphabet symbols are single characters, got {item[:8]!r}")
+            symbols.append(item)
+        text = "".join(symbols)
+    elif isinstance(value, str):
+        text = ALPHABETS.get(value.lower(), value)
+    else:
+        raise BadRules("alphabet must be a string of symbols, a list of them, or a name "
+                       f"({', '.join(a for a in ALPHABETS if a != 'colors')})")
+    if text == "":
+        raise BadRules("alphabet is empty")
+    text = text.upper()  # one spelling per variant: 'abcdef' and 'ABCDEF' are the same game
+    for ch in text:
+        if ch.isspace() or not ch.isprintable() or ch in ",:":
+            raise BadRules(f"alphabet symbol {ch!r} is not allowed (no spaces, commas or colons)")
+    repeated = sorted({ch for ch in text if text.count(ch) > 1})
+    if repeated:
+        raise BadRules(f"alphabet repeats symbol {', '.join(repr(c) for c in repeated)}")
+    if len(text) > MAX_SYMBOLS:
+        raise BadRules(f"alphabet has {len(text)} symbols; at most {MAX_SYMBOLS}")
+    return text
+
+
+def parse_rules(data: object) -> GameRules:
+    """A protocol ``rules`` object -> a rules value, or :class:`BadRules` saying what is wrong.
+
+    Fields: ``game`` (``"moo"``, default, or ``"mastermind"``), ``length`` (3-6, default 4),
+    ``alphabet`` (default digits for MOO, colours for Mastermind), ``repeats_in_guess``
+    (MOO only, default false).
+    """
+    if not isinstance(data, dict):
+        raise BadRules("rules must be an object")
+    unknown = sorted(str(k) for k in data if k not in _KEYS)
+    if unknown:
+        raise BadRules(f"unknown rules field {unknown[0][:32]!r} "
+                       "(known: game, length, alphabet, repeats_in_guess)")
+    game = data.get("game", "moo")
+    if game not in GAMES:
+        raise BadRules(f"game must be 'moo' or 'mastermind', got {str(game)[:32]!r}")
+    length = data.get("length", 4)
+    if type(length) is not int:
+        raise BadRules("length must be an integer")
+    if not 3 <= length <= 6:
+        raise BadRules(f"length must be 3-6, got {length}")
+    default = ALPHABETS["digits"] if game == "moo" else ALPHABETS["colours"]
+    alphabet = _alphabet(data.get("alphabet", default))
+    repeats = data.get("repeats_in_guess", game == "mastermind")
+    if type(repeats) is not bool:
+        raise BadRules("repeats_in_guess must be true or false")
+    if game == "mastermind":
+        if not repeats:
+            raise BadRules("in mastermind codes always may repeat symbols; "
+                           "leave repeats_in_guess out")
+        if len(alphabet) < 2:
+            raise BadRules("mastermind needs at least 2 symbols")
+        if len(alphabet) ** length > 100_000:
+            raise BadRules(f"mastermind {length} of {len(alphabet)} has "
+                           f"{len(alphabet) ** length} codes; at most 100000")
+        if len(alphabet) > 10:
+            raise BadRules(f"mastermind alphabets have at most 10 symbols, got {len(alphabet)}")
+        return MastermindRules(length=length, alphabet=alphabet)
+    if length > len(alphabet):
+        raise BadRules(f"{length} positions need at least {length} distinct symbols; "
+                       f"the alphabet has {len(alphabet)}")
+    return Rules(length=length, alphabet=alphabet, repeats_in_guess=repeats)
+
+
+def parse_rules_spec(text: str) -> GameRules:
+    """``mastermind:4:123456``, ``moo:5``, ``moo:4:hex``, ``moo:4:digits:repeats``, ``classic``."""
+    parts = text.strip().split(":")
+    if parts == ["classic"]:
+        return DEFAULT_RULES
+    if not parts[0]:
+        raise BadRules(
+            "a rules spec is GAME[:LENGTH[:ALPHABET[:repeats]]], e.g. mastermind:4:123456"
+        )
+    data: dict[str, Any] = {"game": parts[0].lower()}
+    if len(parts) > 4:
+        raise BadRules(f"too many ':' parts in {text[:40]!r} "
+                       "(GAME[:LENGTH[:ALPHABET[:repeats]]])")
+    if len(parts) > 1 and parts[1]:
+        if not parts[1].isdigit():
+            raise BadRules(f"length must be a number, got {parts[1][:16]!r}")
+        data["length"] = int(parts[1])
+    if len(parts) > 2 and parts[2]:
+        data["alphabet"] = parts[2]
+    if len(parts) > 3:
+        if parts[3].lower() != "repeats":
+            raise BadRules(f"the fourth part can only be 'repeats', got {parts[3][:16]!r}")
+        data["repeats_in_guess"] = True
+    return parse_rules(data)
+
+
+def rules_spec(rules: GameRules) -> str:
+    """The canonical compact spec: the variant's name in ratings, exports and the CLI."""
+    if isinstance(rules, MastermindRules):
+        return f"mastermind:{rules.length}:{rules.alphabet}"
+    spec = f"moo:{rules.length}:{rules.alphabet}"
+    return spec + ":repeats" if rules.repeats_in_guess else spec
+
+
+def rules_label(rules: GameRules) -> str:
+    """A short human name: ``MOO 5 of 10``, ``MOO 4 of hex``, ``Mastermind 4 of 6``."""
+    game = "Mastermind" if isinstance(rules, MastermindRules) else "MOO"
+    size = "hex" if rules.alphabet == ALPHABETS["hex"] else str(len(rules.alphabet))
+    extra = " (repeats in guesses)" if isinstance(rules, Rules) and rules.repeats_in_guess else ""
+    return f"{game} {rules.length} of {size}{extra}"
+
+
+def rules_from_dict(data: dict[str, Any]) -> GameRules:
+    """A stored ``config.rules`` (trusted: it was validated when the match was created)."""
+    if data.get("game") == "mastermind":
+        return MastermindRules(length=int(data.get("length", 4)),
+                               alphabet=str(data.get("alphabet", "123456")))
+    return Rules.from_dict(data)

@@ -1,0 +1,30 @@
+"""Which store a ``db`` setting names: the one place that knows both backends.
+
+It sits apart from :mod:`server.storage` (the interface and the SQLite store) so that the
+PostgreSQL store, which builds on that interface, is never imported back by it: the storage
+modules stay a one-way chain, and a single node on SQLite never loads the PostgreSQL driver.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from server.storage import SQLiteStore, Store, is_postgres_url
+
+if TYPE_CHECKING:
+    from server.settings import Settings
+
+__all__ = ["make_store"]
+
+
+def make_store(settings: Settings) -> Store:
+    """The store the ``db`` setting names: ``postgresql://...`` or a SQLite file path."""
+    if is_postgres_url(settings.db):
+        from server.storage_pg import PostgresStore
+
+        return PostgresStore(settings.db, commit_window_ms=settings.commit_window_ms)
+    return SQLiteStore(
+        settings.db,
+        commit_window_ms=settings.commit_window_ms,
+        synchronous=settings.sqlite_synchronous,
+    )

@@ -1,0 +1,206 @@
+"""Fixtures and page helpers shared by the browser tests (tests/test_browser*.py).
+
+Every wait is on a page condition through Playwright (no sleeps); a page records its uncaught
+errors in ``page.moo_errors`` so a test can assert there were none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+
+from clients.web_harness import MooServer, chromium_problem, launch_chromium
+from moo.rules import DEFAULT_RULES, score
+
+WAIT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    problem = chromium_problem()
+    if problem is not None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"browser tests cannot run in CI: {problem}", pytrace=False)
+        pytest.skip(f"browser tests need Chromium: {problem}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = launch_chromium(pw)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooServer]:
+    """One server for the tests that only need a server (they use distinct names)."""
+    db = tmp_path_factory.mktemp("moo") / "moo.sqlite3"
+    with MooServer(db, extra=["--bot-delay-ms", "0"]) as srv:
+        yield srv
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[MooServer]:
+    """A server of the test's own, which it may stop and start."""
+    with MooServer(tmp_path / "moo.sqlite3", extra=["--bot-delay-ms", "0"]) as srv:
+        yield srv
+
+
+def new_page(browser: Any, url: str, **context: Any) -> Any:
+    ctx = browser.new_context(**context)
+    page = ctx.new_page()
+    page.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.moo_errors = errors
+    page.goto(url)
+    return page
+
+
+def login(page: Any, name: str) -> None:
+    page.fill("#name-input", name)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#conn[data-state=online]")
+    page.wait_for_selector("body[data-view=play]")
+
+
+def assert_fits(page: Any) -> None:
+    """Nothing sticks out sideways (a phone would zoom out or scroll)."""
+    width, inner = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+    assert width <= inner, (width, inner)
+
+
+def set_secret(page: Any, secret: str) -> None:
+    page.wait_for_selector("#entry[data-mode=secret]")
+    page.fill("#code-input", secret)
+    page.press("#code-input", "Enter")
+
+
+def type_guess(page: Any, guess: str) -> None:
+    """Keyboard entry: focus leaves the input, digits typed on the page land in it."""
+    page.wait_for_selector("#entry[data-mode=guess] #code-input:not([disabled])")
+    page.keyboard.type(guess)
+    page.keyboard.press("Enter")
+
+
+def tap_guess(page: Any, guess: str) -> None:
+    """On-screen pad entry."""
+    page.wait_for_selector("#entry[data-mode=guess] #code-input:not([disabled])")
+    for ch in guess:
+        page.click(f"#pad .key[data-key='{ch}']")
+    page.click("#code-submit")
+
+
+def rows(page: Any, column: int) -> list[dict[str, str]]:
+    return list(
+        page.eval_on_selector_all(
+            f"#hist-{column} .hist-row",
+            "els => els.map(e => ({n: e.dataset.n, guess: e.dataset.guess,"
+            " bulls: e.dataset.bulls, cows: e.dataset.cows,"
+            " badge: e.querySelector('.badge').textContent}))",
+        )
+    )
+
+
+def wait_revealed(page: Any, column: int, n: int) -> None:
+    """Row n of a history column has its response, or the match is over."""
+    page.wait_for_function(
+        """([column, n]) => document.querySelector(
+               `#hist-${column} .hist-row[data-n="${n}"]:not(.pending)`) !== null
+             || document.querySelector('#view-match').dataset.phase === 'finished'""",
+        arg=[column, n],
+    )
+
+
+def next_consistent(history: list[dict[str, str]]) -> str:
+    """The first secret consistent with every response so far (a tiny solver)."""
+    for code in DEFAULT_RULES.secrets:
+        if all(
+            tuple(score(code, row["guess"])) == (int(row["bulls"]), int(row["cows"]))
+            for row in history
+        ):
+            return code
+    raise AssertionError(f"no code is consistent with {history}")
+
+
+def finished(page: Any) -> bool:
+    return bool(page.eval_on_selector("#view-match", "e => e.dataset.phase === 'finished'"))
+
+
+def solve(page: Any, max_guesses: int = 12) -> None:
+    """Guess consistently until the match ends (either side may win)."""
+    for _ in range(max_guesses):
+        if finished(page):
+            return
+        history = [r for r in rows(page, 0) if r["bulls"] != ""]
+        n = len(rows(page, 0)) + 1
+        page.wait_for_function(
+            """() => document.querySelector('#view-match').dataset.phase === 'finished'
+                 || !document.querySelector('#code-input').disabled"""
+        )
+        if finished(page):
+            return
+        enter = tap_guess if n % 2 else type_guess  # both ways of entering a guess
+        enter(page, next_consistent(history))
+        wait_revealed(page, 0, n)
+    page.wait_for_selector("#view-match[data-phase=finished]")
+
+
+def assert_fair(page: Any) -> None:
+    page.wait_for_selector("#fairness .fair[data-seat='1']:not([data-ok=checking])")
+    marks = page.eval_on_selector_all(
+        "#fairness .fair",
+        "els => els.map(e => [e.dataset.ok, e.querySelector('.mark').textContent])",
+    )
+    assert marks == [["ok", "✓"], ["ok", "✓"]], marks
+
+
+
+
+def play_resigned_games(port: int, name: str, games: int, strategy: str = "random") -> None:
+    """``games`` rated matches of ``name`` against a hosted bot over the protocol, each resigned
+    at once (the quickest way to give a player a record). Ten games per connection (the name
+    comes back with its token), well inside the per-connection rate limit."""
+
+    async def play(ws: Any) -> None:
+        await ws.send(json.dumps({"type": "play_bot", "strategy": strategy}))
+        match_id = ""
+        while True:
+            msg = json.loads(await ws.recv())
+            assert msg["type"] != "error", msg
+            if msg["type"] == "match":
+                match_id = msg["match_id"]
+                await ws.send(json.dumps({"type": "resign", "match_id": match_id}))
+            if (msg["type"] == "event" and msg.get("match_id") == match_id
+                    and msg["kind"] == "finished"):
+                return
+
+    async def run() -> None:
+        url = f"ws://127.0.0.1:{port}/"
+        token = None
+        left = games
+        while left > 0:
+            async with connect(url, subprotocols=["moo.v1.json"]) as ws:  # type: ignore[list-item]
+                hello: dict[str, Any] = {"type": "hello", "name": name}
+                if token:
+                    hello["token"] = token
+                await ws.send(json.dumps(hello))
+                welcome = json.loads(await ws.recv())
+                assert welcome["type"] == "welcome", welcome
+                token = token or welcome["token"]
+                for _ in range(min(10, left)):
+                    await play(ws)
+                    left -= 1
+
+    # Playwright's sync API keeps an event loop running in this thread: use a thread of our own.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result(timeout=60)

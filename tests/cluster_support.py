@@ -1,0 +1,116 @@
+"""Cluster nodes for the tests: real ``moo serve`` subprocesses sharing one PostgreSQL database.
+
+Each node listens on a free port (``--port 0``; the port is read from its log) and keeps its
+stderr, so a failing test can show what the node said. Nothing waits on a sleep: callers poll
+the database or a node's state with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+ROOT = Path(__file__).resolve().parent.parent
+LISTENING = re.compile(rb"listening on ws://[^:]+:(\d+)/")
+
+
+class Node:
+    def __init__(self, name: str, proc: asyncio.subprocess.Process, port: int) -> None:
+        self.name = name
+        self.proc = proc
+        self.port = port
+        self.log: list[bytes] = []
+        self._drain: asyncio.Task[None] | None = None
+
+    def text(self) -> str:
+        return b"".join(self.log).decode(errors="replace")
+
+    async def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGCONT)  # a paused node must be able to exit
+            self.proc.send_signal(sig)
+        rc = await asyncio.wait_for(self.proc.wait(), 20)
+        if self._drain is not None:
+            await asyncio.wait_for(self._drain, 5)
+        return rc
+
+
+async def start_node(
+    db: str, name: str, *, bus: str = "mqtt://127.0.0.1:1", lease_ms: int = 2000,
+    extra: tuple[str, ...] = (),
+) -> Node:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "moo", "serve", "--port", "0", "--db", db,
+        "--cluster", bus, "--node", name, "--lease-ms", str(lease_ms),
+        "--bot-delay-ms", "0", "--grace-ms", "60000", *extra,
+        cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    lines: list[bytes] = []
+    async with asyncio.timeout(20):
+        while True:
+            line = await proc.stderr.readline()
+            if not line:
+                raise AssertionError(f"node {name} exited early:\n" + b"".join(lines).decode())
+            lines.append(line)
+            if found := LISTENING.search(line):
+                break
+    node = Node(name, proc, int(found.group(1)))
+    node.log = lines
+
+    async def drain() -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            node.log.append(line)
+
+    node._drain = asyncio.get_running_loop().create_task(drain())
+    return node
+
+
+@asynccontextmanager
+async def nodes(db: str, *names: str, **kwargs: Any) -> AsyncIterator[list[Node]]:
+    """Start the named nodes one after another; kill whatever still runs at the end."""
+    started: list[Node] = []
+    try:
+        for name in names:
+            started.append(await start_node(db, name, **kwargs))
+        yield started
+    finally:
+        for node in started:
+            if node.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(node.proc.pid, signal.SIGCONT)
+                node.proc.kill()
+                await node.proc.wait()
+
+
+async def query(db: str, sql: str, *args: Any) -> list[Any]:
+    conn = await asyncpg.connect(db)
+    try:
+        return list(await conn.fetch(sql, *args))
+    finally:
+        await conn.close()
+
+
+async def until(
+    check: Callable[[], Awaitable[bool]], timeout: float, what: str, poll: float = 0.05
+) -> float:
+    """Poll ``check`` until true; returns the seconds it took; fails after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while not await check():
+        if loop.time() - start > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(poll)
+    return loop.time() - start

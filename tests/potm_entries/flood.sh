@@ -1,0 +1,3 @@
+#!/bin/sh
+# Hostile: endless output.
+exec yes AAAAA

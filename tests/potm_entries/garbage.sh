@@ -1,0 +1,3 @@
+#!/bin/sh
+# Hostile: prints something that is not a guess.
+echo "hello, referee"

@@ -1,0 +1,47 @@
+"""tests/test_accounts.py again, on PostgreSQL: sign-in, tokens per device, sign-out everywhere
+and the sign-in limits must behave exactly as on SQLite.
+
+As in tests/test_server_pg.py, the server-level test functions of ``tests/test_accounts.py`` are
+re-collected here with ``server_settings`` pointed at a fresh PostgreSQL database. Left out: the
+tests that open a SQLite file themselves (the Argon2 defaults and the pre-accounts SQLite
+upgrade; migration 3 on both backends is in tests/test_storage_pg.py) and the pure unit tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.settings import Settings
+from tests import test_accounts as _accounts
+from tests.pg_support import pg_url
+from tests.server_support import server_settings
+
+__all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
+
+_SQLITE_ONLY = {
+    "test_default_cost_is_rfc9106_argon2id",
+    "test_a_database_from_before_accounts_keeps_its_tokens",
+    "test_failure_budget_drains_continuously",
+    "test_ipv6_addresses_count_per_64",
+    "test_settings_refuse_unusable_costs",
+}
+globals().update(
+    {k: v for k, v in vars(_accounts).items() if k.startswith("test_") and k not in _SQLITE_ONLY}
+)
+enc = _accounts.enc  # the encodings fixture the re-collected tests take
+
+
+@pytest.fixture(autouse=True)
+def _on_postgres(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``server_settings(tmp_path, ...)`` in the re-collected tests now names ``pg_url``."""
+
+    def settings(tmp_path: Path, **overrides: Any) -> Settings:
+        return dataclasses.replace(server_settings(tmp_path, **overrides), db=pg_url)
+
+    monkeypatch.setattr(_accounts, "server_settings", settings)
+    yield

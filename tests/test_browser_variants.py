@@ -1,0 +1,198 @@
+"""Issue 13 in real headless Chromium against a real ``moo serve``: two players pick
+Mastermind 4 of 6 in the lobby's Game picker, play it to the end with colour pegs, and the
+result, the export and the Mastermind leaderboard know the variant.
+
+Without Chromium these tests fail under CI (CI=true) and skip with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bots.analysis import analyse_guesses
+from clients.web_harness import MooServer
+from moo.assist import assist
+from moo.mastermind import MastermindRules, mastermind_score
+from moo.rules import DEFAULT_RULES
+from server.export import records
+from tests import browser_support
+from tests.browser_support import login, new_page, rows, set_secret, wait_revealed
+
+pytestmark = pytest.mark.browser
+
+browser = browser_support.browser
+server = browser_support.server
+
+MASTERMIND = "mastermind:4:123456"
+
+
+def pick_and_queue(page: Any) -> None:
+    page.click("#nav .tab[data-tab=play]")
+    labels = page.eval_on_selector_all("#variant-select option", "os => os.map(o => o.text)")
+    assert labels == ["MOO 4 of 10", "MOO 3 of 10", "MOO 5 of 10", "MOO 6 of 10",
+                      "MOO 4 of hex", "Mastermind 4 of 6"]
+    page.select_option("#variant-select", MASTERMIND)
+    page.click("#btn-queue")
+
+
+def tap(page: Any, code: str) -> None:
+    page.wait_for_selector("#entry[data-mode=guess] #code-input:not([disabled])")
+    for ch in code:
+        page.click(f"#pad .key.peg[data-key='{ch}']")
+    page.click("#code-submit")
+
+
+def test_two_players_play_mastermind_from_the_lobby(browser: Any, server: MooServer) -> None:
+    ann = new_page(browser, server.url)
+    bob = new_page(browser, server.url)
+    login(ann, "ann")
+    login(bob, "bob")
+    # a bot for Mastermind: only the bots that can play it are offered
+    ann.click("#nav .tab[data-tab=play]")
+    ann.select_option("#variant-select", MASTERMIND)
+    enabled = ann.eval_on_selector_all(
+        "#bot-select option:not([disabled])", "os => os.map(o => o.value).sort()")
+    assert enabled == ["minimum", "random", "strongest"]
+    pick_and_queue(ann)
+    pick_and_queue(bob)
+    for page in (ann, bob):
+        page.wait_for_selector("body[data-view=match]")
+        assert page.text_content("#match-variant") == "Mastermind 4 of 6"
+        assert page.get_attribute("#view-match", "data-game") == "mastermind"
+    seats = {p: p.evaluate("window.moo.state.m.seat") for p in (ann, bob)}
+    secrets = {ann: "1122", bob: "6543"}  # a repeated colour is a legal Mastermind secret
+    for page in (ann, bob):
+        set_secret(page, secrets[page])
+    # the pad is six colour pegs; a guess may repeat one
+    pegs = ann.eval_on_selector_all("#pad .key.peg", "ks => ks.map(k => k.dataset.key)")
+    assert pegs == list("123456")
+    tap(ann, "6666")
+    tap(bob, "1111")
+    wait_revealed(ann, 0, 1)
+    mine = rows(ann, 0)[0]
+    black, white = mastermind_score("6543", "6666")
+    assert (mine["guess"], mine["bulls"], mine["cows"]) == ("6666", str(black), str(white))
+    assert ann.eval_on_selector_all("#hist-0 .hist-row[data-n='1'] .cpeg",
+                                    "ps => ps.length") == 4
+    assert ann.eval_on_selector_all("#hist-0 .hist-row[data-n='1'] .pip.black",
+                                    "ps => ps.length") == black
+    tap(ann, "6543")  # ann solves in 2
+    tap(bob, "2211")  # bob does not: 0 black, 4 white
+    for page in (ann, bob):
+        page.wait_for_selector("#view-match[data-phase=finished]")
+    assert ann.get_attribute("#result-panel", "data-outcome") == "win"
+    assert bob.get_attribute("#result-panel", "data-outcome") == "loss"
+    bob_rows = rows(bob, 0)
+    assert [(r["guess"], r["bulls"], r["cows"]) for r in bob_rows] == [
+        ("1111", "2", "0"), ("2211", "0", "4")]
+    # the post-match analysis on the result panel: the solver's figures, per player
+    ann.click("#result-panel .btn-analyse")
+    ann.wait_for_selector("#result-analysis[data-state=done]", timeout=60_000)
+    rules = MastermindRules()
+    expected = {seats[ann]: analyse_guesses(rules, "6543", ["6666", "6543"]),
+                seats[bob]: analyse_guesses(rules, "1122", ["1111", "2211"])}
+    for seat, figures in expected.items():
+        shown = ann.eval_on_selector_all(
+            f"#result-analysis .analysis-player[data-seat='{seat}'] tbody tr",
+            "rs => rs.map(r => [r.children[1].textContent, r.children[6].textContent])")
+        assert shown == [[a.guess, f"{a.loss:.3f}"] for a in figures]
+    # the leaderboard of the Mastermind family has both; the classic one has neither
+    ann.click("#btn-leave")
+    ann.click("#nav .tab[data-tab=board]")
+    ann.select_option("#board-variant", MASTERMIND)
+    ann.wait_for_selector("#board-body tr[data-player=ann]")
+    ranked = ann.eval_on_selector_all("#board-body tr", "rs => rs.map(r => r.dataset.player)")
+    assert ranked == ["ann", "bob"]
+    ann.select_option("#board-variant", "moo:4:0123456789")
+    ann.wait_for_function("window.moo.state.board.variant === 'moo:4:0123456789'")
+    assert ann.eval_on_selector_all("#board-body tr", "rs => rs.length") == 0
+    assert ann.moo_errors == [] and bob.moo_errors == []
+    assert seats[ann] != seats[bob]
+    server.stop()
+    exported = list(records(str(server.db)))
+    assert [r["variant"] for r in exported] == [MASTERMIND]
+    assert sorted(exported[0]["secrets"]) == ["1122", "6543"]
+
+
+def test_practice_assistant_in_the_page(browser: Any, server: MooServer) -> None:
+    """The lobby's Assistant switch makes an unrated assisted match; under the entry the page
+    shows the codes still possible and the suggestion, the same as moo.assist."""
+    page = new_page(browser, server.url)
+    login(page, "cy")
+    page.click("#nav .tab[data-tab=play]")
+    page.check("#assist-toggle")
+    page.select_option("#bot-select", "random")
+    page.click("#btn-bot")
+    page.wait_for_selector("body[data-view=match]")
+    config = page.evaluate("window.moo.state.m.config")
+    assert config["assist"] is True and config["rated"] is False
+    assert page.text_content("#match-variant") == "Practice with the assistant (unrated)"
+    set_secret(page, "0123")
+    page.wait_for_selector("#assist-line:not([hidden])")
+    assert page.text_content("#assist-line") == "Assistant: 5040 codes still possible · try 0123"
+    tap_classic(page, "4567")
+    wait_revealed(page, 0, 1)
+    first = rows(page, 0)[0]
+    expected = assist(DEFAULT_RULES, [("4567", int(first["bulls"]), int(first["cows"]))])
+    if not page.eval_on_selector("#view-match", "e => e.dataset.phase === 'finished'"):
+        page.wait_for_function(
+            "n => document.querySelector('#assist-line').textContent.includes(n)",
+            arg=f"{expected.left} codes",
+        )
+        assert page.text_content("#assist-line") == (
+            f"Assistant: {expected.left} codes still possible · try {expected.suggestion}")
+    assert page.moo_errors == []
+
+
+def tap_classic(page: Any, code: str) -> None:
+    page.wait_for_selector("#entry[data-mode=guess] #code-input:not([disabled])")
+    for ch in code:
+        page.click(f"#pad .key[data-key='{ch}']")
+    page.click("#code-submit")
+
+
+def test_hex_room_and_five_of_ten_queue_from_the_page(browser: Any, server: MooServer) -> None:
+    """A room for MOO 4 of hex (the pad has the 16 hex digits) and a quick match at 5 of 10:
+    the matches, and their export, are of the rules picked."""
+    ann = new_page(browser, server.url)
+    bob = new_page(browser, server.url)
+    login(ann, "ann")
+    login(bob, "bob")
+    ann.click("#nav .tab[data-tab=play]")
+    ann.select_option("#variant-select", "moo:4:0123456789ABCDEF")
+    ann.click("#btn-room-create")
+    code = ann.wait_for_selector("#room-code:not(:empty)").text_content()
+    bob.click("#nav .tab[data-tab=play]")
+    bob.fill("#room-input", code)
+    bob.click("#join-form button[type=submit]")
+    for page in (ann, bob):
+        page.wait_for_selector("body[data-view=match]")
+        assert page.text_content("#match-variant") == "MOO 4 of hex"
+        keys = page.eval_on_selector_all("#pad .key:not(.wide)", "ks => ks.map(k => k.dataset.key)")
+        assert "".join(keys) == "0123456789ABCDEF"
+    set_secret(ann, "fa09")  # letters in either case, echoed upper-case
+    set_secret(bob, "0123")
+    ann.wait_for_selector("#entry[data-mode=guess]")
+    assert ann.evaluate("window.moo.state.m.mySecret") == "FA09"
+    for _ in range(2):
+        ann.click("#btn-resign")
+    for page in (ann, bob):
+        page.wait_for_selector("#view-match[data-phase=finished]")
+        page.click("#btn-leave")
+    for page in (ann, bob):
+        page.click("#nav .tab[data-tab=play]")
+        page.select_option("#variant-select", "moo:5:0123456789")
+        page.click("#btn-queue")
+    for page in (ann, bob):
+        page.wait_for_selector("body[data-view=match]")
+        assert page.text_content("#match-variant") == "MOO 5 of 10"
+        assert page.get_attribute("#code-input", "maxlength") == "5"
+    ann.click("#btn-resign")
+    ann.click("#btn-resign")
+    ann.wait_for_selector("#view-match[data-phase=finished]")
+    assert ann.moo_errors == [] and bob.moo_errors == []
+    server.stop()
+    assert [r["variant"] for r in records(str(server.db))] == [
+        "moo:4:0123456789ABCDEF", "moo:5:0123456789"]

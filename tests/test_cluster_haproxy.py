@@ -1,0 +1,66 @@
+"""The demo cluster behind HAProxy: deploy/local-cluster.sh up, a ``moo tournament`` over
+``wss://`` (TLS ended by HAProxy, self-signed certificate) to the end, then ``down``.
+
+Three nodes, one broker, one PostgreSQL database (the fixture's fresh one), HAProxy spreading
+the bots over the nodes: the bots pair through the cluster lobby and play across nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from tests.mqtt_support import free_port
+from tests.pg_support import pg_url
+
+__all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_tournament_through_haproxy_over_tls(pg_url: str, tmp_path: Path) -> None:
+    parts = urlsplit(pg_url)
+    ports = [free_port() for _ in range(6)]
+    env = {
+        **os.environ,
+        "MOO_PG": pg_url.rsplit("/", 1)[0],
+        "MOO_CLUSTER_DB": parts.path.lstrip("/"),
+        "MOO_MQTT_PORT": str(ports[0]),
+        "MOO_NODE_PORTS": " ".join(map(str, ports[1:4])),
+        "MOO_TLS_PORT": str(ports[4]),
+        "MOO_PLAIN_PORT": str(ports[5]),
+        "MOO_CLUSTER_VAR": str(tmp_path / "cluster"),
+    }
+    script = str(ROOT / "deploy" / "local-cluster.sh")
+    up = subprocess.run([script, "up"], env=env, capture_output=True, text=True, timeout=120)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert f"wss://127.0.0.1:{ports[4]}/" in up.stdout
+        out = tmp_path / "results.jsonl"
+        run = subprocess.run(
+            [sys.executable, "-m", "moo", "tournament", "first", "random", "larmouth",
+             "--url", f"wss://127.0.0.1:{ports[4]}/", "--rounds", "2", "--out", str(out),
+             "--no-progress", "--concurrency", "6"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            env={**env, "SSL_CERT_FILE": str(tmp_path / "cluster" / "cert.pem")},
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        results = [json.loads(line) for line in out.read_text().splitlines()]
+        assert len(results) == 12  # 3 pairs x 2 rounds x both ways
+        assert all(r["reason"] in ("solved", "cap") for r in results), results
+        assert "12 matches (12 played" in run.stdout
+        # every node is still healthy after the run
+        status = subprocess.run([script, "status"], env=env, capture_output=True, text=True)
+        lines = [ln for ln in status.stdout.splitlines() if ln[:2] in ("a:", "b:", "c:")]
+        assert len(lines) == 3 and all('"status":"ok"' in ln for ln in lines), status.stdout
+    finally:
+        down = subprocess.run([script, "down"], env=env, capture_output=True, text=True)
+        assert down.returncode == 0 and "down" in down.stdout
+    for name in ("a", "b", "c"):
+        log = (tmp_path / "cluster" / f"{name}.log").read_text()
+        assert "Traceback" not in log and " ERROR " not in log, log
+        assert "stopped" in log  # drained on SIGTERM

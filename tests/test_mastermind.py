@@ -1,0 +1,167 @@
+"""Mastermind: the scoring rule, the native table, and the exact solver (generic engine)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from functools import cache
+
+import pytest
+
+from bots.solver import _table
+from bots.solver.core import minimum_objective, score_vs, strongest_objective
+from bots.solver.full import verify_paths
+from bots.solver.table import mastermind_solver
+from moo.errors import UnknownSymbol, WrongLength
+from moo.mastermind import MASTERMIND, MastermindRules, mastermind_score
+from moo.rules import Response
+
+
+def _independent(secret: str, guess: str) -> tuple[int, int]:
+    """Knuth's formulation: whites = sum over colours of min(counts) - blacks.
+
+    Written differently on purpose (per-colour counts over the alphabet, no dict walk) so a
+    shared mistake is unlikely.
+    """
+    blacks = sum(map(str.__eq__, secret, guess))
+    total = sum(min(secret.count(c), guess.count(c)) for c in "123456")
+    return blacks, total - blacks
+
+
+def test_exhaustive_4_of_6_against_independent_formulation() -> None:
+    codes = MASTERMIND.secrets
+    assert len(codes) == 1296
+    seen = set()
+    for s in codes:
+        for g in codes:
+            r = mastermind_score(s, g)
+            assert r == _independent(s, g), (s, g)
+            assert r == mastermind_score(g, s)  # the score is symmetric
+            seen.add(r)
+    assert seen == set(MASTERMIND.responses)
+    assert len(seen) == 14
+
+
+@pytest.mark.parametrize(
+    ("guess", "hint"),
+    # The APL note's table for the code ABBA: * is a black peg, + a white one.
+    [("EACD", "+"), ("CDEF", ""), ("BACD", "++"), ("AAAD", "*+"), ("BAAB", "++++"),
+     ("BABA", "**++"), ("AAAA", "**"), ("ABBA", "****")],
+)
+def test_apl_note_examples(guess: str, hint: str) -> None:
+    assert mastermind_score("ABBA", guess) == Response(hint.count("*"), hint.count("+"))
+
+
+def test_apl_note_game() -> None:
+    # The note's example game against ADEA: FECF +, BABC +, EBDB ++, DDFB *, ADEA ****.
+    game = [("FECF", (0, 1)), ("BABC", (0, 1)), ("EBDB", (0, 2)), ("DDFB", (1, 0)),
+            ("ADEA", (4, 0))]
+    for guess, want in game:
+        assert mastermind_score("ADEA", guess) == want
+
+
+def test_native_table_matches_python() -> None:
+    codes = MASTERMIND.secrets
+    packed = bytes(int(ch) - 1 for c in codes for ch in c)
+    table = _table.mastermind_table(packed, 4, 6)
+    n = len(codes)
+    for g in range(0, n, 7):  # every 7th guess row against all secrets (1/7 of 1.7 M)
+        for s in range(n):
+            b, w = divmod(table[g * n + s], 5)
+            assert (b, w) == mastermind_score(codes[s], codes[g])
+
+
+def test_check_code() -> None:
+    assert MASTERMIND.check_code("1123") == "1123"
+    # nothing is trimmed, as for MOO codes in the protocol: a space is a symbol not in the set
+    with pytest.raises(UnknownSymbol, match="not ' '"):
+        MASTERMIND.check_code(" 1123 ")
+    with pytest.raises(WrongLength):
+        MASTERMIND.check_code("112")
+    with pytest.raises(UnknownSymbol):
+        MASTERMIND.check_code("1127")
+    with pytest.raises(ValueError):
+        MastermindRules(4, "1123")
+
+
+def _brute_minimum(rules: MastermindRules) -> int:
+    """Plain-Python exhaustive minimum total (every guess at every node, no pruning)."""
+    codes = rules.secrets
+
+    @cache
+    def value(cand: frozenset[str]) -> int:
+        # guesses needed from here, summed over cand
+        if len(cand) == 1:
+            return 1
+        best = None
+        for g in codes:
+            parts: dict[Response, list[str]] = {}
+            for s in cand:
+                parts.setdefault(mastermind_score(s, g), []).append(s)
+            if len(parts) == 1 and g not in cand:
+                continue
+            total = len(cand)
+            for r, p in parts.items():
+                if r != rules.solved:
+                    total += value(frozenset(p))
+            if best is None or total < best:
+                best = total
+        assert best is not None
+        return best
+
+    return value(frozenset(codes))
+
+
+@pytest.mark.parametrize(("length", "alphabet"), [(2, "1234"), (3, "123"), (2, "12345")])
+def test_solver_matches_brute_force(length: int, alphabet: str) -> None:
+    rules = MastermindRules(length, alphabet)
+    res = mastermind_solver(rules, minimum_objective()).solve()
+    assert res.total == _brute_minimum(rules)
+    verify_paths(rules, res.paths, mastermind_score)
+
+
+def test_solver_with_and_without_symmetry_agree() -> None:
+    from bots.solver.table import TableSolver
+
+    rules = MastermindRules(3, "1234")
+    with_sym = mastermind_solver(rules, minimum_objective()).solve()
+    without = TableSolver(rules, minimum_objective(), symmetry=False).solve()
+    assert with_sym.total == without.total
+
+
+def test_full_4_of_6_minimum_and_strongest() -> None:
+    """The known optimum 5625 (Koyama and Lai 1993) is found by search, not supplied."""
+    res = mastermind_solver(MASTERMIND, minimum_objective()).solve()
+    assert res.total == 5625
+    verify_paths(MASTERMIND, res.paths, mastermind_score)
+    assert sum(res.distribution) == 1296
+    opponent = res.distribution
+    strong = mastermind_solver(MASTERMIND, strongest_objective(opponent)).solve()
+    verify_paths(MASTERMIND, strong.paths, mastermind_score)
+    gsum, rate = score_vs(strong.distribution, opponent)
+    # Best response to the minimum tree: strictly better than a draw-level 50 %, and at least
+    # as good as playing the minimum tree itself (Gamma sum 0 against itself).
+    assert gsum > 0 and rate > 0.5
+    assert score_vs(res.distribution, opponent)[0] == 0
+
+
+def test_cli_prints_total_line() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "moo", "solve", "minimum", "--game", "mastermind", "--length",
+         "3", "--alphabet", "1234", "--quiet"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    brute = _brute_minimum(MastermindRules(3, "1234"))
+    assert f"total {brute} over 64 secrets" in out
+
+
+def test_cli_rejects_cell_and_bad_alphabet() -> None:
+    for extra in (["--cell", "1B"], ["--alphabet", "1123"],
+                  ["--length", "6", "--alphabet", "123456789"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "moo", "solve", "minimum", "--game", "mastermind", *extra],
+            capture_output=True, text=True,
+        )
+        assert proc.returncode == 2
+        assert proc.stderr.startswith("moo solve:") and "Traceback" not in proc.stderr
+

@@ -1,0 +1,213 @@
+"""Variants per match through the protocol, in both encodings: rules in queue, room_create,
+challenge and play_bot; bad and unoffered rules; Mastermind scoring; records, exports and the
+per-variant ratings (docs/protocol.md, "Variants")."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from moo.mastermind import mastermind_score
+from moo.rules import score
+from server.app import App
+from server.export import records
+from tests.server_support import ENCODINGS, Client, running, server_settings
+
+pytestmark = pytest.mark.parametrize("enc", ENCODINGS)
+
+MASTERMIND = {"game": "mastermind", "length": 4, "alphabet": "123456"}
+
+
+async def _queue_pair(
+    app: App, enc: str, rules: dict[str, Any]
+) -> tuple[Client, Client, str, dict[str, Any]]:
+    a = await Client.hello(app.port, "ann", enc)
+    b = await Client.hello(app.port, "bob", enc)
+    q = await a.request({"type": "queue", "rules": rules})
+    assert q["type"] == "queued"
+    await b.request({"type": "queue", "rules": rules})
+    ma, mb = await a.of_type("match"), await b.of_type("match")
+    assert ma["match_id"] == mb["match_id"]
+    p0, p1 = (a, b) if ma["seat"] == 0 else (b, a)
+    return p0, p1, ma["match_id"], ma
+
+
+async def test_mastermind_match_end_to_end(tmp_path: Path, enc: str) -> None:
+    """Mastermind 4 of 6 through the queue: repeated-symbol secrets, pegs as bulls/cows,
+    and the result, match_record, export and the Mastermind leaderboard know the rules."""
+    settings = server_settings(tmp_path)
+    async with running(settings) as app:
+        p0, p1, mid, match = await _queue_pair(app, enc, MASTERMIND)
+        assert match["config"]["rules"] == {**MASTERMIND, "repeats_in_guess": True}
+        await p0.request({"type": "secret", "match_id": mid, "secret": "1122"})
+        await p1.request({"type": "secret", "match_id": mid, "secret": "6543"})
+        await p0.event(mid, "started")
+        # "1111" against "1122": Mastermind says 2 black 0 white; MOO's rule would say 2B2C
+        assert mastermind_score("1122", "1111") != score("1122", "1111")
+        await p1.request({"type": "guess", "match_id": mid, "guess": "1111"})
+        await p0.request({"type": "guess", "match_id": mid, "guess": "6544"})
+        round1 = await p0.event(mid, "round", n=1)
+        assert round1["results"] == [["6544", 3, 0], ["1111", 2, 0]]
+        await p0.request({"type": "guess", "match_id": mid, "guess": "6543"})
+        await p1.request({"type": "guess", "match_id": mid, "guess": "1122"})
+        done = await p0.event(mid, "finished")
+        assert done["winner"] is None and done["counts"] == [2, 2]  # both solved at guess 2
+        rec = await p0.request({"type": "match_record", "match_id": mid})
+        assert rec["config"]["rules"]["game"] == "mastermind"
+        board = await p0.request({"type": "leaderboard", "variant": "mastermind:4:123456"})
+        assert board["variant"] == "mastermind:4:123456"
+        assert {row["name"] for row in board["players"]} == {"ann", "bob"}
+        classic = await p0.request({"type": "leaderboard"})
+        assert classic["variant"] == "moo:4:0123456789" and classic["players"] == []
+    exported = [r for r in records(settings.db) if r["match_id"] == mid]
+    assert exported[0]["variant"] == "mastermind:4:123456"
+    assert exported[0]["secrets"] == ["1122", "6543"]
+
+
+async def test_queue_pairs_only_same_rules(tmp_path: Path, enc: str) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        b = await Client.hello(app.port, "bob", enc)
+        c = await Client.hello(app.port, "cy", enc)
+        five = {"length": 5}
+        q = await a.request({"type": "queue", "rules": five})
+        assert q["rules"] == {"game": "moo", "length": 5, "alphabet": "0123456789",
+                              "repeats_in_guess": False}
+        classic = await b.request({"type": "queue"})  # no rules: the server's default
+        assert classic["rules"]["length"] == 4
+        assert len(app.lobby.queue) == 2  # different rules: not paired
+        await c.request({"type": "queue", "rules": {"game": "moo", "length": 5,
+                                                    "alphabet": "digits"}})
+        m = await a.of_type("match")
+        assert m["opponent"] == "cy" and m["config"]["rules"]["length"] == 5
+        assert [w.player for w in app.lobby.queue] == ["bob"]
+
+
+BAD = [
+    ({"length": 9}, "length must be 3-6, got 9"),
+    ({"alphabet": "01234567890"}, "alphabet repeats symbol '0'"),
+    ({"alphabet": ["0", "1", "", "3"]}, "alphabet has an empty symbol"),
+    ({"length": 5, "alphabet": "0123"}, "5 positions need at least 5 distinct symbols"),
+    ({"game": "chess"}, "game must be 'moo' or 'mastermind'"),
+    ({"colour": True}, "unknown rules field 'colour'"),
+]
+
+
+async def test_bad_rules_create_nothing(tmp_path: Path, enc: str) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        await Client.hello(app.port, "bob", enc)
+        for rules, text in BAD:
+            for msg in (
+                {"type": "queue", "rules": rules},
+                {"type": "room_create", "rules": rules},
+                {"type": "challenge", "opponent": "bob", "rules": rules},
+                {"type": "play_bot", "strategy": "random", "rules": rules},
+            ):
+                err = await a.request(msg)
+                assert err["type"] == "error" and err["code"] == "bad_rules", err
+                assert text in err["message"]
+        # well-formed but not offered: a specific code naming what is offered
+        err = await a.request({"type": "room_create", "rules": {"alphabet": "ABCDEFGH"}})
+        assert err["code"] == "rules_not_offered" and "mastermind:4:123456" in err["message"]
+        err = await a.request({"type": "queue", "rules": "mastermind"})
+        assert err["code"] == "bad_field"  # rules must be an object
+        assert not app.lobby.queue and not app.lobby.rooms and not app.lobby.challenges
+        assert not app.arena.live
+
+
+async def test_room_and_challenge_carry_rules(tmp_path: Path, enc: str) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        b = await Client.hello(app.port, "bob", enc)
+        hexa = {"alphabet": "hex"}
+        room = await a.request({"type": "room_create", "rules": hexa})
+        assert room["rules"]["alphabet"] == "0123456789ABCDEF"
+        await b.request({"type": "room_join", "code": room["code"]})
+        m = await a.of_type("match")
+        mid = m["match_id"]
+        assert m["config"]["rules"]["alphabet"] == "0123456789ABCDEF"
+        err = await a.request({"type": "secret", "match_id": mid, "secret": "0G12"})
+        assert err["code"] == "unknown_symbol"
+        ok = await a.request({"type": "secret", "match_id": mid, "secret": "fa09"})
+        assert ok["secret"] == "FA09"
+        await a.request({"type": "resign", "match_id": mid})
+        await b.event(mid, "finished")
+        sent = await a.request({"type": "challenge", "opponent": "bob",
+                                "rules": {"length": 3}})
+        notice = await b.of_type("challenge")
+        assert notice["rules"]["length"] == 3
+        m2 = await b.request({"type": "accept", "challenge_id": sent["challenge_id"]})
+        assert m2["type"] == "match"
+        assert m2["config"]["rules"]["length"] == 3
+
+
+async def test_play_bot_with_rules(
+    tmp_path: Path, enc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MOO_TREE_CACHE", str(tmp_path / "trees"))
+    settings = dataclasses.replace(server_settings(tmp_path), pacing="free")
+    async with running(settings) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        err = await a.request({"type": "play_bot", "strategy": "entropy",
+                               "rules": {"length": 5}})
+        assert err["code"] == "bot_unsupported" and "bots that can: random" in err["message"]
+        assert not app.arena.live
+        # Mastermind against the exact tree: it solves within 5 guesses whatever the secret
+        m = await a.request({"type": "play_bot", "strategy": "minimum", "rules": MASTERMIND})
+        assert m["type"] == "match"
+        mid = m["match_id"]
+        await a.request({"type": "secret", "match_id": mid, "secret": "6611"})
+        bot_seat = 1 - m["seat"]
+        solved = await a.event(mid, "guess", seat=bot_seat, bulls=4)
+        assert solved["guess"] == "6611" and solved["n"] <= 5
+        # the race rule ends the match once our count passes the bot's
+        for _ in range(solved["n"]):
+            reply = await a.request({"type": "guess", "match_id": mid, "guess": "1234"})
+            assert reply.get("kind") == "guess", reply  # scored against the bot's secret
+        done = await a.event(mid, "finished")
+        assert done["solved"][bot_seat] and done["counts"][bot_seat] == solved["n"]
+
+
+async def test_play_bot_five_of_ten(tmp_path: Path, enc: str) -> None:
+    settings = dataclasses.replace(server_settings(tmp_path), pacing="free")
+    async with running(settings) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        m = await a.request({"type": "play_bot", "strategy": "random", "rules": {"length": 5}})
+        assert m["type"] == "match"
+        mid = m["match_id"]
+        await a.request({"type": "secret", "match_id": mid, "secret": "01234"})
+        bot_seat = 1 - m["seat"]
+        solved = await a.event(mid, "guess", seat=bot_seat, bulls=5)
+        for _ in range(solved["n"]):
+            reply = await a.request({"type": "guess", "match_id": mid, "guess": "98765"})
+            assert reply.get("kind") == "guess", reply
+        done = await a.event(mid, "finished")
+        guesses = [e for e in a.events(mid) if e["kind"] == "guess" and e["seat"] == bot_seat]
+        assert done["solved"][bot_seat] and guesses[-1]["guess"] == "01234"
+        assert all(len(e["guess"]) == 5 for e in guesses)
+
+
+async def test_welcome_lists_offered_variants_and_leaderboard_checks_spec(
+    tmp_path: Path, enc: str
+) -> None:
+    settings = dataclasses.replace(
+        server_settings(tmp_path), variants=["mastermind:4:123456", "moo:4:0123456789"]
+    )
+    async with running(settings) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        welcome = next(m for m in a.seen if m.get("type") == "welcome")
+        assert welcome["variants"] == [
+            {**MASTERMIND, "repeats_in_guess": True},
+            {"game": "moo", "length": 4, "alphabet": "0123456789", "repeats_in_guess": False},
+        ]
+        # the first offered variant is what a request without rules plays
+        room = await a.request({"type": "room_create"})
+        assert room["rules"]["game"] == "mastermind"
+        err = await a.request({"type": "queue", "rules": {"length": 5}})
+        assert err["code"] == "rules_not_offered"
+        err = await a.request({"type": "leaderboard", "variant": "moo:9"})
+        assert err["code"] == "bad_rules" and "length must be 3-6" in err["message"]
