@@ -390,6 +390,12 @@ class _MemoryProtocol:
     def send_binary(self, data: bytes) -> None:
         self.ws.sent.append(bytes(data))
 
+    def send_ping(self, data: bytes) -> None:
+        """A live client's WebSocket stack answers a keepalive Ping by itself: so does this
+        one, at once (a long run under load outlasts the ping interval, and an unanswered Ping
+        would close the connection with 1011 in the middle of the fuzzing)."""
+        self.ws.pending_pings.pop(data, None)
+
     def data_to_send(self) -> list[bytes]:
         return []
 
