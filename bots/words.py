@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 
+from bots import dictionary
 from moo.words import WordRules
 
 __all__ = ["WordBot"]
@@ -57,7 +58,8 @@ class WordBot:
 
     def new_match(self, rules: WordRules, rng: random.Random) -> None:
         self.rules = rules
-        self.left = list(rules.secrets)
+        # the rules' own list if a caller gave one, else the system dictionary (read once)
+        self.left = list(rules.words or dictionary.words_of_length(rules.length))
         self.rng = rng
         self.pending = []
         self.first = True

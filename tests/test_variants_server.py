@@ -91,7 +91,7 @@ BAD = [
     ({"alphabet": "01234567890"}, "alphabet repeats symbol '0'"),
     ({"alphabet": ["0", "1", "", "3"]}, "alphabet has an empty symbol"),
     ({"length": 5, "alphabet": "0123"}, "5 positions need at least 5 distinct symbols"),
-    ({"game": "chess"}, "game must be 'moo' or 'mastermind'"),
+    ({"game": "chess"}, "game must be 'moo', 'mastermind' or 'words'"),
     ({"colour": True}, "unknown rules field 'colour'"),
 ]
 
