@@ -157,6 +157,9 @@ class App:
         if self.leases is not None:
             await self.leases.stop()  # no takeovers while stopping; the lease ends at close
         await self.heartbeat.stop()
+        if self._warm is not None:  # the word list's read finishes in its thread regardless
+            self._warm.cancel()
+            await asyncio.gather(self._warm, return_exceptions=True)
         if self.server is not None:
             self.server.close(close_connections=False)
         for conn in list(self.connections):
