@@ -71,6 +71,14 @@ class WordBot:
         """
         self.pending.append((guess, (answer[0], answer[1])))
 
+    def observe_opponent(self, count: int, response: tuple[int, int] | None) -> None:
+        """The opponent's progress does not change which word is best (Strategy's hook)."""
+
+    def observe_opponent_move(
+        self, count: int, guess: str | None, response: tuple[int, int] | None
+    ) -> None:
+        """The runners' hook (bots.base.Strategy): this bot plays its own game."""
+
     def _scorer(self, guess: str) -> Callable[[str], tuple[int, int]]:
         """A scorer of one guess against many words, with the guess's letters counted once."""
         if self.rules.scoring == "hits_misses":

@@ -981,7 +981,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "with --solo, the same offline")
     parser.add_argument("--rules", type=rules_arg, default=None, metavar="SPEC",
                         help="the game: GAME[:LENGTH[:ALPHABET[:repeats]]], e.g. moo:5, "
-                        "moo:4:hex, mastermind:4:123456 (docs/variants.md); online: the "
+                        "moo:4:hex, mastermind:4:123456, or word MOO words[:LENGTH[:SCORING]], "
+                        "e.g. words:5, words:7:hits_misses (docs/variants.md); online: the "
                         "server must offer it; default: the server's default, solo: classic")
     parser.add_argument("--encoding", choices=("json", "msgpack"), default="json")
     parser.add_argument("--sign-in", action="store_true",

@@ -161,3 +161,16 @@ def test_moo_bot_words_plays_word_matches_on_a_server(tmp_path: Path) -> None:
     for record in exported:
         assert all(secret in words for secret in record["secrets"])
         assert all(g["guess"] in words for seat in record["guesses"] for g in seat)
+
+
+def test_word_tournament_locally(tmp_path: Path) -> None:
+    line = one_line(moo(tmp_path, "tournament", "words", "random", "--rules", "words:5",
+                        "--rounds", "1"), "tournament")
+    assert line.endswith("bot 'random' cannot play Word MOO 5 letters (words:5:bulls_cows); "
+                         "bots that can: words")
+    done = moo(tmp_path, "tournament", "words", "words", "--rules", "words:5:hits_misses",
+               "--rounds", "1", "--seed", "3", "--json", "--no-progress", timeout=180)
+    assert done.returncode == 0, done.stderr
+    standings = json.loads(done.stdout)
+    assert standings["rules"] == "words:5:hits_misses"
+    assert sum(p["games"] for p in standings["players"]) == 4
