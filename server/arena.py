@@ -98,7 +98,7 @@ def offered_variants(specs: list[str]) -> list[GameRules]:
                         missing)
             variants = [r for r in variants if not is_words(r)]
             if not variants:
-                raise NotAvailable(f"every configured variant is word MOO and {missing}")
+                raise NotAvailable(f"variants: every configured variant is word MOO and {missing}")
     return variants
 
 
@@ -180,7 +180,7 @@ class Arena:
         try:
             for n in lengths:
                 await asyncio.to_thread(words_of_length, n)
-        except OSError as exc:
+        except (OSError, MooError) as exc:
             log.error("cannot read the word list: %s", exc)
 
     def rules_of(self, msg: dict[str, Any]) -> GameRules:
@@ -461,7 +461,12 @@ class Arena:
             return
         match = lm.match
         if match.phase == "secrets" and match.seats[seat].secret is None:
-            secret = bot.rng.choice(match.config.rules.secrets)
+            try:
+                secret = bot.rng.choice(match.config.rules.secrets)
+            except MooError as exc:  # word MOO without a readable dictionary: the bot resigns
+                log.error("hosted bot %s in %s: %s", bot.strategy_name, lm.id, exc)
+                self._persist(lm, match.resign(seat, self.clock()))
+                return
             self._persist(lm, match.set_secret(seat, secret, new_salt(), self.clock()))
         elif match.owes_move(seat):
             bot.thinking = True
