@@ -27,6 +27,7 @@ pytestmark = pytest.mark.browser
 
 browser = browser_support.browser
 server = browser_support.server
+shared_server = browser_support.shared_server
 
 MASTERMIND = "mastermind:4:123456"
 
@@ -282,3 +283,58 @@ def test_word_moo_against_the_word_bot(browser: Any, server: MooServer) -> None:
     page.wait_for_selector("#board-body tr[data-player=dee]")
     server.stop()
     assert [r["variant"] for r in records(str(server.db))] == [HITS_MISSES]
+
+
+def test_page_word_rules_agree_with_python(browser: Any, shared_server: MooServer) -> None:
+    """rules.js checks word-MOO entries with moo/words.py's verdicts and messages (the format;
+    whether a secret is a word only the server knows), names the rules as moo/variants.py
+    does, and words the answers by the scoring."""
+    from moo.errors import InvalidCode
+    from moo.variants import DEFAULT_VARIANTS, parse_rules_spec, rules_label, rules_spec
+
+    variants = [WordRules(5), WordRules(4, "hits_misses"), WordRules(9)]
+    samples = ["skunk", "SKUNK", "EEEEE", "sk8nk", " skunk", "skun", "skunks", "", "ÉCLAT",
+               "abcd", "ABCDEFGHI", "a\tbcd", "zzzzz"]
+    expected = []
+    for rules in variants:
+        for text in samples:
+            try:
+                expected.append(["ok", rules.check_guess(text)])
+            except InvalidCode as exc:
+                expected.append([exc.code, str(exc)])
+    page = new_page(browser, shared_server.url)
+    got = page.evaluate(
+        """async ([variants, samples]) => {
+             const r = await import('/rules.js');
+             const out = [];
+             for (const rules of variants) {
+               for (const text of samples) {
+                 try { out.push(['ok', r.checkCode(rules, text, {secret: true})]); }
+                 catch (e) { out.push([e.code, e.message]); }
+               }
+             }
+             return out;
+           }""",
+        [[r.to_dict() for r in variants], samples],
+    )
+    assert got == expected
+    offered = [parse_rules_spec(s) for s in DEFAULT_VARIANTS] + variants
+    names = page.evaluate(
+        """async (list) => {
+             const r = await import('/rules.js');
+             return list.map((x) => [r.rulesSpec(x), r.rulesLabel(x)]);
+           }""",
+        [r.to_dict() for r in offered],
+    )
+    assert names == [[rules_spec(r), rules_label(r)] for r in offered]
+    answers = page.evaluate(
+        """async (list) => {
+             const r = await import('/rules.js');
+             return list.map(([x, b, c]) => [r.formatAnswer(x, b, c), r.answerWords(x, b, c)]);
+           }""",
+        [[WordRules(5).to_dict(), 1, 2], [WordRules(5, "hits_misses").to_dict(), 2, 1],
+         [WordRules(5, "hits_misses").to_dict(), 0, 5]],
+    )
+    assert answers == [["1B2C", "1 bull, 2 cows"], ["2H1M", "2 hits, 1 miss"],
+                       ["0H5M", "0 hits, 5 misses"]]
+    assert page.moo_errors == []
