@@ -8,6 +8,9 @@
 * ``check_secret``: a word secret (a set lookup after the format check) beside a classic one.
 * importing ``bots.dictionary`` (what every server process now imports), in a fresh
   interpreter after ``moo.words``, best of ``--repeat``.
+* a whole server start (``App.start``: store, hooks, listening socket), with the default
+  variants (word MOO included) and without the word specs, alternated, at least 9 of each:
+  the ratio of the medians is what word MOO adds to a start.
 
 Figures are CPU-light and short; the machine is shared, so each is the best of several runs
 and the ratios come from the same run.
@@ -18,7 +21,10 @@ and the ratios come from the same run.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,7 +36,9 @@ from bots import dictionary
 from moo.rules import DEFAULT_RULES
 from moo.variants import DEFAULT_VARIANTS
 from moo.words import WordRules
+from server.app import App
 from server.arena import offered_variants
+from server.settings import Settings
 
 
 def per_call(fn: Callable[[], object], calls: int, repeat: int) -> float:
@@ -52,6 +60,35 @@ def once(fn: Callable[[], object], repeat: int, before: Callable[[], None]) -> f
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+async def start_stop(settings: Settings) -> float:
+    t0 = time.perf_counter()
+    app = App(settings)
+    await app.start()
+    started = time.perf_counter() - t0
+    await app.stop()
+    return started
+
+
+def server_starts(repeat: int) -> tuple[list[float], list[float]]:
+    """Start times with and without the word variants; which goes first alternates, so
+    neither always pays for the other's warm-up."""
+    with_words: list[float] = []
+    without: list[float] = []
+    classic_only = [v for v in DEFAULT_VARIANTS if not v.startswith("words")]
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(start_stop(Settings(host="127.0.0.1", port=0, db=str(Path(tmp) / "w.db"),
+                                        static_dir=str(Path(tmp) / "web"))))  # warm-up
+        for i in range(repeat):
+            base = Settings(host="127.0.0.1", port=0, db=str(Path(tmp) / f"s{i}.sqlite3"),
+                            static_dir=str(Path(tmp) / "web"))
+            plain = dataclasses.replace(base, db=str(Path(tmp) / f"p{i}.sqlite3"),
+                                        variants=classic_only)
+            runs = [(with_words, base), (without, plain)]
+            for times, settings in (runs if i % 2 else runs[::-1]):
+                times.append(asyncio.run(start_stop(settings)))
+    return with_words, without
 
 
 def main() -> None:
@@ -94,6 +131,11 @@ def main() -> None:
     imports = [float(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                     text=True, check=True).stdout) for _ in range(r)]
     print(f"import bots.dictionary: {min(imports) * 1e3:.2f} ms")
+    starts_words, starts_plain = server_starts(max(r, 9))
+    w, p = statistics.median(starts_words), statistics.median(starts_plain)
+    print(f"server start, median of {len(starts_words)}: {w * 1e3:.1f} ms with word variants, "
+          f"{p * 1e3:.1f} ms without (ratio {w / p:.2f}); best {min(starts_words) * 1e3:.1f} / "
+          f"{min(starts_plain) * 1e3:.1f} ms")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
