@@ -318,3 +318,16 @@ async def test_word_variants_not_offered_without_dictionary(
             assert err["code"] == "rules_not_offered"
     assert any("word MOO not offered" in r.getMessage() and "wamerican" in r.getMessage()
                for r in caplog.records)
+
+
+async def test_only_word_variants_without_dictionary_refuse_to_start(
+    tmp_path: Path, enc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bots.dictionary
+    from moo.errors import NotAvailable
+
+    monkeypatch.setattr(bots.dictionary, "DEFAULT_SOURCE", tmp_path / "no-such-list")
+    monkeypatch.setenv("MOO_WORDS_CACHE", str(tmp_path / "no-cache.txt"))
+    settings = dataclasses.replace(server_settings(tmp_path), variants=["words:5"])
+    with pytest.raises(NotAvailable, match="every configured variant is word MOO and no word"):
+        App(settings)
