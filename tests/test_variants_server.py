@@ -331,3 +331,44 @@ async def test_only_word_variants_without_dictionary_refuse_to_start(
     settings = dataclasses.replace(server_settings(tmp_path), variants=["words:5"])
     with pytest.raises(NotAvailable, match="every configured variant is word MOO and no word"):
         App(settings)
+
+
+async def test_word_match_against_the_bot_survives_a_restart(tmp_path: Path, enc: str) -> None:
+    """The word match is replayed from its log after a restart (rules, hits and misses and
+    all) and the hosted word bot carries on from what it had seen."""
+    from bots.dictionary import words_of_length
+
+    settings = server_settings(tmp_path)
+    rules = {**WORDS5, "scoring": "hits_misses"}
+    async with running(settings) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        token = a.token
+        m = await a.request({"type": "play_bot", "strategy": "words", "rules": rules})
+        mid, seat = m["match_id"], m["seat"]
+        await a.request({"type": "secret", "match_id": mid, "secret": "SKUNK"})
+        await a.request({"type": "guess", "match_id": mid, "guess": "EEEEE"})
+        first = await a.event(mid, "round", n=1)
+    async with running(settings) as app:
+        assert app.arena.live[mid].match.config.rules.to_dict()["scoring"] == "hits_misses"
+        a = await Client.hello(app.port, "ann", enc, token=token)
+        await a.request({"type": "resume", "match_id": mid, "last_seq": 0})
+        assert (await a.event(mid, "round", n=1))["results"] == first["results"]
+        for n in range(2, 40):
+            reply = await a.request({"type": "guess", "match_id": mid, "guess": "QQQQQ"})
+            if reply.get("code") == "match_finished":
+                break
+            assert reply.get("kind") == "guess", reply
+            await a.expect(lambda msg, n=n: msg.get("match_id") == mid and (
+                msg.get("kind") == "finished" or (msg.get("kind") == "round"
+                                                  and msg.get("n") == n)))
+            if any(e["kind"] == "finished" for e in a.events(mid)):
+                break
+        done = await a.event(mid, "finished")
+        assert done["solved"][1 - seat] and done["secrets"][seat] == "SKUNK"
+        words = set(words_of_length(5))
+        assert done["secrets"][1 - seat] in words
+        rounds = [e for e in a.events(mid) if e["kind"] == "round"]
+        bot_guesses = {e["results"][1 - seat][0] for e in rounds}
+        assert len(rounds) >= 2 and bot_guesses <= words  # lockstep: guesses shown by round
+        mine = {e["results"][seat][0] for e in rounds}
+        assert mine <= {"EEEEE", "QQQQQ"}  # QQQQQ is no word: never the bot's secret
