@@ -358,9 +358,13 @@ async def test_word_match_against_the_bot_survives_a_restart(tmp_path: Path, enc
             if reply.get("code") == "match_finished":
                 break
             assert reply.get("kind") == "guess", reply
-            await a.expect(lambda msg, n=n: msg.get("match_id") == mid and (
-                msg.get("kind") == "finished" or (msg.get("kind") == "round"
-                                                  and msg.get("n") == n)))
+            def settled(msg: dict[str, Any], n: int = n) -> bool:
+                """Round ``n`` revealed, or the match over (the bot solved first)."""
+                return msg.get("match_id") == mid and (
+                    msg.get("kind") == "finished"
+                    or (msg.get("kind") == "round" and msg.get("n") == n))
+
+            await a.expect(settled)
             if any(e["kind"] == "finished" for e in a.events(mid)):
                 break
         done = await a.event(mid, "finished")
