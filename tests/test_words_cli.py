@@ -174,3 +174,40 @@ def test_word_tournament_locally(tmp_path: Path) -> None:
     standings = json.loads(done.stdout)
     assert standings["rules"] == "words:5:hits_misses"
     assert sum(p["games"] for p in standings["players"]) == 4
+
+
+def test_two_terminals_play_a_word_room(tmp_path: Path) -> None:
+    """``moo play --create-room --rules words:5:hits_misses`` and ``moo play --room CODE``:
+    the guest plays the room's word rules; answers are hits and misses."""
+    with moo_serve(tmp_path) as url:
+        host = Terminal(moo_command("play", "--create-room", "--rules", "words:5:hits_misses",
+                                    "--url", url, "--name", "hana"), client_env(tmp_path))
+        guest: Terminal | None = None
+        try:
+            code = host.expect(r"ROOM CODE: (\w+)").group(1)
+            guest = Terminal(moo_command("play", "--room", code, "--url", url, "--name", "gus"),
+                             client_env(tmp_path))
+            for term, secret in ((host, "skunk"), (guest, "moose")):
+                term.expect(r"WORD MOO: A 5-LETTER ENGLISH WORD, HITS AND MISSES\.")
+                term.expect(r"CHOOSE YOUR SECRET: A 5-LETTER ENGLISH WORD")
+                term.type(secret)
+            for term, guess in ((host, "moose"), (guest, "qqqqq")):
+                term.expect(r"GUESS 1: TYPE 5 LETTERS\? ")
+                term.type(guess)
+            host.expect(r"ROUND 1: MOOSE -> 5 HITS, 0 MISSES\n")
+            host.expect(r"gus: QQQQQ -> 0 HITS, 5 MISSES\n")
+            guest.expect(r"ROUND 1: QQQQQ -> 0 HITS, 5 MISSES\n")
+            host.expect(r"\*\*\* YOU WIN! \*\*\*")
+            guest.expect(r"\*\*\* YOU LOSE\. \*\*\*")
+            for term in (host, guest):
+                term.expect(r"\(YES OR NO\)\? ")
+                term.type("no")
+            assert host.proc.wait(timeout=60) == 0 and guest.proc.wait(timeout=60) == 0
+        finally:
+            for term_ in (host, guest):
+                if term_ is not None and term_.proc.poll() is None:
+                    term_.proc.kill()
+                    term_.proc.wait()
+    exported = list(records(str(tmp_path / "serve.sqlite3")))
+    assert [r["variant"] for r in exported] == ["words:5:hits_misses"]
+    assert exported[0]["secrets"] == ["SKUNK", "MOOSE"]
