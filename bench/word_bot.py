@@ -17,8 +17,9 @@ import random
 import statistics
 import time
 
+from bots.dictionary import load_words
 from bots.words import WordBot
-from moo.words import SCORINGS, WordRules, load_words
+from moo.words import SCORINGS, WordRules
 
 
 def run(length: int, games: int, seed: int) -> list[str]:

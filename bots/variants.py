@@ -9,6 +9,9 @@ other rules get only bots that are correct for them:
 * any other MOO variant (3/5/6 of 10, 4 of hex, the 1971 repeats rule): ``random`` only, a
   random secret still consistent with every answer, over a plain list of codes (the heuristics'
   and trees' tables are built for 4 of 10).
+* word MOO: ``words`` only (:class:`bots.words.WordBot`, dictionary words compared by a
+  sampled look-ahead). It plays nothing else, so it is listed in :data:`VARIANT_BOTS` rather
+  than registered with the classic strategies (``bots.base``).
 
 Anything else is refused with :class:`moo.errors.BotUnsupported`, naming the bots that can.
 """
@@ -25,8 +28,12 @@ from moo.errors import BotUnsupported
 from moo.mastermind import MastermindRules
 from moo.rules import Response, Rules
 from moo.variants import GameRules, is_classic, rules_label, rules_spec
+from moo.words import WordRules
 
-__all__ = ["VariantConsistent", "bots_for", "create_for"]
+__all__ = ["VARIANT_BOTS", "VariantConsistent", "bots_for", "create_for"]
+
+#: Hosted bots that play only some variants, offered beside the registered strategies.
+VARIANT_BOTS = ("words",)
 
 
 class VariantConsistent:
@@ -68,7 +75,9 @@ class VariantConsistent:
 def bots_for(rules: GameRules, allowed: list[str]) -> list[str]:
     """The hosted strategies (of ``allowed``) that can play ``rules``."""
     if is_classic(rules):
-        return list(allowed)
+        return [name for name in allowed if name not in VARIANT_BOTS]
+    if isinstance(rules, WordRules):
+        return [name for name in allowed if name == "words"]
     wanted = ("minimum", "strongest", "random") if isinstance(rules, MastermindRules) else (
         "random",)
     return [name for name in allowed if name in wanted]
@@ -86,6 +95,10 @@ def check_bot(strategy: str, rules: GameRules, allowed: list[str]) -> None:
 
 def create_for(strategy: str, rules: GameRules) -> Any:
     """A fresh strategy object for ``rules`` (call :func:`check_bot` first)."""
+    if isinstance(rules, WordRules):
+        from bots.words import WordBot  # imported on the first word match only
+
+        return WordBot()
     if is_classic(rules):
         return create(strategy)
     if isinstance(rules, MastermindRules):

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 
+from bots import dictionary
 from moo.words import WordRules
 
 __all__ = ["WordBot"]
@@ -57,7 +58,8 @@ class WordBot:
 
     def new_match(self, rules: WordRules, rng: random.Random) -> None:
         self.rules = rules
-        self.left = list(rules.secrets)
+        # the rules' own list if a caller gave one, else the system dictionary (read once)
+        self.left = list(rules.words or dictionary.words_of_length(rules.length))
         self.rng = rng
         self.pending = []
         self.first = True
@@ -68,6 +70,14 @@ class WordBot:
         Filtering there keeps the whole cost of an answer under one wall-clock budget.
         """
         self.pending.append((guess, (answer[0], answer[1])))
+
+    def observe_opponent(self, count: int, response: tuple[int, int] | None) -> None:
+        """The opponent's progress does not change which word is best (Strategy's hook)."""
+
+    def observe_opponent_move(
+        self, count: int, guess: str | None, response: tuple[int, int] | None
+    ) -> None:
+        """The runners' hook (bots.base.Strategy): this bot plays its own game."""
 
     def _scorer(self, guess: str) -> Callable[[str], tuple[int, int]]:
         """A scorer of one guess against many words, with the guess's letters counted once."""

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TextIO
 
 from bots.base import Strategy, available, create
 from bots.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
-from bots.variants import check_bot, create_for
+from bots.variants import VARIANT_BOTS, check_bot, create_for
 from clients.sdk import (
     DEFAULT_URL,
     Client,
@@ -38,6 +38,7 @@ from moo.errors import BotUnsupported, UnknownStrategy
 from moo.mastermind import MastermindRules
 from moo.rules import Response
 from moo.variants import GameRules, is_classic
+from moo.words import WordRules
 
 __all__ = ["MatchOutcome", "Player", "StrategyPlayer", "configure", "main", "play_match"]
 
@@ -252,7 +253,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the game to queue for or play the server's bot at: "
                         "GAME[:LENGTH[:ALPHABET[:repeats]]] (docs/variants.md); classic MOO: "
                         "any strategy; Mastermind: minimum, strongest, random; other MOO "
-                        "variants: random (or an external program)")
+                        "variants: random (or an external program); word MOO "
+                        "(words[:LENGTH[:SCORING]]): words")
     parser.add_argument("--room", default=None, help="join this room code instead of queueing")
     parser.add_argument("--vs-bot", default=None, metavar="NAME",
                         help="play the server-hosted strategy NAME instead of queueing")
@@ -272,11 +274,14 @@ def _make_player(args: argparse.Namespace) -> Player:
         if isinstance(rules, MastermindRules):
             raise ValueError("external bot programs play MOO rules only (docs/bot-protocol.md);"
                              " for Mastermind use minimum, strongest or random")
+        if isinstance(rules, WordRules):
+            raise ValueError("external bot programs play MOO rules only (docs/bot-protocol.md);"
+                             " for word MOO use words")
         return ExternalBot(args.cmd or args.strategy, move_timeout=args.move_timeout)
     spec = args.strategy
     if rules is None or is_classic(rules):
         return StrategyPlayer(create(spec))
-    check_bot(spec, rules, available())
+    check_bot(spec, rules, [*available(), *VARIANT_BOTS])
     return StrategyPlayer(create_for(spec, rules))
 
 

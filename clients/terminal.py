@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: secret checks, LEFT)
 from clients.sdk import (
     DEFAULT_URL,
     Away,
@@ -48,12 +49,14 @@ from clients.sdk import (
 )
 from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
+from clients.wordplay import describe_answer, play_words
 from moo.assist import assist
 from moo.cli import rules_arg
 from moo.errors import InvalidCode
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response
 from moo.variants import GameRules
+from moo.words import NoDictionary, WordRules
 
 __all__ = ["Entry", "configure", "main", "parse_entry", "rules_page"]
 
@@ -90,6 +93,8 @@ def parse_entry(text: str, rules: GameRules = DEFAULT_RULES) -> Entry:
     t = text.strip()
     if not t:
         return Entry("empty")
+    if isinstance(rules, WordRules):
+        return _word_entry(t, rules)
     command = COMMANDS.get(t.lower())
     if command is not None:
         return Entry("command", command)
@@ -115,9 +120,56 @@ def parse_entry(text: str, rules: GameRules = DEFAULT_RULES) -> Entry:
         return Entry("error", str(exc))
 
 
+def _word_entry(t: str, rules: WordRules) -> Entry:
+    """Word MOO: any N letters are a guess (LEFT and QUIT are words), so commands start with ?
+    as in ``moo play --words`` (clients/wordplay.py)."""
+    if t.startswith("?"):
+        name = t[1:].strip().lower()
+        command = "rules" if not name else COMMANDS.get(name)
+        if command is None:
+            return Entry("error", f"no command {t!r} (?rules, ?left, ?history, ?clock, ?quit)")
+        return Entry("command", command)
+    try:
+        return Entry("guess", rules.check_guess(t))
+    except InvalidCode as exc:
+        return Entry("error", str(exc))
+
+
+def _word_page(rules: WordRules) -> str:
+    if rules.scoring == "hits_misses":
+        how = """    HIT:  one of your letters is in the word, in the same place.
+    MISS: one of your letters is not in the word at all (the May 1999 POTM)."""
+        win = f"{rules.length} hits"
+    else:
+        how = """    BULL: one of your letters is in the word, in the same place.
+    COW:  one of your letters is in the word, in another place (each letter counted at
+          most as often as it is in both words)."""
+        win = f"{rules.length} bulls"
+    return f"""
+THE RULES OF WORD MOO
+  Each secret is an English word of {rules.length} letters from the dictionary (letters may
+  repeat). A guess is any {rules.length} letters A-Z, a word or not (EEEEE is a fine probe).
+{how}
+  {win} wins. Mistyped guesses (not {rules.length} letters A-Z) are explained and NOT counted.
+COMMANDS start with ? (any {rules.length} letters, LEFT or QUIT too, are a guess)
+  ?rules or ?  this page          ?left     how many words are still possible
+  ?history     the guesses so far ?clock    your clock
+  ?quit        resign
+"""
+
+
+def show_answer(rules: GameRules, response: Response) -> str:
+    """``1B2C   ...`` for codes; ``2 BULLS, 1 COW`` or ``2 HITS, 3 MISSES`` for words."""
+    if isinstance(rules, WordRules):
+        return describe_answer(rules, response)
+    return show_response(response)
+
+
 def rules_page(rules: GameRules = DEFAULT_RULES) -> str:
     if isinstance(rules, MastermindRules):
         return _mastermind_page(rules)
+    if isinstance(rules, WordRules):
+        return _word_page(rules)
     unit = rules.symbols_text.split()[0]
     r = Response(1, 2)
     example = (
@@ -162,7 +214,10 @@ COMMANDS
 
 
 def secret_words(rules: GameRules) -> str:
-    """``4 DIFFERENT DIGITS`` / ``4 COLOURS 1-6 (REPEATS ALLOWED)`` for prompts."""
+    """``4 DIFFERENT DIGITS`` / ``4 COLOURS 1-6 (REPEATS ALLOWED)`` / ``A 5-LETTER ENGLISH
+    WORD`` for prompts."""
+    if isinstance(rules, WordRules):
+        return f"A {rules.length}-LETTER ENGLISH WORD"
     if isinstance(rules, MastermindRules):
         return f"{rules.length} {rules.symbols_text.upper()} (REPEATS ALLOWED)"
     unit = rules.symbols_text.split()[0].upper()
@@ -224,6 +279,9 @@ class Tally:
 def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
               say: Callable[[str], None]) -> int:
     rules: GameRules = getattr(args, "rules", None) or DEFAULT_RULES
+    if isinstance(rules, WordRules):  # the offline word game, as moo play --words N
+        args.words, args.scoring = rules.length, rules.scoring
+        return play_words(args, read, say)
     rng = random.Random(args.seed)
     tally = Tally()
     title = "MASTERMIND" if isinstance(rules, MastermindRules) else "MOO"
@@ -432,7 +490,13 @@ class OnlineMatch:
             clocks.append(f"{cfg['clock_guess_ms'] / 1000:g} S A GUESS")
         if clocks:
             self.screen.say("CLOCK: " + ", ".join(clocks) + ".")
-        self.screen.say("TYPE 'RULES' FOR THE RULES, 'QUIT' TO RESIGN.")
+        if isinstance(self.rules, WordRules):
+            self.screen.say(f"WORD MOO: {secret_words(self.rules)}, "
+                            + ("HITS AND MISSES." if self.rules.scoring == "hits_misses"
+                               else "BULLS AND COWS."))
+            self.screen.say("TYPE '?RULES' FOR THE RULES, '?QUIT' TO RESIGN.")
+        else:
+            self.screen.say("TYPE 'RULES' FOR THE RULES, 'QUIT' TO RESIGN.")
 
     def prompt(self) -> None:
         st = self.state
@@ -447,7 +511,8 @@ class OnlineMatch:
             if self.turn_started is None:
                 self.turn_started = time.monotonic()
             n = len(st.mine()) + 1
-            what = "NUMBERS" if _is_digits(self.rules) else "SYMBOLS"
+            what = ("LETTERS" if isinstance(self.rules, WordRules)
+                    else "NUMBERS" if _is_digits(self.rules) else "SYMBOLS")
             self.screen.ask(f"GUESS {n}{self.clock_hint()}: TYPE {self.rules.length} {what}? ")
 
     def clock_hint(self) -> str:
@@ -478,19 +543,24 @@ class OnlineMatch:
             return
         if st.needs_secret:
             text = line.strip()
-            if text.lower() in COMMANDS:
-                await self.command(COMMANDS[text.lower()])
-                return
-            if not text:
-                text = self.rng.choice(self.rules.secrets)
             entry = parse_entry(text, self.rules)
+            if entry.kind == "command":
+                await self.command(entry.value)
+                return
             try:
+                if not text:
+                    entry = Entry("guess", self.rng.choice(self.rules.secrets))
                 if entry.kind == "error":
                     raise InvalidCode(entry.value)
                 secret = self.rules.check_secret(entry.value)
             except InvalidCode as exc:
                 say(f"  {exc}: try again.")
                 return
+            except NoDictionary:  # no word list on this machine: the server checks the word
+                if not text:
+                    say("  NO DICTIONARY HERE TO PICK A WORD FROM: TYPE ONE.")
+                    return
+                secret = entry.value
             try:
                 await self.client.set_secret(self.mid, secret)
             except ServerError as exc:
@@ -532,7 +602,10 @@ class OnlineMatch:
         if name == "rules":
             say(rules_page(self.rules))
         elif name == "left":
-            say(choices_text(self.left()))
+            try:
+                say(choices_text(self.left()))
+            except NoDictionary:
+                say("NO DICTIONARY ON THIS MACHINE (apt-get install wamerican).")
         elif name == "history":
             say(self.history())
         elif name == "clock":
@@ -591,8 +664,8 @@ class OnlineMatch:
                 return
             g, b, c = msg.results[me]
             og, ob, oc = msg.results[1 - me]
-            say(f"  ROUND {msg.n}: {g} -> {show_response(Response(b, c))}")
-            say(f"  {self.opp}: {og or '****'} -> {show_response(Response(ob, oc))}")
+            say(f"  ROUND {msg.n}: {g} -> {show_answer(self.rules, Response(b, c))}")
+            say(f"  {self.opp}: {og or '****'} -> {show_answer(self.rules, Response(ob, oc))}")
             self.after_own_response(Response(b, c))
         elif isinstance(msg, Away) and msg.seat != me:
             grace = self.announced.config.get("grace_ms")
@@ -614,11 +687,11 @@ class OnlineMatch:
         if msg.bulls is not None and msg.cows is not None:  # free pacing: shown at once
             response = Response(msg.bulls, msg.cows)
             if mine:
-                say(f"  -> {show_response(response)}")
+                say(f"  -> {show_answer(self.rules, response)}")
                 self.after_own_response(response)
             else:
                 say(f"  {self.opp}: GUESS {msg.n} {msg.guess or '****'} -> "
-                    f"{show_response(response)}")
+                    f"{show_answer(self.rules, response)}")
         elif mine:
             theirs = len(self.state.theirs())
             if theirs < msg.n:
@@ -627,12 +700,16 @@ class OnlineMatch:
             say(f"{self.opp} HAS MADE GUESS {msg.n}.")
 
     def after_own_response(self, response: Response) -> None:
-        if self.announced.config.get("assist") and response != self.rules.solved:
+        if (self.announced.config.get("assist") and response != self.rules.solved
+                and not isinstance(self.rules, WordRules)):
             turns = [(t.guess, t.response.bulls, t.response.cows) for t in self.state.mine()
                      if t.guess is not None and t.response is not None]
             self.screen.say(f"     ASSISTANT: {assist(self.rules, turns).text()}")
         elif self.args.helper and response != self.rules.solved:
-            self.screen.say(f"     {choices_text(self.left())}")
+            try:
+                self.screen.say(f"     {choices_text(self.left())}")
+            except NoDictionary:
+                pass
         elif response == self.rules.solved and not self.state.finished:
             self.screen.say(f"YOU SOLVED IT! WAITING TO SEE HOW {self.opp} DOES...")
 
@@ -651,7 +728,7 @@ class OnlineMatch:
             for turns in (mine, theirs):
                 if i < len(turns):
                     t = turns[i]
-                    r = show_response(t.response) if t.response else "?"
+                    r = show_answer(self.rules, t.response) if t.response else "?"
                     cells.append(f"{t.guess or '****'} {r}")
                 else:
                     cells.append("")
@@ -904,7 +981,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "with --solo, the same offline")
     parser.add_argument("--rules", type=rules_arg, default=None, metavar="SPEC",
                         help="the game: GAME[:LENGTH[:ALPHABET[:repeats]]], e.g. moo:5, "
-                        "moo:4:hex, mastermind:4:123456 (docs/variants.md); online: the "
+                        "moo:4:hex, mastermind:4:123456, or word MOO words[:LENGTH[:SCORING]], "
+                        "e.g. words:5, words:7:hits_misses (docs/variants.md); online: the "
                         "server must offer it; default: the server's default, solo: classic")
     parser.add_argument("--encoding", choices=("json", "msgpack"), default="json")
     parser.add_argument("--sign-in", action="store_true",

@@ -15,8 +15,9 @@ import random
 import sys
 from collections.abc import Callable
 
+from bots.dictionary import load_words
 from moo.errors import InvalidCode
-from moo.words import MAX_LENGTH, MIN_LENGTH, WordRules, load_words
+from moo.words import MAX_LENGTH, MIN_LENGTH, WordRules
 
 __all__ = ["describe_answer", "play_words"]
 
@@ -82,7 +83,7 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
                 say(f"TRY {_suggest(rules, left, rng)} ({len(left)} WORDS STILL POSSIBLE).")
                 continue
             try:
-                guess = rules.check_guess(line)
+                guess = rules.check_guess(text)
             except InvalidCode as exc:
                 say(f"  {exc}: not counted, try again.")
                 continue

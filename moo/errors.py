@@ -10,7 +10,8 @@ change meaning once released; new situations get new subclasses.
     ├── InvalidCode (ValueError)            code="invalid_code"
     │   ├── WrongLength                      code="wrong_length"
     │   ├── RepeatedSymbol                   code="repeated_symbol"
-    │   └── UnknownSymbol                    code="unknown_symbol"
+    │   ├── UnknownSymbol                    code="unknown_symbol"
+    │   └── moo.words.NotAWord               code="not_a_word"
     ├── ProtocolError                        code="bad_message"
     │   ├── DecodeError                      code="undecodable"
     │   ├── MessageTooLarge                  code="too_large"
@@ -43,6 +44,7 @@ change meaning once released; new situations get new subclasses.
     │   ├── BotUnsupported                   code="bot_unsupported"
     │   └── AssistRated                      code="assist_rated"
     │   └── NotAvailable                     code="not_available"
+    │       └── moo.words.NoDictionary       (no word list on this machine)
     ├── RateLimited                          code="rate_limited"
     └── StorageError                         code="storage_unavailable"
 """

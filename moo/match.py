@@ -53,6 +53,8 @@ from moo.errors import (
 )
 from moo.mastermind import MastermindRules, mastermind_score
 from moo.rules import DEFAULT_RULES, Response, Rules, score
+from moo.variants import rules_from_dict
+from moo.words import WordRules
 
 __all__ = [
     "PACINGS",
@@ -79,8 +81,9 @@ _NEVER = 1 << 62  # a guess count larger than any cap: "did not solve"
 class MatchConfig:
     """Everything that fixes how one match is played; stored in its ``created`` event."""
 
-    #: MOO rules, or Mastermind's (repeats in secrets, black/white pegs as bulls/cows)
-    rules: Rules | MastermindRules = DEFAULT_RULES
+    #: MOO rules, Mastermind's (repeats in secrets, black/white pegs as bulls/cows) or word
+    #: MOO's (a dictionary word; hits and misses, if so scored, in bulls and cows)
+    rules: Rules | MastermindRules | WordRules = DEFAULT_RULES
     pacing: str = "lockstep"
     guess_cap: int = 64
     #: Per-player total thinking time (chess-style clock), or None for no total limit.
@@ -115,6 +118,8 @@ class MatchConfig:
     @cached_property
     def scorer(self) -> Callable[[str, str], Response]:
         """The game's scoring function, chosen once per config (no per-guess dispatch)."""
+        if isinstance(self.rules, WordRules):
+            return self.rules.scorer
         return mastermind_score if isinstance(self.rules, MastermindRules) else score
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,11 +131,7 @@ class MatchConfig:
     def from_dict(cls, data: dict[str, Any]) -> MatchConfig:
         fields = dict(data)
         raw = dict(fields.get("rules") or {})
-        fields["rules"] = (
-            MastermindRules(length=int(raw.get("length", 4)),
-                            alphabet=str(raw.get("alphabet", "123456")))
-            if raw.get("game") == "mastermind" else Rules.from_dict(raw)
-        )
+        fields["rules"] = rules_from_dict(raw)
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in fields.items() if k in known})
 

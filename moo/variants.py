@@ -2,19 +2,23 @@
 
 One parser for every way rules arrive (a protocol message, a command-line flag, the server's
 ``variants`` setting), so the server, the CLI and the tests can never accept different things.
-A rules value is either a :class:`moo.rules.Rules` (MOO: distinct-symbol secrets) or a
-:class:`moo.mastermind.MastermindRules` (repeats allowed, black and white pegs); both are
+A rules value is a :class:`moo.rules.Rules` (MOO: distinct-symbol secrets), a
+:class:`moo.mastermind.MastermindRules` (repeats allowed, black and white pegs) or a
+:class:`moo.words.WordRules` (an English word, bulls and cows or hits and misses); all are
 frozen and compare by value, which is what the quick-pair queue and the offered-variants check
 use.
 
 The compact spec (docs/variants.md, "Choosing the rules")::
 
     GAME[:LENGTH[:ALPHABET[:repeats]]]
+    words[:LENGTH[:SCORING]]
 
 ``GAME`` is ``moo`` or ``mastermind`` (``classic`` = ``moo:4:digits``); ``ALPHABET`` is the
 symbols themselves or a name from :data:`ALPHABETS`; ``repeats`` (MOO only) is the 1971 rule
-that lets a guess repeat symbols. :func:`rules_spec` writes the canonical spec of a value,
-which is also the key of its rating family.
+that lets a guess repeat symbols. Word MOO's third part is its scoring (``bulls_cows``, the
+default, or ``hits_misses``): its alphabet is always A-Z, so the slot names what varies.
+:func:`rules_spec` writes the canonical spec of a value, which is also the key of its rating
+family.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from moo.errors import BadRules
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Rules
+from moo.words import LETTERS, MAX_LENGTH, MIN_LENGTH, SCORINGS, WordRules
 
 __all__ = [
     "ALPHABETS",
@@ -31,6 +36,7 @@ __all__ = [
     "DEFAULT_VARIANTS",
     "GameRules",
     "is_classic",
+    "is_words",
     "parse_rules",
     "parse_rules_spec",
     "rules_from_dict",
@@ -38,7 +44,7 @@ __all__ = [
     "rules_spec",
 ]
 
-GameRules = Rules | MastermindRules
+GameRules = Rules | MastermindRules | WordRules
 
 #: Alphabet names the spec and the protocol accept in place of the symbols.
 ALPHABETS: dict[str, str] = {
@@ -49,7 +55,7 @@ ALPHABETS: dict[str, str] = {
     "colours": "123456",
     "colors": "123456",
 }
-GAMES = ("moo", "mastermind")
+GAMES = ("moo", "mastermind", "words")
 MAX_SYMBOLS = 16
 CLASSIC_SPEC = "moo:4:0123456789"
 #: What a server offers when its configuration does not say (``variants`` in config/default.toml)
@@ -60,13 +66,24 @@ DEFAULT_VARIANTS = (
     "moo:6:0123456789",
     "moo:4:0123456789ABCDEF",
     "mastermind:4:123456",
+    # offered only where the dictionary can be read (server/arena.py drops them otherwise)
+    "words:5:bulls_cows",
+    "words:5:hits_misses",
 )
 _KEYS = frozenset({"game", "length", "alphabet", "repeats_in_guess"})
+_WORD_KEYS = frozenset({"game", "length", "scoring", "alphabet", "repeats_in_guess"})
+#: word MOO's default length when a request or spec leaves it out
+WORD_LENGTH = 5
 
 
 def is_classic(rules: object) -> bool:
     """4 of 10 MOO without the 1971 rule: today's game, today's rating."""
     return rules == DEFAULT_RULES
+
+
+def is_words(rules: object) -> bool:
+    """Word MOO: secrets from the dictionary, which the server must be able to read."""
+    return isinstance(rules, WordRules)
 
 
 def _alphabet(value: object) -> str:
@@ -104,19 +121,23 @@ def _alphabet(value: object) -> str:
 def parse_rules(data: object) -> GameRules:
     """A protocol ``rules`` object -> a rules value, or :class:`BadRules` saying what is wrong.
 
-    Fields: ``game`` (``"moo"``, default, or ``"mastermind"``), ``length`` (3-6, default 4),
-    ``alphabet`` (default digits for MOO, colours for Mastermind), ``repeats_in_guess``
-    (MOO only, default false).
+    Fields: ``game`` (``"moo"``, default, ``"mastermind"`` or ``"words"``), ``length`` (3-6,
+    default 4; words 4-9, default 5), ``alphabet`` (default digits for MOO, colours for
+    Mastermind; words: A-Z only), ``repeats_in_guess`` (MOO only, default false; always true in
+    the others), ``scoring`` (words only: ``bulls_cows``, default, or ``hits_misses``).
     """
     if not isinstance(data, dict):
         raise BadRules("rules must be an object")
-    unknown = sorted(str(k) for k in data if k not in _KEYS)
-    if unknown:
-        raise BadRules(f"unknown rules field {unknown[0][:32]!r} "
-                       "(known: game, length, alphabet, repeats_in_guess)")
     game = data.get("game", "moo")
     if game not in GAMES:
-        raise BadRules(f"game must be 'moo' or 'mastermind', got {str(game)[:32]!r}")
+        raise BadRules(f"game must be 'moo', 'mastermind' or 'words', got {str(game)[:32]!r}")
+    if game == "words":
+        return _parse_words(data)
+    unknown = sorted(str(k) for k in data if k not in _KEYS)
+    if unknown:
+        extra = " (scoring is word MOO's: game 'words')" if unknown[0] == "scoring" else ""
+        raise BadRules(f"unknown rules field {unknown[0][:32]!r} "
+                       f"(known: game, length, alphabet, repeats_in_guess){extra}")
     length = data.get("length", 4)
     if type(length) is not int:
         raise BadRules("length must be an integer")
@@ -145,16 +166,54 @@ def parse_rules(data: object) -> GameRules:
     return Rules(length=length, alphabet=alphabet, repeats_in_guess=repeats)
 
 
+def _parse_words(data: dict[Any, Any]) -> WordRules:
+    """``{game: "words", length?, scoring?}``; ``alphabet`` and ``repeats_in_guess`` may be
+    sent back as the canonical object spells them (A-Z, true) and mean nothing else."""
+    unknown = sorted(str(k) for k in data if k not in _WORD_KEYS)
+    if unknown:
+        raise BadRules(f"unknown rules field {unknown[0][:32]!r} for word MOO "
+                       "(known: game, length, scoring, alphabet, repeats_in_guess)")
+    length = data.get("length", WORD_LENGTH)
+    if type(length) is not int:
+        raise BadRules("length must be an integer")
+    if not MIN_LENGTH <= length <= MAX_LENGTH:
+        raise BadRules(f"word length must be {MIN_LENGTH}-{MAX_LENGTH} letters, got {length}")
+    scoring = data.get("scoring", "bulls_cows")
+    if not isinstance(scoring, str) or scoring.lower() not in SCORINGS:
+        shown = str(scoring)[:32] if isinstance(scoring, str) else type(scoring).__name__
+        raise BadRules(f"scoring must be 'bulls_cows' or 'hits_misses', got {shown!r}")
+    if "alphabet" in data and (
+        not isinstance(data["alphabet"], str) or data["alphabet"].upper() != LETTERS
+    ):
+        raise BadRules("word MOO's alphabet is always the letters A-Z; leave alphabet out")
+    if "repeats_in_guess" in data and data["repeats_in_guess"] is not True:
+        raise BadRules("in word MOO letters always may repeat; leave repeats_in_guess out")
+    return WordRules(length=length,
+                     scoring="hits_misses" if scoring.lower() == "hits_misses" else "bulls_cows")
+
+
 def parse_rules_spec(text: str) -> GameRules:
-    """``mastermind:4:123456``, ``moo:5``, ``moo:4:hex``, ``moo:4:digits:repeats``, ``classic``."""
+    """``mastermind:4:123456``, ``moo:5``, ``moo:4:hex``, ``moo:4:digits:repeats``, ``classic``,
+    ``words:5``, ``words:7:hits_misses``."""
     parts = text.strip().split(":")
     if parts == ["classic"]:
         return DEFAULT_RULES
     if not parts[0]:
         raise BadRules(
-            "a rules spec is GAME[:LENGTH[:ALPHABET[:repeats]]], e.g. mastermind:4:123456"
+            "a rules spec is GAME[:LENGTH[:ALPHABET[:repeats]]] or words[:LENGTH[:SCORING]], "
+            "e.g. mastermind:4:123456"
         )
     data: dict[str, Any] = {"game": parts[0].lower()}
+    if data["game"] == "words":
+        if len(parts) > 3:
+            raise BadRules(f"too many ':' parts in {text[:40]!r} (words[:LENGTH[:SCORING]])")
+        if len(parts) > 1 and parts[1]:
+            if not parts[1].isdigit():
+                raise BadRules(f"length must be a number, got {parts[1][:16]!r}")
+            data["length"] = int(parts[1])
+        if len(parts) > 2 and parts[2]:
+            data["scoring"] = parts[2]
+        return parse_rules(data)
     if len(parts) > 4:
         raise BadRules(f"too many ':' parts in {text[:40]!r} "
                        "(GAME[:LENGTH[:ALPHABET[:repeats]]])")
@@ -173,6 +232,8 @@ def parse_rules_spec(text: str) -> GameRules:
 
 def rules_spec(rules: GameRules) -> str:
     """The canonical compact spec: the variant's name in ratings, exports and the CLI."""
+    if isinstance(rules, WordRules):
+        return f"words:{rules.length}:{rules.scoring}"
     if isinstance(rules, MastermindRules):
         return f"mastermind:{rules.length}:{rules.alphabet}"
     spec = f"moo:{rules.length}:{rules.alphabet}"
@@ -180,7 +241,11 @@ def rules_spec(rules: GameRules) -> str:
 
 
 def rules_label(rules: GameRules) -> str:
-    """A short human name: ``MOO 5 of 10``, ``MOO 4 of hex``, ``Mastermind 4 of 6``."""
+    """A short human name: ``MOO 5 of 10``, ``MOO 4 of hex``, ``Mastermind 4 of 6``,
+    ``Word MOO 5 letters``, ``Word MOO 7 letters (hits and misses)``."""
+    if isinstance(rules, WordRules):
+        extra = " (hits and misses)" if rules.scoring == "hits_misses" else ""
+        return f"Word MOO {rules.length} letters{extra}"
     game = "Mastermind" if isinstance(rules, MastermindRules) else "MOO"
     size = "hex" if rules.alphabet == ALPHABETS["hex"] else str(len(rules.alphabet))
     extra = " (repeats in guesses)" if isinstance(rules, Rules) and rules.repeats_in_guess else ""
@@ -189,6 +254,11 @@ def rules_label(rules: GameRules) -> str:
 
 def rules_from_dict(data: dict[str, Any]) -> GameRules:
     """A stored ``config.rules`` (trusted: it was validated when the match was created)."""
+    if data.get("game") == "words":
+        return WordRules(
+            length=int(data.get("length", WORD_LENGTH)),
+            scoring="hits_misses" if data.get("scoring") == "hits_misses" else "bulls_cows",
+        )
     if data.get("game") == "mastermind":
         return MastermindRules(length=int(data.get("length", 4)),
                                alphabet=str(data.get("alphabet", "123456")))

@@ -1,4 +1,4 @@
-"""Word MOO: the rules of guessing an English word, and the dictionary they draw from.
+"""Word MOO: the rules of guessing an English word, free of I/O.
 
 Two scorings, both on strings of ``length`` letters A-Z (letters may repeat, in the secret
 and in the guess):
@@ -10,42 +10,45 @@ and in the guess):
   guessed positions whose letter does not occur in the word *at all*. Against ``SKUNK``:
   ``SKIPS`` is 2 hits 2 misses (I and P; the second S is in the word), ``GUPPY`` 0 hits 4 misses.
 
-The dictionary is Debian's ``wamerican`` list (``/usr/share/dict/american-english``),
-filtered to words of ASCII letters only and upper-cased. The project never ships the list: it
-is built from the system file on first use into a cache file (see :func:`word_list_path`),
-and rebuilt when the system file is newer.
+The dictionary is data read from the system (Debian's ``wamerican``), so it lives outside the
+pure core: :mod:`bots.dictionary` reads and caches it and *injects* it here with
+:func:`set_dictionary`, or a caller passes its own list as ``WordRules(words=...)`` (tests, the
+offline helper). The rules only ever ask the injected provider for "the words of N letters";
+nothing here opens a file, so replaying a match or scoring a guess stays I/O-free.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import ClassVar, Literal, NamedTuple
 
-from moo.errors import UnknownSymbol, WrongLength
+from moo.errors import InvalidCode, NotAvailable, UnknownSymbol, WrongLength
 from moo.mastermind import mastermind_score
 from moo.rules import Response
 
 __all__ = [
-    "DEFAULT_SOURCE",
+    "LETTERS",
+    "MAX_LENGTH",
+    "MIN_LENGTH",
+    "SCORINGS",
     "HitsMisses",
+    "NoDictionary",
+    "NotAWord",
     "Scoring",
     "WordRules",
-    "build_word_list",
-    "load_words",
+    "dictionary_installed",
+    "filter_words",
     "score_bulls_cows",
     "score_hits_misses",
-    "word_list_path",
+    "set_dictionary",
 ]
 
-#: Where Debian's ``wamerican`` package puts its list.
-DEFAULT_SOURCE = Path("/usr/share/dict/american-english")
 MIN_LENGTH, MAX_LENGTH = 4, 9
 Scoring = Literal["bulls_cows", "hits_misses"]
 SCORINGS: tuple[Scoring, ...] = ("bulls_cows", "hits_misses")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LETTER_SET = frozenset(LETTERS)
 
 
 class HitsMisses(NamedTuple):
@@ -56,6 +59,24 @@ class HitsMisses(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.hits} {self.misses}"
+
+
+class NotAWord(InvalidCode):
+    """A word-MOO secret that is N letters but not a word of the dictionary.
+
+    Its own code (``not_a_word``) rather than ``unknown_symbol``: the letters are fine, and a
+    client can say "not in the dictionary" instead of "bad characters".
+    """
+
+    code = "not_a_word"
+
+
+class NoDictionary(NotAvailable):
+    """No word list was injected (:func:`set_dictionary`) and none was given to the rules.
+
+    A :class:`moo.errors.NotAvailable` (``not_available``): a server that lost its dictionary
+    answers a word match's secret with one clear error rather than failing inside.
+    """
 
 
 def score_bulls_cows(secret: str, guess: str) -> Response:
@@ -73,68 +94,51 @@ def score_hits_misses(secret: str, guess: str) -> HitsMisses:
     return HitsMisses(hits, misses)
 
 
-# -- the dictionary ---------------------------------------------------------------------------
-def word_list_path() -> Path:
-    """The cache file of the filtered list.
-
-    ``$MOO_WORDS_CACHE`` if set, else ``$XDG_CACHE_HOME/moo-arena/words.txt`` (default
-    ``~/.cache/moo-arena/words.txt``).
-    """
-    env = os.environ.get("MOO_WORDS_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "moo-arena" / "words.txt"
+def _hits_misses_response(secret: str, guess: str) -> Response:
+    """Hits and misses in the protocol's two numbers (``bulls``, ``cows``) of a match event."""
+    hits, misses = score_hits_misses(secret, guess)
+    return Response(hits, misses)
 
 
 def filter_words(lines: list[str]) -> list[str]:
-    """Upper-cased words of ASCII letters only, de-duplicated, sorted (no ' or accents)."""
+    """Upper-cased words of ASCII letters only, de-duplicated, sorted (no ' or accents).
+
+    Pure (a list in, a list out) so the dictionary loader and the tests share one definition
+    of "a word" whatever file the lines came from.
+    """
     return sorted({w.upper() for w in (x.strip() for x in lines) if w.isascii() and w.isalpha()})
 
 
-def build_word_list(source: Path = DEFAULT_SOURCE, dest: Path | None = None) -> Path:
-    """Filter ``source`` into ``dest`` (atomically: a reader never sees half a file)."""
-    dest = dest or word_list_path()
-    if not source.is_file():
-        raise FileNotFoundError(
-            f"no word list at {source}: install Debian's wamerican package "
-            "(apt-get install wamerican) or pass a list of words"
-        )
-    words = filter_words(source.read_text(encoding="utf-8", errors="replace").splitlines())
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".words-")
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write("".join(w + "\n" for w in words))
-    os.replace(tmp, dest)
-    return dest
+# -- the injected dictionary ------------------------------------------------------------------
+#: ``length -> sorted words of that length``, installed by whoever may do I/O
+_provider: Callable[[int], tuple[str, ...]] | None = None
+#: membership sets, built once per word tuple (keyed by the tuple's identity, kept alive here)
+_SETS: dict[int, tuple[tuple[str, ...], frozenset[str]]] = {}
 
 
-@cache
-def _load(path: str, mtime: float) -> tuple[str, ...]:
-    del mtime  # part of the cache key only: a rebuilt file is read again
-    return tuple(Path(path).read_text(encoding="ascii").split())
+def set_dictionary(provider: Callable[[int], tuple[str, ...]] | None) -> None:
+    """Install the word list every :class:`WordRules` without its own ``words`` uses.
 
-
-def load_words(length: int | None = None, source: Path | None = None) -> tuple[str, ...]:
-    """The dictionary's words (of ``length`` letters if given), upper case, sorted.
-
-    With ``source`` the file is read and filtered as is (any list of words, one per line);
-    without it the cached wamerican list is used, built first if missing or older than the
-    system file.
+    ``provider(length)`` returns the dictionary's words of that length, upper case, sorted; it
+    should cache (it is asked on every secret check). ``None`` uninstalls it.
     """
-    if source is not None:
-        words = tuple(filter_words(source.read_text(encoding="utf-8",
-                                                    errors="replace").splitlines()))
-    else:
-        path = word_list_path()
-        if not path.exists() or (
-            DEFAULT_SOURCE.exists() and DEFAULT_SOURCE.stat().st_mtime > path.stat().st_mtime
-        ):
-            build_word_list(DEFAULT_SOURCE, path)
-        words = _load(str(path), path.stat().st_mtime)
-    if length is None:
-        return words
-    return tuple(w for w in words if len(w) == length)
+    global _provider
+    _provider = provider
+    _SETS.clear()
+
+
+def dictionary_installed() -> bool:
+    return _provider is not None
+
+
+def _word_set(words: tuple[str, ...]) -> frozenset[str]:
+    entry = _SETS.get(id(words))
+    if entry is None or entry[0] is not words:
+        entry = (words, frozenset(words))
+        if len(_SETS) > 64:
+            _SETS.clear()
+        _SETS[id(words)] = entry
+    return entry[1]
 
 
 # -- the rules --------------------------------------------------------------------------------
@@ -142,13 +146,21 @@ def load_words(length: int | None = None, source: Path | None = None) -> tuple[s
 class WordRules:
     """One word-MOO game: secrets are dictionary words of ``length`` letters.
 
-    A guess is any ``length`` letters A-Z (the POTM referee accepts any string; a person's
-    typo costs a guess, as in the contest). ``words`` is the secret list, loaded lazily.
+    A guess is any ``length`` letters A-Z, a word or not (the UNIX game and the POTM referee
+    both accept any letters, and probes such as ``EEEEE`` are a real technique); a secret must
+    be a dictionary word (:class:`NotAWord` otherwise). ``words`` overrides the injected
+    dictionary (a test's small list, the offline helper's remaining words); it takes no part in
+    equality, so two matches of ``words:5`` have equal rules whoever loaded the list.
     """
 
     length: int = 5
     scoring: Scoring = "bulls_cows"
     words: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    game: ClassVar[str] = "words"
+    #: guesses and secrets are letters A-Z and may repeat them (named as on the other rules)
+    alphabet: ClassVar[str] = LETTERS
+    repeats_in_guess: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if not MIN_LENGTH <= self.length <= MAX_LENGTH:
@@ -159,22 +171,69 @@ class WordRules:
             raise ValueError("every word must have the game's length")
 
     def to_dict(self) -> dict[str, object]:
-        return {"game": "words", "length": self.length, "scoring": self.scoring}
+        """The protocol's ``rules`` object; ``alphabet`` and ``repeats_in_guess`` are fixed but
+        spelled out, so a generic client can check a guess's letters without knowing the game."""
+        return {"game": "words", "length": self.length, "scoring": self.scoring,
+                "alphabet": LETTERS, "repeats_in_guess": True}
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        return self.words or load_words(self.length)
+        """The dictionary's words of this length (the given ``words``, else the injected list)."""
+        if self.words:
+            return self.words
+        if _provider is None:
+            raise NoDictionary("no word list: word MOO needs the dictionary (bots.dictionary)")
+        return _provider(self.length)
+
+    @property
+    def guesses(self) -> tuple[str, ...]:
+        """Only the dictionary words: the bots' guess space (a person may guess any letters)."""
+        return self.secrets
+
+    @property
+    def solved(self) -> Response:
+        """The answer to the right word: all ``length`` letters placed, nothing else counted."""
+        return Response(self.length, 0)
+
+    @property
+    def symbols_text(self) -> str:
+        return "letters A-Z"
+
+    def is_word(self, word: str) -> bool:
+        return word in _word_set(self.secrets)
 
     def check_guess(self, text: object) -> str:
+        """``length`` letters A-Z, either case (echoed upper case); nothing is trimmed."""
         if not isinstance(text, str):
             raise UnknownSymbol(f"a guess is {self.length} letters A-Z")
-        word = text.strip().upper()
-        bad = sorted({ch for ch in word if not ("A" <= ch <= "Z")})
+        word = text.upper()
+        bad = sorted({ch for ch in word if ch not in _LETTER_SET})
         if bad:
             raise UnknownSymbol(f"only letters A-Z (not {', '.join(repr(c) for c in bad[:5])})")
         if len(word) != self.length:
             raise WrongLength(f"expected {self.length} letters, got {len(word)}")
         return word
+
+    check_code = check_guess
+
+    def check_secret(self, text: object) -> str:
+        """A guess's format, and a word of the dictionary (:class:`NotAWord` otherwise)."""
+        word = self.check_guess(text)
+        if not self.is_word(word):
+            raise NotAWord(f"{word} is not a {self.length}-letter word of the dictionary")
+        return word
+
+    def is_secret(self, text: str) -> bool:
+        try:
+            self.check_secret(text)
+        except (InvalidCode, NoDictionary):
+            return False
+        return True
+
+    @property
+    def scorer(self) -> Callable[[str, str], Response]:
+        """The scoring as a match records it: the two numbers in ``bulls`` and ``cows``."""
+        return _hits_misses_response if self.scoring == "hits_misses" else score_bulls_cows
 
     def score(self, secret: str, guess: str) -> tuple[int, int]:
         """``Response`` (bulls, cows) or ``HitsMisses`` (hits, misses) by the scoring."""
@@ -182,7 +241,7 @@ class WordRules:
             return score_hits_misses(secret, guess)
         return score_bulls_cows(secret, guess)
 
-    def solved(self, answer: tuple[int, int]) -> bool:
+    def is_solved(self, answer: tuple[int, int]) -> bool:
         return answer[0] == self.length
 
     def consistent(self, candidates: tuple[str, ...] | list[str], guess: str,

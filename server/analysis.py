@@ -17,6 +17,7 @@ from typing import Any
 
 from moo.errors import NoSuchMatch, NotAvailable, NotFinished
 from moo.match import Match
+from moo.variants import is_words
 from server.storage import Store
 
 __all__ = ["CACHE_SIZE", "TIME_LIMIT_S", "MatchAnalysis"]
@@ -58,6 +59,8 @@ class MatchAnalysis:
         match = Match.replay(prefix, keep_log=False)
         if not match.finished:
             raise NotFinished(f"match {match_id!r} has not finished")
+        if is_words(match.config.rules):
+            raise NotAvailable("word MOO matches are not analysed (no exact solver for words)")
         seats = match.seats
         if any(s.secret is None for s in seats):
             raise NotAvailable("the match never started: there is nothing to analyse")

@@ -83,6 +83,7 @@ class App:
         self.server: Server | None = None
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
+        self._warm: asyncio.Task[None] | None = None
         self.metrics = Metrics(self)  # GET /metrics (server/metrics.py)
         self.hooks = install_hooks(self)  # ratings + optional MQTT (server/publisher.py)
         self.accounts = Accounts(settings, self.store)  # passwords (server/accounts.py)
@@ -135,6 +136,8 @@ class App:
             server_header=None,
         )
         self.heartbeat.start()
+        # word MOO's list, read in a thread while the server already answers (server/arena.py)
+        self._warm = asyncio.create_task(self.arena.warm_dictionary())
         log.info(
             "listening on ws://%s:%d/ (db %s)", s.host, self.port, describe_db(s.db)
         )
@@ -154,6 +157,9 @@ class App:
         if self.leases is not None:
             await self.leases.stop()  # no takeovers while stopping; the lease ends at close
         await self.heartbeat.stop()
+        if self._warm is not None:  # the word list's read finishes in its thread regardless
+            self._warm.cancel()
+            await asyncio.gather(self._warm, return_exceptions=True)
         if self.server is not None:
             self.server.close(close_connections=False)
         for conn in list(self.connections):

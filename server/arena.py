@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+# importing it installs the word list as word MOO's dictionary (moo.words.set_dictionary)
+from bots.dictionary import available as dictionary_available
+from bots.dictionary import words_of_length
 from bots.variants import create_for
 from moo.commitment import new_salt
 from moo.errors import (
@@ -40,7 +43,7 @@ from moo.errors import (
 )
 from moo.match import Event, Match, MatchConfig, Viewer
 from moo.rules import Response
-from moo.variants import GameRules, parse_rules, parse_rules_spec, rules_spec
+from moo.variants import GameRules, is_words, parse_rules, parse_rules_spec, rules_spec
 from server.analysis import MatchAnalysis
 from server.connection import Connection, error_message
 from server.settings import Settings
@@ -75,6 +78,28 @@ def match_config(
         rated=rated,
         assist=assist,
     )
+
+
+def offered_variants(specs: list[str]) -> list[GameRules]:
+    """The configured variants this process can play: word MOO only if the dictionary exists.
+
+    Only a ``stat`` here (:func:`bots.dictionary.available`), so a server without word
+    variants, or without the list, starts exactly as fast; the list itself is read once, in a
+    thread, by :meth:`Arena.warm_dictionary`. Without the list the server still starts, logs
+    one line and simply does not offer the word variants (requests for them get
+    ``rules_not_offered``).
+    """
+    variants = [parse_rules_spec(v) for v in specs]
+    words = [r for r in variants if is_words(r)]
+    if words:
+        missing = dictionary_available()
+        if missing is not None:
+            log.warning("word MOO not offered (%s): %s", ", ".join(rules_spec(r) for r in words),
+                        missing)
+            variants = [r for r in variants if not is_words(r)]
+            if not variants:
+                raise NotAvailable(f"variants: every configured variant is word MOO and {missing}")
+    return variants
 
 
 @dataclass(eq=False)
@@ -140,10 +165,23 @@ class Arena:
         #: one thread for every hosted bot's thinking (strategies are not thread-safe)
         self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
         #: the variants this server offers (settings.variants), the first being the default
-        self.variants: list[GameRules] = [parse_rules_spec(v) for v in settings.variants]
+        self.variants: list[GameRules] = offered_variants(settings.variants)
         self.default_rules: GameRules = self.variants[0]
         #: the ``analysis`` request (server/analysis.py: the solver in a child process)
         self.analysis = MatchAnalysis(store)
+
+    async def warm_dictionary(self) -> None:
+        """Read the word list in a thread once at start when word MOO is offered, so the first
+        word match neither blocks the event loop nor waits; a failure is logged and the first
+        word secret then gets ``not_available``."""
+        lengths = sorted({r.length for r in self.variants if is_words(r)})
+        if not lengths:
+            return
+        try:
+            for n in lengths:
+                await asyncio.to_thread(words_of_length, n)
+        except (OSError, MooError) as exc:
+            log.error("cannot read the word list: %s", exc)
 
     def rules_of(self, msg: dict[str, Any]) -> GameRules:
         """The rules a lobby request asks for: checked (``bad_rules``), then offered or not
@@ -423,7 +461,12 @@ class Arena:
             return
         match = lm.match
         if match.phase == "secrets" and match.seats[seat].secret is None:
-            secret = bot.rng.choice(match.config.rules.secrets)
+            try:
+                secret = bot.rng.choice(match.config.rules.secrets)
+            except MooError as exc:  # word MOO without a readable dictionary: the bot resigns
+                log.error("hosted bot %s in %s: %s", bot.strategy_name, lm.id, exc)
+                self._persist(lm, match.resign(seat, self.clock()))
+                return
             self._persist(lm, match.set_secret(seat, secret, new_salt(), self.clock()))
         elif match.owes_move(seat):
             bot.thinking = True

@@ -255,12 +255,15 @@ def with_analysis(record: dict[str, Any]) -> dict[str, Any]:
     (no secrets, word MOO) with ``analysis_error`` saying why."""
     from bots.analysis import analyse_guesses, from_export
     from moo.variants import rules_from_dict
+    from moo.words import WordRules
 
     try:
         raw, players = from_export(record)
         if not all(p["secret"] for p in players):
             raise ValueError("the match never started: no secrets")
         rules = rules_from_dict(raw)
+        if isinstance(rules, WordRules):
+            raise ValueError("word MOO matches are not analysed (no exact solver for words)")
         record["analysis"] = [
             [a.to_dict() for a in analyse_guesses(rules, p["secret"], p["guesses"])]
             for p in players

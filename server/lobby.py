@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bots.base import available
-from bots.variants import check_bot
+from bots.variants import VARIANT_BOTS, check_bot
 from moo.errors import (
     AssistRated,
     InMatch,
@@ -328,7 +328,9 @@ class Lobby:
 
     # -- hosted bots --------------------------------------------------------------------------
     def strategies(self) -> list[str]:
-        return self.allowed_bots or available()
+        """The hosted bots: the configured list, else every registered strategy plus the
+        variant-only bots (bots/variants.py: the word bot)."""
+        return self.allowed_bots or [*available(), *VARIANT_BOTS]
 
     def play_bot(self, conn: Connection, msg: dict[str, Any]) -> None:
         self._open()

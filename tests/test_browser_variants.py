@@ -1,6 +1,7 @@
 """Issue 13 in real headless Chromium against a real ``moo serve``: two players pick
 Mastermind 4 of 6 in the lobby's Game picker, play it to the end with colour pegs, and the
-result, the export and the Mastermind leaderboard know the variant.
+result, the export and the Mastermind leaderboard know the variant; a player plays word MOO
+(hits and misses) against the hosted word bot to the end.
 
 Without Chromium these tests fail under CI (CI=true) and skip with the reason elsewhere.
 """
@@ -12,18 +13,21 @@ from typing import Any
 import pytest
 
 from bots.analysis import analyse_guesses
+from bots.dictionary import load_words
 from clients.web_harness import MooServer
 from moo.assist import assist
 from moo.mastermind import MastermindRules, mastermind_score
 from moo.rules import DEFAULT_RULES
+from moo.words import WordRules
 from server.export import records
 from tests import browser_support
-from tests.browser_support import login, new_page, rows, set_secret, wait_revealed
+from tests.browser_support import finished, login, new_page, rows, set_secret, wait_revealed
 
 pytestmark = pytest.mark.browser
 
 browser = browser_support.browser
 server = browser_support.server
+shared_server = browser_support.shared_server
 
 MASTERMIND = "mastermind:4:123456"
 
@@ -32,7 +36,8 @@ def pick_and_queue(page: Any) -> None:
     page.click("#nav .tab[data-tab=play]")
     labels = page.eval_on_selector_all("#variant-select option", "os => os.map(o => o.text)")
     assert labels == ["MOO 4 of 10", "MOO 3 of 10", "MOO 5 of 10", "MOO 6 of 10",
-                      "MOO 4 of hex", "Mastermind 4 of 6"]
+                      "MOO 4 of hex", "Mastermind 4 of 6", "Word MOO 5 letters",
+                      "Word MOO 5 letters (hits and misses)"]
     page.select_option("#variant-select", MASTERMIND)
     page.click("#btn-queue")
 
@@ -196,3 +201,140 @@ def test_hex_room_and_five_of_ten_queue_from_the_page(browser: Any, server: MooS
     server.stop()
     assert [r["variant"] for r in records(str(server.db))] == [
         "moo:4:0123456789ABCDEF", "moo:5:0123456789"]
+
+
+HITS_MISSES = "words:5:hits_misses"
+
+
+def test_word_moo_against_the_word_bot(browser: Any, server: MooServer) -> None:
+    """Word MOO from the lobby: only the word bot is offered, a secret that is no word is
+    refused with the server's message, guesses are typed (either case) or tapped on a letter
+    pad, answers read as hits and misses, and the match, its export and the word leaderboard
+    know the variant."""
+    words = load_words(5)
+    rules = WordRules(5, "hits_misses", words)
+    page = new_page(browser, server.url)
+    login(page, "dee")
+    page.click("#nav .tab[data-tab=play]")
+    page.select_option("#variant-select", HITS_MISSES)
+    enabled = page.eval_on_selector_all(
+        "#bot-select option:not([disabled])", "os => os.map(o => o.value)")
+    assert enabled == ["words"]
+    assert page.input_value("#bot-select") == "words"
+    page.click("#btn-bot")
+    page.wait_for_selector("body[data-view=match]")
+    assert page.text_content("#match-variant") == "Word MOO 5 letters (hits and misses)"
+    assert page.get_attribute("#view-match", "data-game") == "words"
+    assert page.is_hidden("#btn-random")  # a random word needs the server's dictionary
+    # a secret of five letters that is no word: the server's not_a_word, shown, nothing set
+    set_secret(page, "xqzzy")
+    page.wait_for_selector("#code-error:not(:empty)")
+    assert page.text_content("#code-error") == (
+        "Not set: XQZZY is not a 5-letter word of the dictionary — choose another word")
+    assert page.get_attribute("#entry", "data-mode") == "secret"
+    page.fill("#code-input", "")
+    set_secret(page, "skunk")
+    page.wait_for_selector("#entry[data-mode=guess]")
+    assert page.evaluate("window.moo.state.m.mySecret") == "SKUNK"
+    keys = page.eval_on_selector_all("#pad .key:not(.wide)", "ks => ks.map(k => k.dataset.key)")
+    assert "".join(keys) == "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    left = list(words)
+    for n in range(1, 16):
+        if finished(page):
+            break
+        page.wait_for_function(
+            """() => document.querySelector('#view-match').dataset.phase === 'finished'
+                 || !document.querySelector('#code-input').disabled"""
+        )
+        if finished(page):
+            break
+        guess = "EEEEE" if n == 1 else left[0]  # a probe that is no word, then words
+        if n % 2:
+            page.keyboard.type(guess.lower())  # typed letters land in the entry upper-cased
+            page.keyboard.press("Enter")
+        else:
+            for ch in guess:
+                page.click(f"#pad .key[data-key='{ch}']")
+            page.click("#code-submit")
+        wait_revealed(page, 0, n)
+        row = next((r for r in rows(page, 0) if r["n"] == str(n)), None)
+        if row is None or row["bulls"] == "":
+            break  # the bot finished the match first; this guess was never scored
+        hits, misses = int(row["bulls"]), int(row["cows"])
+        assert row["guess"] == guess and row["badge"] == f"{hits}H{misses}M"
+        left = rules.consistent(left, guess, (hits, misses))
+    page.wait_for_selector("#view-match[data-phase=finished]")
+    secrets = page.evaluate("window.moo.state.m.result.secrets")
+    seat = page.evaluate("window.moo.state.m.seat")
+    bot_secret = secrets[1 - seat]
+    assert bot_secret in words and secrets[seat] == "SKUNK"
+    for row in rows(page, 0):  # every answer on the page is the POTM's score of that guess
+        if row["bulls"] != "":
+            assert (int(row["bulls"]), int(row["cows"])) == rules.score(bot_secret, row["guess"])
+            assert row["badge"] == "{}H{}M".format(*rules.score(bot_secret, row["guess"]))
+    label = page.get_attribute("#hist-0 .hist-row[data-n='1'] .badge", "aria-label")
+    assert label is not None and "hit" in label and "miss" in label
+    for row in rows(page, 1):  # the bot guessed dictionary words only
+        assert row["guess"] in words
+    assert page.moo_errors == []
+    page.click("#btn-leave")
+    page.click("#nav .tab[data-tab=board]")
+    page.select_option("#board-variant", HITS_MISSES)
+    page.wait_for_selector("#board-body tr[data-player=dee]")
+    server.stop()
+    assert [r["variant"] for r in records(str(server.db))] == [HITS_MISSES]
+
+
+def test_page_word_rules_agree_with_python(browser: Any, shared_server: MooServer) -> None:
+    """rules.js checks word-MOO entries with moo/words.py's verdicts and messages (the format;
+    whether a secret is a word only the server knows), names the rules as moo/variants.py
+    does, and words the answers by the scoring."""
+    from moo.errors import InvalidCode
+    from moo.variants import DEFAULT_VARIANTS, parse_rules_spec, rules_label, rules_spec
+
+    variants = [WordRules(5), WordRules(4, "hits_misses"), WordRules(9)]
+    samples = ["skunk", "SKUNK", "EEEEE", "sk8nk", " skunk", "skun", "skunks", "", "ÉCLAT",
+               "abcd", "ABCDEFGHI", "a\tbcd", "zzzzz"]
+    expected = []
+    for rules in variants:
+        for text in samples:
+            try:
+                expected.append(["ok", rules.check_guess(text)])
+            except InvalidCode as exc:
+                expected.append([exc.code, str(exc)])
+    page = new_page(browser, shared_server.url)
+    got = page.evaluate(
+        """async ([variants, samples]) => {
+             const r = await import('/rules.js');
+             const out = [];
+             for (const rules of variants) {
+               for (const text of samples) {
+                 try { out.push(['ok', r.checkCode(rules, text, {secret: true})]); }
+                 catch (e) { out.push([e.code, e.message]); }
+               }
+             }
+             return out;
+           }""",
+        [[r.to_dict() for r in variants], samples],
+    )
+    assert got == expected
+    offered = [parse_rules_spec(s) for s in DEFAULT_VARIANTS] + variants
+    names = page.evaluate(
+        """async (list) => {
+             const r = await import('/rules.js');
+             return list.map((x) => [r.rulesSpec(x), r.rulesLabel(x)]);
+           }""",
+        [r.to_dict() for r in offered],
+    )
+    assert names == [[rules_spec(r), rules_label(r)] for r in offered]
+    answers = page.evaluate(
+        """async (list) => {
+             const r = await import('/rules.js');
+             return list.map(([x, b, c]) => [r.formatAnswer(x, b, c), r.answerWords(x, b, c)]);
+           }""",
+        [[WordRules(5).to_dict(), 1, 2], [WordRules(5, "hits_misses").to_dict(), 2, 1],
+         [WordRules(5, "hits_misses").to_dict(), 0, 5]],
+    )
+    assert answers == [["1B2C", "1 bull, 2 cows"], ["2H1M", "2 hits, 1 miss"],
+                       ["0H5M", "0 hits, 5 misses"]]
+    assert page.moo_errors == []

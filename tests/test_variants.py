@@ -48,7 +48,7 @@ def test_spec_parses_to_rules(spec: str, expected: object) -> None:
         ("moo:9", "length must be 3-6, got 9"),
         ("moo:4:0123456780", "alphabet repeats symbol '0'"),
         ("moo:5:0123", "5 positions need at least 5 distinct symbols; the alphabet has 4"),
-        ("go:4", "game must be 'moo' or 'mastermind'"),
+        ("go:4", "game must be 'moo', 'mastermind' or 'words'"),
         ("moo:four", "length must be a number"),
         ("moo:4:digits:twice", "the fourth part can only be 'repeats'"),
         ("mastermind:9", "length must be 3-6, got 9"),
@@ -85,7 +85,7 @@ def test_defaults_and_labels() -> None:
     assert offered[0] == DEFAULT_RULES and is_classic(offered[0])
     assert [rules_label(r) for r in offered] == [
         "MOO 4 of 10", "MOO 3 of 10", "MOO 5 of 10", "MOO 6 of 10", "MOO 4 of hex",
-        "Mastermind 4 of 6",
+        "Mastermind 4 of 6", "Word MOO 5 letters", "Word MOO 5 letters (hits and misses)",
     ]
     assert not is_classic(Rules(repeats_in_guess=True))
     for rules in offered:

@@ -91,7 +91,7 @@ BAD = [
     ({"alphabet": "01234567890"}, "alphabet repeats symbol '0'"),
     ({"alphabet": ["0", "1", "", "3"]}, "alphabet has an empty symbol"),
     ({"length": 5, "alphabet": "0123"}, "5 positions need at least 5 distinct symbols"),
-    ({"game": "chess"}, "game must be 'moo' or 'mastermind'"),
+    ({"game": "chess"}, "game must be 'moo', 'mastermind' or 'words'"),
     ({"colour": True}, "unknown rules field 'colour'"),
 ]
 
@@ -211,3 +211,168 @@ async def test_welcome_lists_offered_variants_and_leaderboard_checks_spec(
         assert err["code"] == "rules_not_offered"
         err = await a.request({"type": "leaderboard", "variant": "moo:9"})
         assert err["code"] == "bad_rules" and "length must be 3-6" in err["message"]
+
+
+WORDS5 = {"game": "words", "length": 5}
+
+
+async def test_word_match_end_to_end(tmp_path: Path, enc: str) -> None:
+    """Word MOO through the queue: dictionary secrets (not_a_word otherwise, changing nothing),
+    any five letters as a guess, hits and misses in bulls/cows, and the result, export and the
+    word leaderboard know the rules."""
+    settings = server_settings(tmp_path)
+    rules = {**WORDS5, "scoring": "hits_misses"}
+    async with running(settings) as app:
+        welcome = next(m for m in (await Client.hello(app.port, "cy", enc)).seen
+                       if m.get("type") == "welcome")
+        assert {"game": "words", "length": 5, "scoring": "bulls_cows",
+                "alphabet": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "repeats_in_guess": True} in (
+            welcome["variants"])
+        p0, p1, mid, match = await _queue_pair(app, enc, rules)
+        assert match["config"]["rules"]["scoring"] == "hits_misses"
+        err = await p0.request({"type": "secret", "match_id": mid, "secret": "XQZZY"})
+        assert err["code"] == "not_a_word" and "dictionary" in err["message"]
+        err = await p0.request({"type": "secret", "match_id": mid, "secret": "SKUN"})
+        assert err["code"] == "wrong_length"
+        assert app.arena.live[mid].match.seats[0].secret is None  # p0 sits in seat 0
+        ok = await p0.request({"type": "secret", "match_id": mid, "secret": "skunk"})
+        assert ok["secret"] == "SKUNK"
+        await p1.request({"type": "secret", "match_id": mid, "secret": "MOOSE"})
+        await p0.event(mid, "started")
+        err = await p1.request({"type": "guess", "match_id": mid, "guess": "SK8NK"})
+        assert err["code"] == "unknown_symbol"
+        await p1.request({"type": "guess", "match_id": mid, "guess": "shark"})  # the POTM table
+        await p0.request({"type": "guess", "match_id": mid, "guess": "EEEEE"})  # not a word
+        round1 = await p0.event(mid, "round", n=1)
+        assert round1["results"] == [["EEEEE", 1, 0], ["SHARK", 2, 3]]
+        await p0.request({"type": "guess", "match_id": mid, "guess": "MOOSE"})
+        await p1.request({"type": "guess", "match_id": mid, "guess": "GUPPY"})
+        done = await p0.event(mid, "finished")
+        assert done["winner"] == 0 and done["secrets"] == ["SKUNK", "MOOSE"]
+        board = await p0.request({"type": "leaderboard", "variant": "words:5:hits_misses"})
+        assert board["variant"] == "words:5:hits_misses"
+        assert {row["name"] for row in board["players"]} == {"ann", "bob"}
+        other = await p0.request({"type": "leaderboard", "variant": "words:5"})
+        assert other["variant"] == "words:5:bulls_cows" and other["players"] == []
+        err = await p0.request({"type": "leaderboard", "variant": "words:12"})
+        assert err["code"] == "bad_rules" and "4-9 letters" in err["message"]
+        for bad, text in [({"game": "words", "length": 3}, "4-9 letters, got 3"),
+                          ({"game": "words", "scoring": "points"}, "scoring must be")]:
+            err = await p0.request({"type": "room_create", "rules": bad})
+            assert err["code"] == "bad_rules" and text in err["message"]
+        err = await p0.request({"type": "room_create", "rules": {"game": "words", "length": 7}})
+        assert err["code"] == "rules_not_offered" and "words:5:bulls_cows" in err["message"]
+        assert not app.lobby.rooms
+    exported = [r for r in records(settings.db) if r["match_id"] == mid]
+    assert exported[0]["variant"] == "words:5:hits_misses"
+    assert exported[0]["config"]["rules"]["scoring"] == "hits_misses"
+
+
+async def test_play_the_word_bot(tmp_path: Path, enc: str) -> None:
+    """The hosted word bot: only it plays word MOO (bot_unsupported names it), its secret is a
+    dictionary word, it guesses dictionary words and solves."""
+    from bots.dictionary import words_of_length
+
+    settings = dataclasses.replace(server_settings(tmp_path), pacing="free")
+    async with running(settings) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        err = await a.request({"type": "play_bot", "strategy": "random", "rules": WORDS5})
+        assert err["code"] == "bot_unsupported" and "bots that can: words" in err["message"]
+        err = await a.request({"type": "play_bot", "strategy": "words"})  # classic
+        assert err["code"] == "bot_unsupported" and "bots that can: " in err["message"]
+        assert "words" not in err["message"].split("bots that can: ")[1].split(", ")
+        assert not app.arena.live
+        m = await a.request({"type": "play_bot", "strategy": "words", "rules": WORDS5})
+        assert m["type"] == "match" and m["opponent"] == "words-bot"
+        mid = m["match_id"]
+        await a.request({"type": "secret", "match_id": mid, "secret": "QUICK"})
+        bot_seat = 1 - m["seat"]
+        solved = await a.event(mid, "guess", seat=bot_seat, bulls=5)
+        assert solved["guess"] == "QUICK"
+        words = set(words_of_length(5))
+        guesses = [e["guess"] for e in a.events(mid) if e["kind"] == "guess"
+                   and e["seat"] == bot_seat]
+        assert all(g in words for g in guesses)
+        for _ in range(solved["n"]):
+            reply = await a.request({"type": "guess", "match_id": mid, "guess": "ZZZZZ"})
+            assert reply.get("kind") == "guess", reply
+        done = await a.event(mid, "finished")
+        assert done["solved"][bot_seat] and done["secrets"][bot_seat] in words
+
+
+async def test_word_variants_not_offered_without_dictionary(
+    tmp_path: Path, enc: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No word list: the server starts, logs one line and offers everything else."""
+    import bots.dictionary
+
+    monkeypatch.setattr(bots.dictionary, "DEFAULT_SOURCE", tmp_path / "no-such-list")
+    monkeypatch.setenv("MOO_WORDS_CACHE", str(tmp_path / "no-cache.txt"))
+    with caplog.at_level("WARNING", logger="moo.arena"):
+        async with running(server_settings(tmp_path)) as app:
+            a = await Client.hello(app.port, "ann", enc)
+            welcome = next(m for m in a.seen if m.get("type") == "welcome")
+            assert all(v["game"] != "words" for v in welcome["variants"])
+            assert len(welcome["variants"]) == 6
+            err = await a.request({"type": "play_bot", "strategy": "words", "rules": WORDS5})
+            assert err["code"] == "rules_not_offered"
+    assert any("word MOO not offered" in r.getMessage() and "wamerican" in r.getMessage()
+               for r in caplog.records)
+
+
+async def test_only_word_variants_without_dictionary_refuse_to_start(
+    tmp_path: Path, enc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bots.dictionary
+    from moo.errors import NotAvailable
+
+    monkeypatch.setattr(bots.dictionary, "DEFAULT_SOURCE", tmp_path / "no-such-list")
+    monkeypatch.setenv("MOO_WORDS_CACHE", str(tmp_path / "no-cache.txt"))
+    settings = dataclasses.replace(server_settings(tmp_path), variants=["words:5"])
+    with pytest.raises(NotAvailable, match="every configured variant is word MOO and no word"):
+        App(settings)
+
+
+async def test_word_match_against_the_bot_survives_a_restart(tmp_path: Path, enc: str) -> None:
+    """The word match is replayed from its log after a restart (rules, hits and misses and
+    all) and the hosted word bot carries on from what it had seen."""
+    from bots.dictionary import words_of_length
+
+    settings = server_settings(tmp_path)
+    rules = {**WORDS5, "scoring": "hits_misses"}
+    async with running(settings) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        token = a.token
+        m = await a.request({"type": "play_bot", "strategy": "words", "rules": rules})
+        mid, seat = m["match_id"], m["seat"]
+        await a.request({"type": "secret", "match_id": mid, "secret": "SKUNK"})
+        await a.request({"type": "guess", "match_id": mid, "guess": "EEEEE"})
+        first = await a.event(mid, "round", n=1)
+    async with running(settings) as app:
+        assert app.arena.live[mid].match.config.rules.to_dict()["scoring"] == "hits_misses"
+        a = await Client.hello(app.port, "ann", enc, token=token)
+        await a.request({"type": "resume", "match_id": mid, "last_seq": 0})
+        assert (await a.event(mid, "round", n=1))["results"] == first["results"]
+        for n in range(2, 40):
+            reply = await a.request({"type": "guess", "match_id": mid, "guess": "QQQQQ"})
+            if reply.get("code") == "match_finished":
+                break
+            assert reply.get("kind") == "guess", reply
+            def settled(msg: dict[str, Any], n: int = n) -> bool:
+                """Round ``n`` revealed, or the match over (the bot solved first)."""
+                return msg.get("match_id") == mid and (
+                    msg.get("kind") == "finished"
+                    or (msg.get("kind") == "round" and msg.get("n") == n))
+
+            await a.expect(settled)
+            if any(e["kind"] == "finished" for e in a.events(mid)):
+                break
+        done = await a.event(mid, "finished")
+        assert done["solved"][1 - seat] and done["secrets"][seat] == "SKUNK"
+        words = set(words_of_length(5))
+        assert done["secrets"][1 - seat] in words
+        rounds = [e for e in a.events(mid) if e["kind"] == "round"]
+        bot_guesses = {e["results"][1 - seat][0] for e in rounds}
+        assert len(rounds) >= 2 and bot_guesses <= words  # lockstep: guesses shown by round
+        mine = {e["results"][seat][0] for e in rounds}
+        assert mine <= {"EEEEE", "QQQQQ"}  # QQQQQ is no word: never the bot's secret

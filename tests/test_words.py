@@ -8,17 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from bots.dictionary import DEFAULT_SOURCE, build_word_list, load_words, word_list_path
 from bots.words import WordBot
 from moo.errors import UnknownSymbol, WrongLength
 from moo.words import (
-    DEFAULT_SOURCE,
     WordRules,
-    build_word_list,
     filter_words,
-    load_words,
     score_bulls_cows,
     score_hits_misses,
-    word_list_path,
 )
 
 # The POTM rules' table for the word SKUNK: guess, hits, misses.
@@ -95,7 +92,9 @@ def test_word_rules_validation() -> None:
     with pytest.raises(ValueError):
         WordRules(5, "points")  # type: ignore[arg-type]
     rules = WordRules(5, "hits_misses", ("SKUNK", "MOOSE"))
-    assert rules.check_guess(" skunk ") == "SKUNK"
+    assert rules.check_guess("skunk") == "SKUNK"
+    with pytest.raises(UnknownSymbol):  # nothing is trimmed, as for every code of the protocol
+        rules.check_guess(" skunk ")
     with pytest.raises(WrongLength):
         rules.check_guess("SKUNKS")
     with pytest.raises(UnknownSymbol):

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
+from bots.dictionary import load_words
 from clients.wordplay import describe_answer, play_words
-from moo.words import WordRules, load_words, score_bulls_cows, score_hits_misses
+from moo.words import WordRules, score_bulls_cows, score_hits_misses
 
 
 def _play(lines: list[str], **kw: object) -> tuple[int, str]:

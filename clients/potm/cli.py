@@ -16,7 +16,8 @@ import os
 import sys
 from pathlib import Path
 
-from moo.words import MAX_LENGTH, MIN_LENGTH, load_words
+from bots.dictionary import load_words
+from moo.words import MAX_LENGTH, MIN_LENGTH
 
 from .referee import FAIL_SCORE, Limits, Tournament, WordResult, entry_names, run_tournament
 

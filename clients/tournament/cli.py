@@ -86,7 +86,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rules", type=rules_arg, default=None, metavar="SPEC",
                         help="the game: GAME[:LENGTH[:ALPHABET[:repeats]]] (docs/variants.md); "
                         "default classic 4 of 10. Other rules: Mastermind minimum, strongest, "
-                        "random; other MOO variants random only")
+                        "random; other MOO variants random only; word MOO "
+                        "(words[:LENGTH[:SCORING]]) words only")
     parser.add_argument("--json", action="store_true", help="print standings as JSON")
     parser.add_argument("--name-prefix", default=None,
                         help="--url: prefix of the players' names (default: a random tag)")

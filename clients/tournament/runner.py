@@ -28,8 +28,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: the secrets of words:N)
 from bots.base import Strategy, available, close_strategy, create, display_names
-from bots.variants import check_bot, create_for
+from bots.variants import VARIANT_BOTS, check_bot, create_for
 from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
 from clients.tournament.stats import SprtResult, SprtSpec, sprt
 from moo.errors import BotUnsupported
@@ -37,6 +38,7 @@ from moo.mastermind import MastermindRules
 from moo.match import Event, Match, MatchConfig
 from moo.rules import DEFAULT_RULES, Response
 from moo.variants import GameRules, is_classic
+from moo.words import WordRules
 
 __all__ = [
     "Engine",
@@ -135,12 +137,12 @@ def make_strategy(
     if rules is None or is_classic(rules):
         return create(spec, relabel=relabel)
     if spec.startswith("cmd:"):  # the line protocol announces any MOO rules, not Mastermind
-        if isinstance(rules, MastermindRules):
+        if isinstance(rules, MastermindRules | WordRules):
             raise BotUnsupported("external bot programs play MOO rules only "
                                  "(docs/bot-protocol.md); for Mastermind use minimum, "
-                                 "strongest or random")
+                                 "strongest or random, for word MOO words")
         return create(spec, relabel=relabel)
-    check_bot(spec, rules, available())
+    check_bot(spec, rules, [*available(), *VARIANT_BOTS])
     strategy: Strategy = create_for(spec, rules)
     return strategy
 

@@ -2,8 +2,8 @@
 // No framework: one state object, one render per change, the DOM in index.html.
 
 import {
-  DEFAULT_RULES, assist, checkCode, commitment, formatResponse, isClassic, isMastermind,
-  pegColour, randomSecret, rulesLabel, rulesSpec, symbolsText,
+  DEFAULT_RULES, answerWords, assist, checkCode, commitment, formatAnswer, isClassic,
+  isHitsMisses, isMastermind, isWords, pegColour, randomSecret, rulesLabel, rulesSpec, symbolsText,
 } from "./rules.js";
 
 const $ = (sel) => document.querySelector(sel);
@@ -383,6 +383,7 @@ const BOT_DESCRIPTIONS = {
   parts: "Splits the remaining codes into the most groups.",
   first: "The first code that is still possible.",
   larmouth: "Larmouth's 1971 method.",
+  words: "Word MOO only: guesses dictionary words, each one splitting the words still possible.",
 };
 
 // Mastermind's bots are the exact solver's trees for its rules (bots/mastermind.py).
@@ -557,7 +558,9 @@ function onError(msg, ctx) {
   if (type === "guess" || type === "secret") {
     const entry = $("#code-input");
     if (ctx.code && !entry.value) entry.value = ctx.code;
-    showCodeError(`Not counted: ${text}`);
+    // not_a_word: the secret is letters but no word of the server's dictionary
+    showCodeError(msg.code === "not_a_word" ? `Not set: ${text} — choose another word`
+      : `Not counted: ${text}`);
     renderPad();
     return;
   }
@@ -774,9 +777,13 @@ function setVariants(list) {
 function renderBotOptions() {
   const rules = chosenRules();
   const able = isClassic(rules) ? null
-    : isMastermind(rules) ? ["minimum", "strongest", "random"] : ["random"];
+    : isWords(rules) ? ["words"]
+      : isMastermind(rules) ? ["minimum", "strongest", "random"] : ["random"];
   const sel = $("#bot-select");
-  for (const o of sel.options) o.disabled = able !== null && !able.includes(o.value);
+  // the word bot plays word MOO only; every other bot plays classic MOO
+  for (const o of sel.options) {
+    o.disabled = able === null ? o.value === "words" : !able.includes(o.value);
+  }
   if (sel.selectedOptions[0] && sel.selectedOptions[0].disabled) {
     const first = [...sel.options].find((o) => !o.disabled);
     if (first) sel.value = first.value;
@@ -793,6 +800,10 @@ function practice() {
 function assistLine(m) {
   const mine = m.guesses[m.seat].filter((e) => e.guess && e.bulls !== null && e.bulls !== undefined);
   const key = `${m.id}:${mine.length}`;
+  if (isWords(rulesOf(m))) {
+    // the word list stays on the server: the page cannot count the words still possible
+    return "Assistant: not available for word MOO on this page (moo play has ?left)";
+  }
   if (!m.assistCache || m.assistCache.key !== key) {
     const a = assist(rulesOf(m), mine.map((e) => [e.guess, e.bulls, e.cows]));
     const text = !a.left ? "Assistant: no code is possible (the answers contradict each other)"
@@ -1315,16 +1326,18 @@ function historyRow(m, seat, e) {
   const badge = known
     ? el("span", {
       class: `badge${e.bulls === length ? " win" : ""}`,
-      "aria-label": pegs ? `${e.bulls} black, ${e.cows} white`
-        : `${e.bulls} bull${e.bulls === 1 ? "" : "s"}, ${e.cows} cow${e.cows === 1 ? "" : "s"}`,
-      text: formatResponse(e.bulls, e.cows),
+      "aria-label": answerWords(rules, e.bulls, e.cows),
+      title: answerWords(rules, e.bulls, e.cows),
+      text: formatAnswer(rules, e.bulls, e.cows),
     })
     : el("span", { class: "badge pending", "aria-label": "waiting for the round", text: "…" });
   const pips = el("span", { class: "pips", "aria-hidden": "true" });
   if (known) {
+    // hits and misses: the letters neither hit nor missed are in the word elsewhere (a cow)
+    const elsewhere = isHitsMisses(rules) ? length - e.bulls - e.cows : e.cows;
     for (let k = 0; k < length; k++) {
       const kind = k < e.bulls ? (pegs ? "bull black" : "bull")
-        : k < e.bulls + e.cows ? (pegs ? "cow white" : "cow") : "miss";
+        : k < e.bulls + elsewhere ? (pegs ? "cow white" : "cow") : "miss";
       pips.append(el("i", { class: `pip ${kind}` }));
     }
   }
@@ -1364,6 +1377,9 @@ function statusText(m) {
   if (m.phase === "secrets") {
     if (!m.secretSet[m.seat]) {
       const r = rulesOf(m);
+      if (isWords(r)) {
+        return `Choose your secret: an English word of ${r.length} letters. ${opp} will try to guess it.`;
+      }
       const what = isMastermind(r) ? `${symbolsText(r)}, repeats allowed`
         : `distinct ${symbolsText(r).split(" ")[0]}`;
       return `Choose your secret: ${r.length} ${what}. ${opp} will try to crack it.`;
@@ -1450,7 +1466,8 @@ function renderPad() {
   const rules = rulesOf(m);
   const input = $("#code-input");
   const value = input.value;
-  const distinct = m && !isMastermind(rules) && (m.phase === "secrets" || !rules.repeats_in_guess);
+  const distinct = m && !isMastermind(rules) && !isWords(rules)
+    && (m.phase === "secrets" || !rules.repeats_in_guess);
   const enabled = m && canEnter(m) && S.conn === "online";
   if (pad.dataset.alphabet !== rules.alphabet) {
     pad.replaceChildren();
@@ -1469,7 +1486,7 @@ function renderPad() {
     back.addEventListener("click", () => typeKey("Backspace"));
     pad.append(back);
     pad.dataset.alphabet = rules.alphabet;
-    pad.dataset.game = pegs ? "mastermind" : "moo";
+    pad.dataset.game = pegs ? "mastermind" : isWords(rules) ? "words" : "moo";
   }
   const noting = S.notesMode && m && m.phase === "playing";
   pad.classList.toggle("noting", !!noting);
@@ -1493,6 +1510,15 @@ function renderPad() {
   notesBtn.textContent = noting ? "Notes on — tap digits to mark" : "Notes";
   $("#code-submit").disabled = !enabled;
   input.disabled = !enabled;
+}
+
+/** What a word-MOO entry takes and how it is answered (docs/variants.md, "Word MOO"). */
+function wordHint(rules, isSecret) {
+  const n = rules.length;
+  if (isSecret) return `an English word of ${n} letters from the dictionary (letters may repeat)`;
+  return isHitsMisses(rules)
+    ? `any ${n} letters · H = hit (right place), M = miss (letter not in the word at all)`
+    : `any ${n} letters · B = bull (right place), C = cow (in the word elsewhere)`;
 }
 
 function typeKey(key) {
@@ -1546,7 +1572,7 @@ function renderMatch() {
   variant.hidden = isClassic(rulesOf(m)) && !helped;
   setText(variant, [isClassic(rulesOf(m)) ? null : rulesLabel(rulesOf(m)),
     helped ? "Practice with the assistant (unrated)" : null].filter(Boolean).join(" · "));
-  view.dataset.game = isMastermind(rulesOf(m)) ? "mastermind" : "moo";
+  view.dataset.game = isMastermind(rulesOf(m)) ? "mastermind" : isWords(rulesOf(m)) ? "words" : "moo";
 
   // Entry: secret first, then guesses; hidden for spectators and at the end.
   const entry = $("#entry");
@@ -1556,9 +1582,12 @@ function renderMatch() {
     const rules = rulesOf(m);
     const isSecret = m.phase === "secrets";
     entry.dataset.mode = isSecret ? "secret" : "guess";
-    $("#code-label").textContent = isSecret ? "Your secret code" : "Your guess";
+    const words = isWords(rules);
+    $("#code-label").textContent = isSecret ? (words ? "Your secret word" : "Your secret code")
+      : "Your guess";
     $("#code-submit").textContent = isSecret ? "Set secret" : "Guess";
-    $("#btn-random").hidden = !isSecret || m.secretSet[m.seat];
+    // a random word needs the dictionary, which only the server has
+    $("#btn-random").hidden = !isSecret || m.secretSet[m.seat] || words;
     const input = $("#code-input");
     input.maxLength = rules.length;
     input.inputMode = /^[0-9]+$/.test(rules.alphabet) ? "numeric" : "text";
@@ -1571,9 +1600,10 @@ function renderMatch() {
     const helped = !!(m.config && m.config.assist) && !isSecret && !m.solved[m.seat];
     line.hidden = !helped;
     if (helped) setText(line, assistLine(m));
-    const distinctly = !isMastermind(rules) && (isSecret || !rules.repeats_in_guess);
+    const distinctly = !isMastermind(rules) && !words && (isSecret || !rules.repeats_in_guess);
     const repeats = isMastermind(rules) ? " (repeats allowed; black = right place, white = elsewhere)" : "";
-    $("#code-hint").textContent = `${rules.length} ${distinctly ? "distinct " : ""}${symbolsText(rules)}${repeats} · ${how}`;
+    $("#code-hint").textContent = words ? `${wordHint(rules, isSecret)} · ${how}`
+      : `${rules.length} ${distinctly ? "distinct " : ""}${symbolsText(rules)}${repeats} · ${how}`;
     renderPad();
   }
   const mySecret = $("#my-secret");
@@ -2286,10 +2316,13 @@ function wire() {
     const tag = document.activeElement ? document.activeElement.tagName : "";
     if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA") return;
     const rules = rulesOf(S.m);
-    if (e.key.length === 1 && rules.alphabet.includes(e.key)) {
+    // letters of an upper-case alphabet (hex, word MOO) may be typed in either case
+    const key = e.key.length === 1 && rules.alphabet.includes(e.key.toUpperCase())
+      && rules.alphabet === rules.alphabet.toUpperCase() ? e.key.toUpperCase() : e.key;
+    if (key.length === 1 && rules.alphabet.includes(key)) {
       e.preventDefault();
       input.focus();
-      typeKey(e.key);
+      typeKey(key);
     } else if (e.key === "Backspace") {
       e.preventDefault();
       input.focus();

@@ -8,6 +8,12 @@ const HEX = "0123456789ABCDEF";
 /** Mastermind (docs/protocol.md, "Variants"): repeats everywhere, black/white pegs. */
 export function isMastermind(rules) { return !!rules && rules.game === "mastermind"; }
 
+/** Word MOO: an English word of 4-9 letters; bulls and cows, or the POTM's hits and misses.
+ * The dictionary stays on the server: a secret that is no word comes back as not_a_word. */
+export function isWords(rules) { return !!rules && rules.game === "words"; }
+
+export function isHitsMisses(rules) { return isWords(rules) && rules.scoring === "hits_misses"; }
+
 /** Peg colours for a Mastermind alphabet, by symbol position (red, green, blue, yellow, ...). */
 export const PEG_COLOURS = [
   "red", "green", "blue", "yellow", "orange", "purple", "cyan", "white", "black", "pink",
@@ -21,6 +27,7 @@ export function pegColour(rules, ch) {
 /** The canonical spec of moo/variants.py: "moo:4:0123456789", "mastermind:4:123456". */
 export function rulesSpec(rules) {
   const r = rules || DEFAULT_RULES;
+  if (isWords(r)) return `words:${r.length}:${r.scoring || "bulls_cows"}`;
   if (isMastermind(r)) return `mastermind:${r.length}:${r.alphabet}`;
   return `moo:${r.length}:${r.alphabet}${r.repeats_in_guess ? ":repeats" : ""}`;
 }
@@ -28,6 +35,7 @@ export function rulesSpec(rules) {
 /** "MOO 4 of 10", "MOO 4 of hex", "Mastermind 4 of 6", as moo.variants.rules_label. */
 export function rulesLabel(rules) {
   const r = rules || DEFAULT_RULES;
+  if (isWords(r)) return `Word MOO ${r.length} letters${isHitsMisses(r) ? " (hits and misses)" : ""}`;
   const game = isMastermind(r) ? "Mastermind" : "MOO";
   const size = r.alphabet === HEX ? "hex" : String([...r.alphabet].length);
   const extra = !isMastermind(r) && r.repeats_in_guess ? " (repeats in guesses)" : "";
@@ -59,6 +67,7 @@ function isDigit(ch) { return ch >= "0" && ch <= "9"; }
 function isAlpha(ch) { return ch.toLowerCase() !== ch.toUpperCase(); }
 
 export function symbolsText(rules) {
+  if (isWords(rules)) return "letters A-Z";
   if (rules.alphabet === HEX && !isMastermind(rules)) return "hex digits 0-F";
   const a = [...rules.alphabet];
   let contiguous = true;
@@ -78,6 +87,7 @@ function unit(rules) { return symbolsText(rules).split(" ")[0]; }
  */
 export function checkCode(rules, text, { secret = false } = {}) {
   if (isMastermind(rules)) return checkMastermind(rules, text);
+  if (isWords(rules)) return checkWord(rules, text);
   const distinct = secret || !rules.repeats_in_guess;
   let code = String(text);
   const alpha = rules.alphabet;
@@ -120,6 +130,37 @@ function checkMastermind(rules, text) {
     throw { code: "wrong_length", message: `expected ${rules.length} symbols, got ${chars.length}` };
   }
   return code;
+}
+
+/** moo.words.WordRules.check_guess: N letters A-Z in either case, the same messages. Whether
+ * a secret is a dictionary word only the server knows (not_a_word). */
+function checkWord(rules, text) {
+  const code = String(text).toUpperCase();
+  const chars = [...code];
+  const bad = [...new Set(chars.filter((ch) => ch < "A" || ch > "Z" || ch.length !== 1))].sort();
+  if (bad.length) {
+    const shown = bad.slice(0, 5).map(pyRepr).join(", ");
+    throw { code: "unknown_symbol", message: `only letters A-Z (not ${shown})` };
+  }
+  if (chars.length !== rules.length) {
+    throw { code: "wrong_length", message: `expected ${rules.length} letters, got ${chars.length}` };
+  }
+  return code;
+}
+
+/** The answer as its game names it: Tanaka's 2B1C for bulls and cows (MOO, word MOO), 2H3M
+ * for hits and misses (the POTM). */
+export function formatAnswer(rules, bulls, cows) {
+  if (isHitsMisses(rules)) return `${bulls}H${cows}M`;
+  return formatResponse(bulls, cows);
+}
+
+/** "2 hits, 3 misses", "1 bull, 2 cows", "1 black, 0 white": for screen readers and titles. */
+export function answerWords(rules, bulls, cows) {
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+  if (isMastermind(rules)) return `${bulls} black, ${cows} white`;
+  if (isHitsMisses(rules)) return `${plural(bulls, "hit", "hits")}, ${plural(cows, "miss", "misses")}`;
+  return `${plural(bulls, "bull", "bulls")}, ${plural(cows, "cow", "cows")}`;
 }
 
 /** Tanaka's notation, as moo.rules.format_response: 4B, 2B1C, 3C, 0C. */
