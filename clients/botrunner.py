@@ -23,7 +23,7 @@ from typing import Any, Protocol, TextIO
 
 from bots.base import Strategy, available, create
 from bots.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
-from bots.variants import check_bot, create_for
+from bots.variants import bot_note, check_bot, create_for
 from clients.sdk import (
     DEFAULT_URL,
     Client,
@@ -252,7 +252,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the game to queue for or play the server's bot at: "
                         "GAME[:LENGTH[:ALPHABET[:repeats]]] (docs/variants.md); classic MOO: "
                         "any strategy; Mastermind: minimum, strongest, random; other MOO "
-                        "variants: random (or an external program)")
+                        "variants: random, the heuristics, minimum and strongest (the exact "
+                        "tree where it can be solved, else entropy: a note says so), or an "
+                        "external program")
     parser.add_argument("--room", default=None, help="join this room code instead of queueing")
     parser.add_argument("--vs-bot", default=None, metavar="NAME",
                         help="play the server-hosted strategy NAME instead of queueing")
@@ -277,6 +279,10 @@ def _make_player(args: argparse.Namespace) -> Player:
     if rules is None or is_classic(rules):
         return StrategyPlayer(create(spec))
     check_bot(spec, rules, available())
+    note = bot_note(spec, rules)
+    if note and not getattr(args, "_noted", False):  # once, not once per connection
+        args._noted = True
+        print(f"moo bot: note: {note}", file=sys.stderr)
     return StrategyPlayer(create_for(spec, rules))
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from bots.variants import create_for
+from bots.variants import bot_note, create_for
 from moo.commitment import new_salt
 from moo.errors import (
     BadRules,
@@ -768,6 +768,11 @@ class Arena:
             "opponent": lm.match.players[1 - seat],
             "config": lm.match.config.to_dict(),
         }
+        bot = lm.bots[1 - seat]
+        if bot is not None:  # a tree bot playing a heuristic says so (docs/variants.md)
+            note = bot_note(bot.strategy_name, lm.match.config.rules)
+            if note:
+                msg["bot_note"] = note
         if ref is not None:
             msg["ref"] = ref
         return msg
