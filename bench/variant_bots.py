@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bots.variant_trees import exact_feasible, tree_for  # noqa: E402
-from bots.variants import bot_note, create_for  # noqa: E402
-from moo.rules import Rules, score  # noqa: E402
-from moo.variants import parse_rules_spec, rules_label  # noqa: E402
+from bots.variant_trees import exact_feasible, tree_for
+from bots.variants import bot_note, create_for
+from moo.rules import Rules, score
+from moo.variants import parse_rules_spec, rules_label
 
 VARIANTS = ["moo:3", "moo:4:01234567", "moo:5", "moo:6", "moo:4:hex", "moo:3:digits:repeats"]
 BOTS = ["random", "first", "entropy", "expected", "minimax", "parts", "larmouth", "minimum",
@@ -43,7 +43,9 @@ def run(spec: str, bot: str, games: int, seed: int) -> tuple[float, int, float, 
     total, worst, times, first = 0, 0, [], 0.0
     for n, secret in enumerate(secrets):
         strategy.new_match(rules, random.Random(seed * 1000 + n))
-        for count in range(1, 65):
+        count = 0
+        while count < 64:
+            count += 1
             t0 = time.perf_counter()
             guess = strategy.next_guess()
             spent = time.perf_counter() - t0
@@ -66,8 +68,8 @@ def main() -> int:
     parser.add_argument("--games", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    print(f"| variant | bot | mean guesses | worst | mean s/move | max s/move | max s/move, "
-          f"game 1 | note |\n|---|---|---|---|---|---|---|---|")
+    print("| variant | bot | mean guesses | worst | mean s/move | max s/move | max s/move, "
+          "game 1 | note |\n|---|---|---|---|---|---|---|---|")
     for spec in args.variants.split(","):
         rules = parse_rules_spec(spec)
         for bot in args.bots.split(","):

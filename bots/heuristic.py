@@ -128,30 +128,32 @@ class Heuristic(CandidateStrategy):
         The guesses scored are one per class of guesses that no history can tell apart
         (:meth:`ResponseTable.canonical_guesses`: symbols never guessed are interchangeable),
         which loses nothing: the pick is the one the full search would make. When that is still
-        more than :data:`EXACT_PAIRS` (guess, candidate) pairs (the first answers of 6 of 10 or
-        4 of hex), the scoring is estimated in two rounds: every class on a fixed-seed sample
-        of the candidates, then the :data:`SHORTLIST` best on a sample as large as the budget
+        more than :data:`EXACT_PAIRS` (guess, candidate) pairs (:data:`FIRST_ROUND_PAIRS` when
+        over :data:`WIDE_GUESSES` guesses are scored: the first answers of 6 of 10 or 4 of
+        hex), the scoring is estimated in two rounds: every class on a fixed-seed sample of
+        the candidates, then the :data:`SHORTLIST` best on a sample as large as the budget
         allows (all candidates when they fit); when even the classes are too many for the
         first round (6 of 10 after two answers), it looks at a sample of them, half of it
-        candidates. That bounds a move to a few
-        :data:`EXACT_PAIRS`-sized passes, well under a second, whatever the rules.
+        candidates. That bounds a move to a few such passes, well under a second on this
+        machine whatever the rules (docs/benchmarks.md, "Bots on MOO variants").
         """
         used = table.symbols_used([g for g, _r in self._history])
         guesses = table.canonical_guesses(used)
         mask = table.candidate_mask(candidates)
         size = len(candidates)
-        if len(guesses) * size <= EXACT_PAIRS:
+        budget = EXACT_PAIRS if len(guesses) <= WIDE_GUESSES else FIRST_ROUND_PAIRS
+        if len(guesses) * size <= budget:
             counts = table.counts_for(candidates, guesses)
             return int(guesses[self._pick(counts, size, mask[guesses])])
         rng = np.random.default_rng(size)  # fixed per position: a deterministic bot
-        cap = EXACT_PAIRS // MIN_SAMPLE
+        cap = FIRST_ROUND_PAIRS // MIN_SAMPLE
         if len(guesses) > cap:  # too many classes even for a small sample: sample them too,
             # half of them among the candidates (which may win at once)
             is_cand = mask[guesses]
             keep = _sample(guesses[is_cand], cap // 2, rng)
             rest = _sample(guesses[~is_cand], cap - len(keep), rng)
             guesses = np.sort(np.concatenate([keep, rest]))
-        first = max(MIN_SAMPLE, EXACT_PAIRS // len(guesses))
+        first = max(MIN_SAMPLE, FIRST_ROUND_PAIRS // len(guesses))
         sample = _sample(candidates, first, rng)
         counts = table.counts_for(sample, guesses)
         cost = self.cost(counts, len(sample), mask[guesses])
@@ -164,10 +166,15 @@ class Heuristic(CandidateStrategy):
 
 #: (guess, candidate) pairs a generic decision scores exactly; above it, it samples.
 EXACT_PAIRS = 4_000_000
+#: pairs of the first, sampled round: fewer than EXACT_PAIRS, because scoring thousands of
+#: guesses against a few hundred candidates costs several times more per pair
+FIRST_ROUND_PAIRS = 1_500_000
+#: above this many guesses scored at once, a pass costs more per pair (see FIRST_ROUND_PAIRS)
+WIDE_GUESSES = 4096
 #: guesses kept from the first (sampled) round for the second one
 SHORTLIST = 64
 #: fewest candidates a sampled round looks at
-MIN_SAMPLE = 256
+MIN_SAMPLE = 128
 
 
 def _sample(candidates: IntArray, k: int, rng: np.random.Generator) -> IntArray:
