@@ -56,8 +56,8 @@ MAX_TREE_CODES = 3024
 MAX_TREE_SYMBOLS = 10
 #: How long a bot waits for a tree being computed before it plays :data:`FALLBACK` instead.
 TREE_WAIT_S = 2.0
-#: The heuristic played where no tree can be (measured best average on 5 and 6 of 10 and
-#: 4 of hex, docs/variants.md).
+#: The heuristic played where no tree can be: the lowest mean of the heuristics on 5 and 6 of
+#: 10 and 4 of hex in bench/variant_bots.py's sample (docs/variants.md).
 FALLBACK = "entropy"
 #: A solve that runs longer than this is abandoned (then the fallback goes on playing).
 SOLVE_TIMEOUT_S = 600.0
