@@ -30,7 +30,8 @@ from moo.mastermind import MastermindRules
 from moo.rules import Response, Rules
 from moo.variants import GameRules, is_classic, rules_label, rules_spec
 
-__all__ = ["VARIANT_HEURISTICS", "VariantConsistent", "bot_note", "bots_for", "create_for"]
+__all__ = ["VARIANT_HEURISTICS", "VariantConsistent", "bot_note", "bots_for", "create_for",
+           "prepare"]
 
 #: The table heuristics that play any MOO rules (bots/heuristic.py's generic path).
 VARIANT_HEURISTICS = ("entropy", "expected", "minimax", "parts", "larmouth", "first")
@@ -107,6 +108,21 @@ def check_bot(strategy: str, rules: GameRules, allowed: list[str]) -> None:
             f"bot {strategy!r} cannot play {rules_label(rules)} ({rules_spec(rules)}); "
             + (f"bots that can: {', '.join(able)}" if able else "no hosted bot can")
         )
+
+
+def prepare(strategy: str, rules: GameRules) -> None:
+    """Compute (or read) the tree ``strategy`` needs for ``rules`` now, however long it takes.
+
+    For the command-line runners (``moo bot``, ``moo tournament``), which would rather wait
+    seconds before their first match than play it with the fallback; the server does not call
+    it (its bots wait at most :data:`bots.variant_trees.TREE_WAIT_S`). A no-op for every other
+    bot and rules.
+    """
+    if strategy in TREE_BOTS and isinstance(rules, Rules) and not is_classic(rules):
+        from bots.variant_trees import exact_feasible, tree_for
+
+        if exact_feasible(rules):
+            tree_for(rules, strategy)
 
 
 def create_for(strategy: str, rules: GameRules) -> Any:

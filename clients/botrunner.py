@@ -23,7 +23,7 @@ from typing import Any, Protocol, TextIO
 
 from bots.base import Strategy, available, create
 from bots.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
-from bots.variants import bot_note, check_bot, create_for
+from bots.variants import bot_note, check_bot, create_for, prepare
 from clients.sdk import (
     DEFAULT_URL,
     Client,
@@ -283,6 +283,7 @@ def _make_player(args: argparse.Namespace) -> Player:
     if note and not getattr(args, "_noted", False):  # once, not once per connection
         args._noted = True
         print(f"moo bot: note: {note}", file=sys.stderr)
+    prepare(spec, rules)  # a tree solved on first use: before the first match, not during it
     return StrategyPlayer(create_for(spec, rules))
 
 

@@ -207,3 +207,23 @@ def test_response_table_one_column_matches_scores() -> None:
     assert list(got) == want
     counts = table.counts_for(cand, np.array([g], dtype=np.intp))
     assert counts.sum() == len(cand) and counts[0, table.response_id(Response(5, 0))] == 0
+
+
+def test_moo_bot_prints_the_note_and_prepares_the_tree(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from clients.botrunner import _make_player
+    from clients.sdk.messages import parse
+
+    five = argparse.Namespace(rules=parse_rules_spec("moo:5"), cmd=None, strategy="minimum")
+    _make_player(five)
+    _make_player(five)  # a second connection: the note is printed once
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"moo bot: note: {bot_note('minimum', parse_rules_spec('moo:5'))}"]
+    three = argparse.Namespace(rules=THREE, cmd=None, strategy="strongest")
+    _make_player(three)
+    assert capsys.readouterr().err == ""
+    assert cache_file(THREE, "strongest").exists() and cache_file(THREE, "minimum").exists()
+    announced = parse({"type": "match", "match_id": "m1", "seat": 0, "opponent": "minimum-bot",
+                       "config": {}, "bot_note": "minimum plays the entropy heuristic"})
+    assert getattr(announced, "bot_note", "") == "minimum plays the entropy heuristic"

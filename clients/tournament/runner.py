@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bots.base import Strategy, available, close_strategy, create, display_names
-from bots.variants import check_bot, create_for
+from bots.variants import check_bot, create_for, prepare
 from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
 from clients.tournament.stats import SprtResult, SprtSpec, sprt
 from moo.errors import BotUnsupported
@@ -141,6 +141,7 @@ def make_strategy(
                                  "strongest or random")
         return create(spec, relabel=relabel)
     check_bot(spec, rules, available())
+    prepare(spec, rules)  # a variant's tree is solved before the first match, not in it
     strategy: Strategy = create_for(spec, rules)
     return strategy
 
