@@ -22,8 +22,12 @@ optimal tree is optimal for its position, so these are exact. Positions the tree
 reaches (after a guess that differs from the tree's) and the parts of a played guess that
 differs from the tree's are solved exactly by the native solver (``bots/solver``), whose
 transposition table keeps them for the rest of the analysis. Other distinct-symbol variants
-(3-6 positions, other alphabets) use the solver alone, from the empty history: exact, fast
-for small games, slow for big ones. Mastermind uses the generic table engine the same way
+small enough for the exact solver (the tree bots' limit, :func:`bots.variant_trees.
+exact_feasible`: at most 3024 codes and 10 symbols, e.g. 3 of 10, 4 of 8, 4 of 9) use the
+solver alone, from the empty history: exact, seconds at most. Larger variants (5 and 6 of 10,
+4 of hex) and the 1971 repeats rule are refused with a ``ValueError`` saying so: their first
+positions are far beyond the solver, and an estimate would not be the exact value the marks
+promise. Mastermind uses the generic table engine the same way
 (:class:`MastermindAnalyser`; exact). Word MOO is not analysed (no exact solver for it).
 
 Marks (``loss`` in expected guesses; thresholds chosen so that a mark means a real fraction of
@@ -309,6 +313,16 @@ def analyse_guesses(rules: Rules | MastermindRules, secret: str,
     the solver does not handle.
     """
     global _current
+    if isinstance(rules, Rules) and rules != DEFAULT_RULES:
+        from bots.variant_trees import MAX_TREE_CODES, MAX_TREE_SYMBOLS, exact_feasible
+        from moo.variants import rules_label
+
+        if not exact_feasible(rules):
+            raise ValueError(
+                f"{rules_label(rules)} is too large for the exact solver, so it is not analysed "
+                f"(exact analysis: 4 of 10, and distinct-symbol MOO of at most "
+                f"{MAX_TREE_CODES} codes and {MAX_TREE_SYMBOLS} symbols)"
+            )
     if _current is None or _current.rules != rules:
         _current = None
         if isinstance(rules, MastermindRules):
@@ -342,11 +356,20 @@ def from_export(record: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, 
     return dict(config.get("rules") or {}), players
 
 
-def _load(path: Path) -> tuple[Rules | MastermindRules, list[tuple[str, str, list[str]]]]:
+Players = list[tuple[str, str, list[str]]]
+
+
+def _load(path: Path) -> tuple[Rules | MastermindRules, Players]:
     text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     if text.lstrip().startswith("{") and "\n{" in text.strip():
         text = text.strip().splitlines()[0]  # an export file (JSON lines): its first match
-    data = json.loads(text)
+    return parse_record(json.loads(text))
+
+
+def parse_record(data: object) -> tuple[Rules | MastermindRules, Players]:
+    """A match record (an export record or the simple object of docs/analysis.md) -> its
+    rules and, per player, (name, the code they were guessing, their guesses); ``ValueError``
+    says what is wrong."""
     if not isinstance(data, dict):
         raise ValueError("the record must be a JSON object")
     if data.get("format") == "moo-export/1":
@@ -388,8 +411,7 @@ def _load(path: Path) -> tuple[Rules | MastermindRules, list[tuple[str, str, lis
 def main(args: argparse.Namespace) -> int:
     try:
         rules, players = _load(args.file)
-        results = [(name, secret, analyse_guesses(rules, secret, guesses))
-                   for name, secret, guesses in players]
+        return report(rules, players, args.json)
     except FileNotFoundError:
         print(f"moo analyse: no such file: {args.file}", file=sys.stderr)
         return 2
@@ -400,7 +422,14 @@ def main(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as exc:
         print(f"moo analyse: {exc}", file=sys.stderr)
         return 2
-    if args.json:
+
+
+def report(rules: Rules | MastermindRules, players: Players, as_json: bool) -> int:
+    """Analyse every player and print the tables (or the JSON of ``--json``); the analysis'
+    ``ValueError``/``TypeError`` (an illegal code, rules it cannot analyse) propagate."""
+    results = [(name, secret, analyse_guesses(rules, secret, guesses))
+               for name, secret, guesses in players]
+    if as_json:
         print(json.dumps({"rules": rules.to_dict(), "players": [
             {"name": n, "secret": s, "guesses": [a.to_dict() for a in res]}
             for n, s, res in results]}, indent=2))

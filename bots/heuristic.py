@@ -105,9 +105,15 @@ class Heuristic(CandidateStrategy):
             # Before any response every code is equivalent up to relabelling, so all tie
             # and the rule picks the lowest; skipping the search saves a full-table pass.
             return int(table.secret_as_guess[0])
+        if table.rules != DEFAULT_RULES:
+            return self._choose_generic(table, candidates)
         counts = table.partition_counts(candidates)
         is_candidate = table.candidate_mask(candidates)
-        cost = self.cost(counts, len(candidates), is_candidate)
+        return int(self._pick(counts, len(candidates), is_candidate))
+
+    def _pick(self, counts: CountArray, size: int, is_candidate: npt.NDArray[np.bool_]) -> int:
+        """Position (in the rows of ``counts``) of the best guess under the tie-break rule."""
+        cost = self.cost(counts, size, is_candidate)
         best = cost.min()
         if self.float_cost:
             tied = cost <= best + 1e-12 * max(1.0, abs(float(best)))
@@ -115,6 +121,67 @@ class Heuristic(CandidateStrategy):
             tied = cost == best
         preferred = tied & is_candidate
         return int(np.argmax(preferred) if preferred.any() else np.argmax(tied))
+
+    def _choose_generic(self, table: ResponseTable, candidates: IntArray) -> int:
+        """Any MOO rules but 4 of 10 (which keeps its full-table path above, unchanged).
+
+        The guesses scored are one per class of guesses that no history can tell apart
+        (:meth:`ResponseTable.canonical_guesses`: symbols never guessed are interchangeable),
+        which loses nothing: the pick is the one the full search would make. When that is still
+        more than :data:`EXACT_PAIRS` (guess, candidate) pairs (:data:`FIRST_ROUND_PAIRS` when
+        over :data:`WIDE_GUESSES` guesses are scored: the first answers of 6 of 10 or 4 of
+        hex), the scoring is estimated in two rounds: every class on a fixed-seed sample of
+        the candidates, then the :data:`SHORTLIST` best on a sample as large as the budget
+        allows (all candidates when they fit); when even the classes are too many for the
+        first round (6 of 10 after two answers), it looks at a sample of them, half of it
+        candidates. That bounds a move to a few such passes, well under a second on this
+        machine whatever the rules (docs/benchmarks.md, "Bots on MOO variants").
+        """
+        used = table.symbols_used([g for g, _r in self._history])
+        guesses = table.canonical_guesses(used)
+        mask = table.candidate_mask(candidates)
+        size = len(candidates)
+        budget = EXACT_PAIRS if len(guesses) <= WIDE_GUESSES else FIRST_ROUND_PAIRS
+        if len(guesses) * size <= budget:
+            counts = table.counts_for(candidates, guesses)
+            return int(guesses[self._pick(counts, size, mask[guesses])])
+        rng = np.random.default_rng(size)  # fixed per position: a deterministic bot
+        cap = FIRST_ROUND_PAIRS // MIN_SAMPLE
+        if len(guesses) > cap:  # too many classes even for a small sample: sample them too,
+            # half of them among the candidates (which may win at once)
+            is_cand = mask[guesses]
+            keep = _sample(guesses[is_cand], cap // 2, rng)
+            rest = _sample(guesses[~is_cand], cap - len(keep), rng)
+            guesses = np.sort(np.concatenate([keep, rest]))
+        first = max(MIN_SAMPLE, FIRST_ROUND_PAIRS // len(guesses))
+        sample = _sample(candidates, first, rng)
+        counts = table.counts_for(sample, guesses)
+        cost = self.cost(counts, len(sample), mask[guesses])
+        order = np.argsort(cost, kind="stable")[:SHORTLIST]
+        short = guesses[np.sort(order)]  # ascending, so the tie-break still prefers low codes
+        sample = _sample(candidates, max(MIN_SAMPLE, EXACT_PAIRS // len(short)), rng)
+        counts = table.counts_for(sample, short)
+        return int(short[self._pick(counts, len(sample), mask[short])])
+
+
+#: (guess, candidate) pairs a generic decision scores exactly; above it, it samples.
+EXACT_PAIRS = 4_000_000
+#: pairs of the first, sampled round: fewer than EXACT_PAIRS, because scoring thousands of
+#: guesses against a few hundred candidates costs several times more per pair
+FIRST_ROUND_PAIRS = 1_500_000
+#: above this many guesses scored at once, a pass costs more per pair (see FIRST_ROUND_PAIRS)
+WIDE_GUESSES = 4096
+#: guesses kept from the first (sampled) round for the second one
+SHORTLIST = 64
+#: fewest candidates a sampled round looks at
+MIN_SAMPLE = 128
+
+
+def _sample(candidates: IntArray, k: int, rng: np.random.Generator) -> IntArray:
+    """At most ``k`` of the candidates, drawn without replacement, in ascending order."""
+    if len(candidates) <= k:
+        return candidates
+    return np.sort(rng.choice(candidates, size=k, replace=False))
 
 
 _T_LOG_T: FloatArray = np.zeros(1, dtype=np.float64)

@@ -126,7 +126,18 @@ class ResponseTable:
         """Response ids of one guess against the given secrets."""
         if self._by_guess is not None:
             return np.asarray(self._by_guess[guess][secret_idx], dtype=np.uint8)
-        return np.asarray(self._compute(secret_idx)[:, guess], dtype=np.uint8)
+        # One column only: computing whole rows would score every guess (151200 of them for
+        # 6 of 10) to keep one.
+        width = np.uint8(self.rules.length + 1)
+        s = self._scodes[secret_idx]
+        has = self._has[secret_idx]
+        g = self._gcodes[guess]
+        bulls = np.zeros(len(secret_idx), dtype=np.uint8)
+        found = np.zeros_like(bulls)
+        for pos in range(self.rules.length):
+            bulls += s[:, pos] == g[pos]
+            found += has[:, int(g[pos])]
+        return np.asarray(self._lookup[bulls * width + (found - bulls)], dtype=np.uint8)
 
     def filter(self, candidates: IntArray, guess: int, response: int) -> IntArray:
         """The candidates (secret indexes, order kept) that answer ``guess`` with ``response``."""
@@ -147,6 +158,75 @@ class ResponseTable:
             keys = block + offsets[None, :]
             counts += np.bincount(keys.ravel(), minlength=n_guess * n_resp)
         return counts.reshape(n_guess, n_resp)
+
+    def counts_for(self, candidates: IntArray, guess_idx: IntArray) -> npt.NDArray[np.int64]:
+        """Part sizes of ``candidates`` under the guesses ``guess_idx`` only: shape
+        (len(guess_idx), responses).
+
+        The generic heuristics' path for variants whose guess space is too large to score
+        whole (5-6 positions, 16 symbols): they score a symmetry-reduced or shortlisted set
+        of guesses, so only those columns are computed, with the same kernel as
+        :meth:`_compute`.
+        """
+        n_guess, n_resp = len(guess_idx), len(self.responses)
+        counts = np.zeros(n_guess * n_resp, dtype=np.int64)
+        if n_guess == 0 or len(candidates) == 0:
+            return counts.reshape(n_guess, n_resp)
+        offsets = np.arange(n_guess, dtype=np.int64) * n_resp
+        step = max(1, _BLOCK_ELEMENTS // n_guess)
+        width = np.uint8(self.rules.length + 1)
+        g = self._gcodes[guess_idx]
+        gcols = [col[guess_idx] for col in self._gcols]
+        for lo in range(0, len(candidates), step):
+            rows = candidates[lo : lo + step]
+            if self._by_secret is not None:
+                block = self._by_secret[rows][:, guess_idx]
+            else:
+                s = self._scodes[rows]
+                has = self._has[rows]
+                bulls = np.zeros((len(rows), n_guess), dtype=np.uint8)
+                found = np.zeros_like(bulls)
+                for pos in range(self.rules.length):
+                    bulls += s[:, pos, None] == g[None, :, pos]
+                    found += has[:, gcols[pos]]
+                block = self._lookup[bulls * width + (found - bulls)]
+            keys = block + offsets[None, :]
+            counts += np.bincount(keys.ravel(), minlength=n_guess * n_resp)
+        return counts.reshape(n_guess, n_resp)
+
+    def symbols_used(self, guess_idx: list[int]) -> npt.NDArray[np.bool_]:
+        """``used[a]``: symbol ``a`` (an alphabet index) occurs in one of these guesses."""
+        used = np.zeros(len(self.rules.alphabet), dtype=bool)
+        for g in guess_idx:
+            used[self._gcodes[g].astype(np.intp)] = True
+        return used
+
+    def canonical_guesses(self, used: npt.NDArray[np.bool_]) -> IntArray:
+        """Indexes of the guesses that are the smallest of their class under every
+        permutation of the symbols no guess so far has used (``used[a]`` is True for a symbol
+        some earlier guess contains).
+
+        The candidates left after any history are invariant under such permutations (the
+        responses so far cannot tell those symbols apart), so two guesses of one class split
+        the candidates into parts of the same sizes and are equally good; so is being a
+        candidate. The smallest member of a class (in ``guesses`` order, which is ascending
+        for a sorted alphabet) is the one whose unused symbols, read left to right, are the
+        smallest unused symbols in ascending order: that is what is kept.
+        """
+        n = len(self.guesses)
+        fresh = ~used
+        rank = np.cumsum(fresh) - 1  # rank of each unused symbol among the unused ones
+        ok = np.ones(n, dtype=bool)
+        seen = np.zeros(n, dtype=np.int64)
+        codes = self._gcodes.astype(np.intp)
+        for pos in range(self.rules.length):
+            sym = codes[:, pos]
+            first = fresh[sym].copy()
+            for earlier in range(pos):
+                first &= codes[:, earlier] != sym
+            ok &= ~first | (rank[sym] == seen)
+            seen += first
+        return np.flatnonzero(ok).astype(np.intp)
 
     def candidate_mask(self, candidates: IntArray) -> npt.NDArray[np.bool_]:
         """Which guesses are themselves still-possible secrets."""

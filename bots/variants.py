@@ -6,9 +6,13 @@ other rules get only bots that are correct for them:
 * Mastermind: ``minimum`` and ``strongest`` play the exact solver's tree for the rules
   (:class:`bots.mastermind.MastermindTree`, solved on first use and cached on disk), ``random``
   a random code consistent with every answer.
-* any other MOO variant (3/5/6 of 10, 4 of hex, the 1971 repeats rule): ``random`` only, a
-  random secret still consistent with every answer, over a plain list of codes (the heuristics'
-  and trees' tables are built for 4 of 10).
+* any other MOO variant (3/5/6 of 10, 4 of hex, the 1971 repeats rule): ``random`` (a random
+  secret still consistent with every answer, over a plain list of codes), the one-step
+  heuristics of :data:`VARIANT_HEURISTICS` (their generic path, :mod:`bots.heuristic`), and
+  ``minimum``/``strongest`` (:class:`bots.variant_trees.VariantTree`: the exact solver's tree
+  where the rules are small enough, computed on first use and cached on disk; elsewhere the
+  best heuristic, which :func:`bot_note` tells the players). ``adaptive`` stays 4 of 10 only
+  (its race tables are built for it).
 * word MOO: ``words`` only (:class:`bots.words.WordBot`, dictionary words compared by a
   sampled look-ahead). It plays nothing else, so it is listed in :data:`VARIANT_BOTS` rather
   than registered with the classic strategies (``bots.base``).
@@ -30,10 +34,15 @@ from moo.rules import Response, Rules
 from moo.variants import GameRules, is_classic, rules_label, rules_spec
 from moo.words import WordRules
 
-__all__ = ["VARIANT_BOTS", "VariantConsistent", "bots_for", "create_for"]
+__all__ = ["VARIANT_BOTS", "VARIANT_HEURISTICS", "VariantConsistent", "bot_note", "bots_for",
+           "create_for", "prepare"]
 
 #: Hosted bots that play only some variants, offered beside the registered strategies.
 VARIANT_BOTS = ("words",)
+#: The table heuristics that play any MOO rules (bots/heuristic.py's generic path).
+VARIANT_HEURISTICS = ("entropy", "expected", "minimax", "parts", "larmouth", "first")
+#: The exact solver's trees (bots/variant_trees.py), with the best heuristic as fallback.
+TREE_BOTS = ("minimum", "strongest")
 
 
 class VariantConsistent:
@@ -79,8 +88,24 @@ def bots_for(rules: GameRules, allowed: list[str]) -> list[str]:
     if isinstance(rules, WordRules):
         return [name for name in allowed if name == "words"]
     wanted = ("minimum", "strongest", "random") if isinstance(rules, MastermindRules) else (
-        "random",)
+        "random", *TREE_BOTS, *VARIANT_HEURISTICS)
     return [name for name in allowed if name in wanted]
+
+
+def bot_note(strategy: str, rules: GameRules) -> str:
+    """What players should know about ``strategy`` under ``rules`` ("" when nothing): a tree
+    bot that plays a heuristic because the rules are too large for the exact solver."""
+    if isinstance(rules, Rules) and not is_classic(rules):
+        from bots.variant_trees import fallback_note
+
+        return fallback_note(strategy, rules)
+    if isinstance(rules, MastermindRules) and strategy in TREE_BOTS:
+        from bots.mastermind import MAX_EXACT_CODES
+
+        if len(rules.alphabet) ** rules.length > MAX_EXACT_CODES:
+            return (f"{strategy} plays a random consistent code for {rules_label(rules)}: "
+                    "too large for the exact solver")
+    return ""
 
 
 def check_bot(strategy: str, rules: GameRules, allowed: list[str]) -> None:
@@ -91,6 +116,21 @@ def check_bot(strategy: str, rules: GameRules, allowed: list[str]) -> None:
             f"bot {strategy!r} cannot play {rules_label(rules)} ({rules_spec(rules)}); "
             + (f"bots that can: {', '.join(able)}" if able else "no hosted bot can")
         )
+
+
+def prepare(strategy: str, rules: GameRules) -> None:
+    """Compute (or read) the tree ``strategy`` needs for ``rules`` now, however long it takes.
+
+    For the command-line runners (``moo bot``, ``moo tournament``), which would rather wait
+    seconds before their first match than play it with the fallback; the server does not call
+    it (its bots wait at most :data:`bots.variant_trees.TREE_WAIT_S`). A no-op for every other
+    bot and rules.
+    """
+    if strategy in TREE_BOTS and isinstance(rules, Rules) and not is_classic(rules):
+        from bots.variant_trees import exact_feasible, tree_for
+
+        if exact_feasible(rules):
+            tree_for(rules, strategy)
 
 
 def create_for(strategy: str, rules: GameRules) -> Any:
@@ -105,4 +145,11 @@ def create_for(strategy: str, rules: GameRules) -> Any:
         if strategy == "random":
             return MastermindRandom()
         return MastermindTree(strategy)
+    if strategy in TREE_BOTS:
+        from bots.relabel import relabelled
+        from bots.variant_trees import VariantTree
+
+        return relabelled(VariantTree(strategy))
+    if strategy in VARIANT_HEURISTICS:
+        return create(strategy)
     return VariantConsistent()

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TextIO
 
 from bots.base import Strategy, available, create
 from bots.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
-from bots.variants import VARIANT_BOTS, check_bot, create_for
+from bots.variants import VARIANT_BOTS, bot_note, check_bot, create_for, prepare
 from clients.sdk import (
     DEFAULT_URL,
     Client,
@@ -253,8 +253,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the game to queue for or play the server's bot at: "
                         "GAME[:LENGTH[:ALPHABET[:repeats]]] (docs/variants.md); classic MOO: "
                         "any strategy; Mastermind: minimum, strongest, random; other MOO "
-                        "variants: random (or an external program); word MOO "
-                        "(words[:LENGTH[:SCORING]]): words")
+                        "variants: random, the heuristics, minimum and strongest (the exact "
+                        "tree where it can be solved, else entropy: a note says so), or an "
+                        "external program; word MOO (words[:LENGTH[:SCORING]]): words")
     parser.add_argument("--room", default=None, help="join this room code instead of queueing")
     parser.add_argument("--vs-bot", default=None, metavar="NAME",
                         help="play the server-hosted strategy NAME instead of queueing")
@@ -282,6 +283,11 @@ def _make_player(args: argparse.Namespace) -> Player:
     if rules is None or is_classic(rules):
         return StrategyPlayer(create(spec))
     check_bot(spec, rules, [*available(), *VARIANT_BOTS])
+    note = bot_note(spec, rules)
+    if note and not getattr(args, "_noted", False):  # once, not once per connection
+        args._noted = True
+        print(f"moo bot: note: {note}", file=sys.stderr)
+    prepare(spec, rules)  # a tree solved on first use: before the first match, not during it
     return StrategyPlayer(create_for(spec, rules))
 
 

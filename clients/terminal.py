@@ -483,6 +483,8 @@ class OnlineMatch:
                if pacing == "lockstep" else
                "FREE PACING: GUESS AT YOUR OWN SPEED; FEWER GUESSES WINS.")
         self.screen.say(f"\nMATCH {self.mid}: YOU ({self.client.name}) VS {self.opp}.\n{how}")
+        if self.announced.bot_note:
+            self.screen.say(f"NOTE: {self.announced.bot_note.upper()}.")
         clocks = []
         if cfg.get("clock_total_ms"):
             clocks.append(f"{_mmss(cfg['clock_total_ms'])} IN TOTAL")

@@ -40,7 +40,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "strategy": ("bots.strategy_cli", "list strategies and dump their decision trees"),
     "report": ("bots.report", "write a Markdown + PNG report of strategies' win rates"),
     "watch": ("clients.watch", "print the live MQTT event stream of the arena"),
-    "analyse": ("bots.analysis", "analyse a finished match's guesses with the exact solver"),
+    "analyse": ("clients.analyse",
+                "analyse a finished match's guesses (a record file or a MATCH_ID)"),
     "potm": ("clients.potm.cli", "referee word-guessing programs as in the May 1999 POTM"),
     "export": ("server.export", "write every finished match as one JSON line (docs/export.md)"),
 }

@@ -29,7 +29,7 @@ from typing import Any
 # importing it installs the word list as word MOO's dictionary (moo.words.set_dictionary)
 from bots.dictionary import available as dictionary_available
 from bots.dictionary import words_of_length
-from bots.variants import create_for
+from bots.variants import bot_note, create_for
 from moo.commitment import new_salt
 from moo.errors import (
     BadRules,
@@ -811,6 +811,11 @@ class Arena:
             "opponent": lm.match.players[1 - seat],
             "config": lm.match.config.to_dict(),
         }
+        bot = lm.bots[1 - seat]
+        if bot is not None:  # a tree bot playing a heuristic says so (docs/variants.md)
+            note = bot_note(bot.strategy_name, lm.match.config.rules)
+            if note:
+                msg["bot_note"] = note
         if ref is not None:
             msg["ref"] = ref
         return msg

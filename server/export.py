@@ -30,7 +30,8 @@ from typing import Any
 from moo.variants import rules_from_dict, rules_spec
 from server.storage import describe_db, is_postgres_url
 
-__all__ = ["FORMAT", "ExportError", "configure", "main", "match_record", "records"]
+__all__ = ["FORMAT", "ExportError", "configure", "main", "match_record", "records",
+           "stored_record"]
 
 #: the ``format`` field of every record; bumped only for incompatible changes
 FORMAT = "moo-export/1"
@@ -247,6 +248,55 @@ def records(db: str, since_ms: int | None = None) -> Iterator[dict[str, Any]]:
         raise ExportError(f"cannot read {db}: {exc}") from None
     finally:
         conn.close()
+
+
+def stored_record(db: str, match_id: str) -> dict[str, Any]:
+    """One match's export record, read from ``db`` (``moo analyse MATCH_ID --db``).
+
+    :class:`ExportError` when the database has no such match or the match has not finished.
+    """
+    if is_postgres_url(db):
+        meta, events = _pg_one(db, match_id)
+    else:
+        conn = _open(db)
+        try:
+            row = conn.execute(
+                "SELECT meta FROM matches WHERE match_id = ?", (match_id,)
+            ).fetchone()
+            events = [json.loads(body) for (body,) in conn.execute(
+                "SELECT body FROM events WHERE match_id = ? ORDER BY seq", (match_id,)
+            )]
+            meta = json.loads(row[0]) if row is not None else None
+        except sqlite3.Error as exc:
+            raise ExportError(f"cannot read {db}: {exc}") from None
+        finally:
+            conn.close()
+    if meta is None or not events:
+        raise ExportError(f"no match {match_id!r} in {describe_db(db)}")
+    if events[-1].get("kind") != "finished":
+        raise ExportError(f"match {match_id!r} has not finished")
+    return match_record(match_id, meta, events)
+
+
+def _pg_one(url: str, match_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    import asyncpg
+
+    async def read() -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        conn = await asyncpg.connect(
+            url, timeout=10, server_settings={"default_transaction_read_only": "on"})
+        try:
+            meta = await conn.fetchval("SELECT meta FROM matches WHERE match_id = $1", match_id)
+            rows = await conn.fetch(
+                "SELECT body FROM events WHERE match_id = $1 ORDER BY seq", match_id)
+            return (json.loads(meta) if meta is not None else None,
+                    [json.loads(r[0]) for r in rows])
+        finally:
+            await conn.close(timeout=2)
+
+    try:
+        return asyncio.run(read())
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise ExportError(f"cannot read {describe_db(url)}: {exc}") from None
 
 
 def with_analysis(record: dict[str, Any]) -> dict[str, Any]:

@@ -338,3 +338,23 @@ def test_page_word_rules_agree_with_python(browser: Any, shared_server: MooServe
     assert answers == [["1B2C", "1 bull, 2 cows"], ["2H1M", "2 hits, 1 miss"],
                        ["0H5M", "0 hits, 5 misses"]]
     assert page.moo_errors == []
+
+
+def test_bot_picker_offers_variant_bots_and_says_when_a_tree_falls_back(
+    browser: Any, server: MooServer
+) -> None:
+    """Other MOO rules: the picker enables random, the trees and the heuristics (not
+    adaptive); minimum's description says whether it plays the exact tree or entropy."""
+    page = new_page(browser, server.url)
+    login(page, "cleo")
+    page.click("#nav .tab[data-tab=play]")
+    page.select_option("#variant-select", "moo:5:0123456789")
+    enabled = page.eval_on_selector_all(
+        "#bot-select option:not([disabled])", "os => os.map(o => o.value).sort()")
+    assert enabled == ["entropy", "expected", "first", "larmouth", "minimax", "minimum",
+                       "parts", "random", "strongest"]
+    page.select_option("#bot-select", "minimum")
+    assert "entropy heuristic" in page.text_content("#bot-desc")
+    page.select_option("#variant-select", "moo:3:0123456789")
+    page.select_option("#bot-select", "strongest")
+    assert "exact solver's strongest tree" in page.text_content("#bot-desc")

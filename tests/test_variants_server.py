@@ -152,9 +152,10 @@ async def test_play_bot_with_rules(
     settings = dataclasses.replace(server_settings(tmp_path), pacing="free")
     async with running(settings) as app:
         a = await Client.hello(app.port, "ann", enc)
-        err = await a.request({"type": "play_bot", "strategy": "entropy",
+        err = await a.request({"type": "play_bot", "strategy": "adaptive",
                                "rules": {"length": 5}})
-        assert err["code"] == "bot_unsupported" and "bots that can: random" in err["message"]
+        assert err["code"] == "bot_unsupported" and "bots that can: " in err["message"]
+        assert "entropy" in err["message"] and "minimum" in err["message"]
         assert not app.arena.live
         # Mastermind against the exact tree: it solves within 5 guesses whatever the secret
         m = await a.request({"type": "play_bot", "strategy": "minimum", "rules": MASTERMIND})
@@ -376,3 +377,54 @@ async def test_word_match_against_the_bot_survives_a_restart(tmp_path: Path, enc
         assert len(rounds) >= 2 and bot_guesses <= words  # lockstep: guesses shown by round
         mine = {e["results"][seat][0] for e in rounds}
         assert mine <= {"EEEEE", "QQQQQ"}  # QQQQQ is no word: never the bot's secret
+
+
+async def test_tree_bot_on_three_of_ten_and_fallback_on_five(
+    tmp_path: Path, enc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3 of 10: the hosted minimum bot plays the exact tree, solved on first use into the
+    cache, and solves within its depth; 5 of 10: it plays entropy and the match says so."""
+    import asyncio
+
+    from bots import variant_trees
+    from bots.variant_trees import cache_file, tree_for
+    from moo.rules import Rules
+
+    monkeypatch.setenv("MOO_TREE_CACHE", str(tmp_path / "trees"))
+    monkeypatch.setattr(variant_trees, "_TREES", {})  # the server runs in this process
+    settings = dataclasses.replace(server_settings(tmp_path), pacing="free")
+    async with running(settings) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        m = await a.request({"type": "play_bot", "strategy": "minimum", "rules": {"length": 3}})
+        assert m["type"] == "match" and "bot_note" not in m
+        mid = m["match_id"]
+        await a.request({"type": "secret", "match_id": mid, "secret": "907"})
+        bot_seat = 1 - m["seat"]
+        solved = await a.event(mid, "guess", seat=bot_seat, bulls=3)
+        three = Rules(length=3, alphabet="0123456789")
+        for _ in range(600):  # solved by the server on first use (a loaded machine: poll)
+            if cache_file(three, "minimum").exists():
+                break
+            await asyncio.sleep(0.1)
+        assert cache_file(three, "minimum").exists()
+        tree = tree_for(three, "minimum")
+        assert tree is not None and solved["n"] <= max(tree.counts.values())
+        assert solved["guess"] == "907"
+        for _ in range(solved["n"]):
+            await a.request({"type": "guess", "match_id": mid, "guess": "123"})
+        await a.event(mid, "finished")
+        m5 = await a.request({"type": "play_bot", "strategy": "strongest",
+                              "rules": {"length": 5}})
+        assert m5["type"] == "match"
+        assert "entropy" in m5["bot_note"] and "too large" in m5["bot_note"]
+        mid5 = m5["match_id"]
+        await a.request({"type": "secret", "match_id": mid5, "secret": "86420"})
+        seat5 = 1 - m5["seat"]
+        done5 = await a.event(mid5, "guess", seat=seat5, bulls=5)
+        assert done5["guess"] == "86420" and done5["n"] <= 9
+        for _ in range(done5["n"]):
+            await a.request({"type": "guess", "match_id": mid5, "guess": "12345"})
+        await a.event(mid5, "finished")
+        e = await a.request({"type": "play_bot", "strategy": "entropy",
+                             "rules": {"length": 4, "alphabet": "hex"}})
+        assert e["type"] == "match" and "bot_note" not in e

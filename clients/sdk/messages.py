@@ -172,6 +172,8 @@ class MatchAnnounced(Message):
     seat: int = 0
     opponent: str = ""
     config: dict[str, Any] = field(default_factory=dict)
+    #: set when the opponent is a hosted tree bot playing a heuristic (docs/protocol.md)
+    bot_note: str = ""
 
     @property
     def rules(self) -> GameRules:
@@ -588,6 +590,7 @@ def parse(msg: dict[str, Any]) -> Message:
             seat=int(msg.get("seat", 0)),
             opponent=str(msg.get("opponent", "")),
             config=dict(msg.get("config") or {}),
+            bot_note=str(msg.get("bot_note") or ""),
         )
     if kind == "error":
         return ErrorReply(

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: the secrets of words:N)
 from bots.base import Strategy, available, close_strategy, create, display_names
-from bots.variants import VARIANT_BOTS, check_bot, create_for
+from bots.variants import VARIANT_BOTS, check_bot, create_for, prepare
 from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
 from clients.tournament.stats import SprtResult, SprtSpec, sprt
 from moo.errors import BotUnsupported
@@ -143,6 +143,7 @@ def make_strategy(
                                  "strongest or random, for word MOO words")
         return create(spec, relabel=relabel)
     check_bot(spec, rules, [*available(), *VARIANT_BOTS])
+    prepare(spec, rules)  # a variant's tree is solved before the first match, not in it
     strategy: Strategy = create_for(spec, rules)
     return strategy
 

@@ -392,10 +392,30 @@ const MASTERMIND_BOTS = {
   strongest: "The Mastermind tree with the best win rate against the minimum tree.",
 };
 
+/** The heuristics that play any MOO rules (bots/variants.py VARIANT_HEURISTICS). */
+const VARIANT_HEURISTICS = ["entropy", "expected", "minimax", "parts", "larmouth", "first"];
+
+/** MOO rules whose optimal trees the server solves on first use (bots/variant_trees.py
+ * exact_feasible): distinct symbols, at most 10 of them and 3024 codes. */
+function treeFeasible(rules) {
+  if (isClassic(rules) || isMastermind(rules) || rules.repeats_in_guess) return false;
+  const n = rules.alphabet.length;
+  if (n > 10) return false;
+  let codes = 1;
+  for (let i = 0; i < rules.length; i++) codes *= n - i;
+  return codes <= 3024;
+}
+
 function renderBotDesc() {
   const name = $("#bot-select").value;
-  const mm = isMastermind(chosenRules()) ? MASTERMIND_BOTS[name] : undefined;
-  $("#bot-desc").textContent = mm || BOT_DESCRIPTIONS[name] || "A bot hosted by this server.";
+  const rules = chosenRules();
+  let text = isMastermind(rules) ? MASTERMIND_BOTS[name] : undefined;
+  if (!text && !isClassic(rules) && !isMastermind(rules) && (name === "minimum" || name === "strongest")) {
+    text = treeFeasible(rules)
+      ? `The exact solver's ${name} tree for ${rulesLabel(rules)}, computed by the server on first use.`
+      : `Plays the entropy heuristic for ${rulesLabel(rules)}: too large for the exact solver, so there is no optimal tree.`;
+  }
+  $("#bot-desc").textContent = text || BOT_DESCRIPTIONS[name] || "A bot hosted by this server.";
 }
 
 function onMatch(msg) {
@@ -773,12 +793,14 @@ function setVariants(list) {
 }
 
 /** Hosted bots per rules, as bots/variants.py: classic every bot, Mastermind the trees and
- * random, other MOO rules random; the server refuses others with bot_unsupported anyway. */
+ * random, other MOO rules random, the trees (or their entropy fallback) and the heuristics;
+ * the server refuses others with bot_unsupported anyway. */
 function renderBotOptions() {
   const rules = chosenRules();
   const able = isClassic(rules) ? null
     : isWords(rules) ? ["words"]
-      : isMastermind(rules) ? ["minimum", "strongest", "random"] : ["random"];
+      : isMastermind(rules) ? ["minimum", "strongest", "random"]
+        : ["random", "minimum", "strongest", ...VARIANT_HEURISTICS];
   const sel = $("#bot-select");
   // the word bot plays word MOO only; every other bot plays classic MOO
   for (const o of sel.options) {

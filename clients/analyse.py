@@ -1,0 +1,164 @@
+"""``moo analyse FILE|MATCH_ID``: the post-match analysis of a record file or of a stored match.
+
+The analysis itself is :mod:`bots.analysis` (pure, no network). Fetching a match is a client
+concern, so it lives here: from a server over the protocol's ``match_record`` request
+(``--url``, default the local server), or straight from a server's database (``--db``, read
+only, as ``moo export`` reads it). Either way the match becomes the same ``{rules, players}``
+record a file holds and is analysed exactly as a file would be (docs/analysis.md).
+
+What names a file and what a match: ``-`` is stdin, and an existing path is a file; anything
+else is a match id (without ``--url``/``--db``, a path-like argument that does not exist,
+with a ``/`` or a ``.json`` ending, is reported as a missing file rather than looked up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.typing import Subprotocol
+
+from bots import analysis
+from clients.sdk.client import DEFAULT_URL
+from moo.cli import ws_url
+from moo.protocol import JSON_SUBPROTOCOL
+
+__all__ = ["FetchError", "configure", "fetch_record", "main", "record_from_match_record"]
+
+#: seconds to connect and for each reply
+TIMEOUT_S = 10.0
+
+
+class FetchError(Exception):
+    """The match could not be fetched: one line for the person at the command line."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file", metavar="FILE|MATCH_ID",
+        help="a match record file (JSON {rules, players: [{name, secret, guesses}]}, "
+        "{rules, secret, guesses} or an export record; docs/analysis.md), '-' for stdin, or "
+        "the id of a finished match to fetch from --url or --db")
+    parser.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--url", type=ws_url, default=None,
+                       help=f"fetch MATCH_ID from this server (default {DEFAULT_URL})")
+    where.add_argument("--db", default=None, metavar="PATH|URL",
+                       help="fetch MATCH_ID from a server's database instead: a SQLite file "
+                       "or a postgresql:// URL (read only)")
+
+
+def _is_file(text: str) -> bool:
+    return text == "-" or Path(text).exists() or "/" in text or text.endswith(
+        (".json", ".jsonl"))
+
+
+def record_from_match_record(reply: dict[str, Any]) -> dict[str, Any]:
+    """A ``match_record`` reply (docs/protocol.md) -> the ``{rules, players}`` record.
+
+    Spectators see every guess of a finished match: in free pacing on the ``guess`` events,
+    in lockstep on the ``round`` events (whose ``guess`` events carry no code); the secrets
+    are on the ``finished`` event.
+    """
+    events = list(reply.get("events") or [])
+    config = reply.get("config") or {}
+    finished = next((e for e in events if e.get("kind") == "finished"), None)
+    secrets_ = (finished or {}).get("secrets") or [None, None]
+    if not all(secrets_):
+        raise FetchError(f"match {reply.get('match_id')} never started: nothing to analyse")
+    guesses: list[list[str]] = [[], []]
+    if config.get("pacing") == "lockstep":
+        for e in events:
+            if e.get("kind") == "round":
+                for seat, result in enumerate(e.get("results") or []):
+                    if result and result[0]:
+                        guesses[seat].append(str(result[0]))
+    else:
+        for e in events:
+            if e.get("kind") == "guess" and e.get("guess"):
+                guesses[int(e["seat"])].append(str(e["guess"]))
+    names = list(reply.get("players") or ["player 1", "player 2"])
+    return {
+        "rules": dict(config.get("rules") or {}),
+        "players": [{"name": names[seat], "secret": secrets_[1 - seat],
+                     "guesses": guesses[seat]} for seat in (0, 1)],
+    }
+
+
+async def _fetch(url: str, match_id: str) -> dict[str, Any]:
+    # A throwaway name: match_record works after hello, and reading a record needs no seat.
+    name = f"analyse-{secrets.token_hex(3)}"
+    async with connect(url, subprotocols=[Subprotocol(JSON_SUBPROTOCOL)],
+                       open_timeout=TIMEOUT_S, close_timeout=2) as ws:
+
+        async def reply(ref: int | None) -> dict[str, Any]:
+            while True:
+                msg = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT_S))
+                if msg.get("type") == "error" and (ref is None or msg.get("ref") == ref):
+                    raise FetchError(str(msg.get("message") or msg.get("code")))
+                if ref is None and msg.get("type") == "welcome":
+                    return dict(msg)
+                if ref is not None and msg.get("ref") == ref:
+                    return dict(msg)
+
+        await ws.send(json.dumps({"type": "hello", "name": name, "bot": True,
+                                  "client": "moo-analyse"}))
+        await reply(None)
+        await ws.send(json.dumps({"type": "match_record", "match_id": match_id, "id": 1}))
+        return await reply(1)
+
+
+def fetch_record(url: str, match_id: str) -> dict[str, Any]:
+    """The finished match ``match_id`` from the server at ``url``, as a ``{rules, players}``
+    record; :class:`FetchError` with the server's own words (unknown or unfinished match) or
+    why the server could not be reached."""
+    try:
+        reply = asyncio.run(_fetch(url, match_id))
+    except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
+        raise FetchError(f"cannot reach the server at {url}: "
+                         f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+                         f" ({type(exc).__name__})") from None
+    except ConnectionClosed as exc:
+        raise FetchError(f"the server at {url} closed the connection: {exc}") from None
+    return record_from_match_record(reply)
+
+
+def _from_db(db: str, match_id: str) -> dict[str, Any]:
+    from server.export import ExportError, stored_record
+
+    try:
+        record = stored_record(db, match_id)
+    except ExportError as exc:
+        raise FetchError(str(exc)) from None
+    if not all(record.get("secrets") or [None]):
+        raise FetchError(f"match {match_id} never started: nothing to analyse")
+    return record
+
+
+def main(args: argparse.Namespace) -> int:
+    target = str(args.file)
+    if target == "-" or Path(target).exists() or (
+        args.url is None and args.db is None and _is_file(target)
+    ):
+        args.file = Path(target)
+        return analysis.main(args)
+    try:
+        if args.db is not None:
+            data = _from_db(args.db, target)
+        else:
+            data = fetch_record(args.url or DEFAULT_URL, target)
+        rules, players = analysis.parse_record(data)
+        return analysis.report(rules, players, args.json)
+    except FetchError as exc:
+        print(f"moo analyse: {exc}", file=sys.stderr)
+        return 1
+    except (ValueError, TypeError) as exc:
+        print(f"moo analyse: {exc}", file=sys.stderr)
+        return 2
