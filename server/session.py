@@ -259,7 +259,7 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
         by = msg.get("by", "rating")
         rules = parse_rules_spec(msg.get("variant") or CLASSIC_SPEC)
         family = "" if is_classic(rules) else rules_spec(rules)
-        rows = await app.history.decorate(app.hooks.ratings.leaderboard(by, variant=family))
+        rows = await app.history.decorate(await app.hooks.ratings.board(by, variant=family))
         conn.send(_ref({"type": "leaderboard", "by": by, "variant": rules_spec(rules),
                         "players": rows}, ref))
     elif kind == "analysis":
