@@ -75,7 +75,8 @@ async def test_ratings_are_shared_and_durable_in_postgresql(pg_url: str, tmp_pat
             for p in (ann, bob):
                 await p.event(mid, "finished")
             # a variant, on b: ann resigns, bob wins
-            vid, _ = await _challenge(bob, ann, pacing="free", rules=parse_rules_spec(VARIANT).to_dict())
+            rules = parse_rules_spec(VARIANT).to_dict()
+            vid, _ = await _challenge(bob, ann, pacing="free", rules=rules)
             await ann.request({"type": "resign", "match_id": vid})
             for p in (ann, bob):
                 await p.event(vid, "finished")
@@ -111,3 +112,141 @@ async def test_ratings_are_shared_and_durable_in_postgresql(pg_url: str, tmp_pat
             await carl.close()
     finally:
         await broker.stop()
+
+
+async def test_challenges_and_rooms_survive_the_lobby_leaders_death(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """ann (a program, so her entries stay open while she plays) opens two rooms and
+    challenges bob, and carl opens a room, while a leads the lobby; a is killed. The new leader
+    (b, ann's node) gets them back from the nodes of their owners (its own, and c): bob accepts
+    the old challenge, ann joins carl's old room and dan ann's by their codes, ann cancels her
+    other room, all under the ids and codes they had."""
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=2000) as (a, b, c):
+            await _on_bus(a, b, c)
+            ann = await Client.hello(b.port, "ann", bot=True)
+            bob = await Client.hello(c.port, "bob")
+            carl = await Client.hello(c.port, "carl")
+            room = await ann.request({"type": "room_create", "pacing": "free"})
+            other = await ann.request({"type": "room_create", "pacing": "free"})
+            croom = await carl.request({"type": "room_create", "pacing": "free"})  # from c
+            sent = await ann.request({"type": "challenge", "opponent": "bob", "pacing": "free"})
+            offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
+            # a held them: b learns what ann has open there (relayed, never shown to ann)
+            assert all(m["type"] != "_lobby" for m in ann.seen)
+            a.proc.kill()
+            await a.proc.wait()
+            await until(lambda: _leader_is(b, "b"), 15, "b to lead the lobby")
+            await until(lambda: _leader_is(c, "b"), 15, "c to follow b")
+
+            async def accept() -> dict[str, Any]:
+                return await bob.request(
+                    {"type": "accept", "challenge_id": offer["challenge_id"]}
+                )
+
+            # bob's presence reaches b from c: until then his accept may find him unknown
+            async def accepted() -> bool:
+                reply = await accept()
+                if reply["type"] == "match":
+                    accepted.reply = reply  # type: ignore[attr-defined]
+                    return True
+                assert reply["type"] == "error", reply
+                return False
+
+            await until(accepted, 15, "bob's accept of the old challenge")
+            m = accepted.reply  # type: ignore[attr-defined]
+            assert m["opponent"] == "ann"
+            await ann.expect(lambda x: x.get("type") == "match" and x["match_id"] == m["match_id"])
+            # carl's room comes back from c (the new leader is b)
+            mine = await ann.request({"type": "room_join", "code": croom["code"]})
+            assert mine["type"] == "match" and mine["opponent"] == "carl", mine
+            dan = await Client.hello(c.port, "dan")
+            joined = await dan.request({"type": "room_join", "code": room["code"]})
+            assert joined["type"] == "match" and joined["opponent"] == "ann", joined
+            cancelled = await ann.request({"type": "room_cancel", "code": other["code"]})
+            assert cancelled == {"type": "room_closed", "code": other["code"],
+                                 "reason": "cancelled", "ref": cancelled["ref"]}
+            gone = await bob.request({"type": "room_join", "code": other["code"]})
+            assert gone["type"] == "error" and gone["code"] == "unknown_room", gone
+            # nobody was told anything twice
+            assert sum(1 for x in bob.seen if x.get("type") == "challenge") == 1
+            assert sum(1 for x in ann.seen if x.get("type") == "challenge_sent") == 1
+            assert sum(1 for x in ann.seen if x.get("type") == "room") == 2
+            assert sum(1 for x in carl.seen if x.get("type") == "room") == 1
+            for p in (ann, bob, carl, dan):
+                await p.close()
+    finally:
+        await broker.stop()
+
+
+async def test_a_challenge_right_after_the_targets_hello_on_another_node(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The target's presence travels from its node to the leader while the challenge travels
+    from a third node: the leader waits briefly for a registered player instead of refusing.
+    A name nobody registered is still refused at once with unknown_player."""
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=4000) as (a, b, c):
+            await _on_bus(a, b, c)
+            carl = await Client.hello(c.port, "carl")
+            for i in range(5):
+                target = await Client.hello(b.port, f"t{i}")
+                sent = await carl.request({"type": "challenge", "opponent": f"t{i}"})
+                assert sent["type"] == "challenge_sent", sent
+                cid = sent["challenge_id"]
+                await target.expect(lambda m, cid=cid: m.get("challenge_id") == cid)
+                await target.close()
+            err = await carl.request({"type": "challenge", "opponent": "nobody"})
+            assert err["type"] == "error" and err["code"] == "unknown_player", err
+            await carl.close()
+    finally:
+        await broker.stop()
+
+
+class _Conn:
+    def __init__(self, player: str) -> None:
+        self.player = player
+        self.closing = False
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self.sent.append(msg)
+
+
+class _Arena:
+    """Just what the lobby's pairing asks of an arena."""
+
+    def __init__(self) -> None:
+        self.created: list[tuple[str, str]] = []
+
+    def live_match_of(self, player: str) -> None:
+        return None
+
+    def create(self, players: tuple[str, str], *args: Any, **kwargs: Any) -> None:
+        self.created.append(players)
+
+
+def test_entries_put_back_in_the_queue_are_paired_among_themselves() -> None:
+    """After a leader change the new leader puts its own players' entries back in the queue
+    at once; ``pair_waiting`` pairs them with each other (no third player needed), oldest
+    first, and leaves an entry that pairs with nobody."""
+    from moo.variants import DEFAULT_RULES
+    from server.lobby import Lobby, Waiting
+
+    arena = _Arena()
+    lobby = Lobby(arena, [])  # type: ignore[arg-type]
+    names = ["ann", "bob", "cat", "dan", "eve"]
+    conns = {n: _Conn(n) for n in names}
+    for n in names:
+        rated = n != "cat"  # cat wants an unrated match: nobody else does
+        lobby.queue.append(Waiting(
+            conns[n], n, False, "any", "free", rated, DEFAULT_RULES  # type: ignore[arg-type]
+        ))
+    lobby.pair_waiting()
+    assert arena.created == [("ann", "bob"), ("dan", "eve")]
+    assert [w.player for w in lobby.queue] == ["cat"]

@@ -1052,6 +1052,9 @@ class Bus:
                 continue
             del self._awaiting[key]
             self._sent_at.pop(key, None)
+            queued = self._queued.get(key[0])
+            if queued is not None and queued.get("id") == key[1]:
+                del self._queued[key[0]]  # refused ("try again"): not re-queued anywhere
             if not conn.closing:
                 conn.send(error_message(
                     NotAvailable(f"node {node} did not answer; try again"), key[1]
