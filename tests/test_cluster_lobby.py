@@ -198,8 +198,8 @@ async def test_a_challenge_right_after_the_targets_hello_on_another_node(
                 target = await Client.hello(b.port, f"t{i}")
                 sent = await carl.request({"type": "challenge", "opponent": f"t{i}"})
                 assert sent["type"] == "challenge_sent", sent
-                cid = sent["challenge_id"]
-                await target.expect(lambda m, cid=cid: m.get("challenge_id") == cid)
+                offer = await target.of_type("challenge")
+                assert offer["challenge_id"] == sent["challenge_id"], offer
                 await target.close()
             err = await carl.request({"type": "challenge", "opponent": "nobody"})
             assert err["type"] == "error" and err["code"] == "unknown_player", err
@@ -235,7 +235,7 @@ def test_entries_put_back_in_the_queue_are_paired_among_themselves() -> None:
     """After a leader change the new leader puts its own players' entries back in the queue
     at once; ``pair_waiting`` pairs them with each other (no third player needed), oldest
     first, and leaves an entry that pairs with nobody."""
-    from moo.variants import DEFAULT_RULES
+    from moo.variants import CLASSIC_SPEC
     from server.lobby import Lobby, Waiting
 
     arena = _Arena()
@@ -245,7 +245,7 @@ def test_entries_put_back_in_the_queue_are_paired_among_themselves() -> None:
     for n in names:
         rated = n != "cat"  # cat wants an unrated match: nobody else does
         lobby.queue.append(Waiting(
-            conns[n], n, False, "any", "free", rated, DEFAULT_RULES  # type: ignore[arg-type]
+            conns[n], n, False, "any", "free", rated, parse_rules_spec(CLASSIC_SPEC)  # type: ignore[arg-type]
         ))
     lobby.pair_waiting()
     assert arena.created == [("ann", "bob"), ("dan", "eve")]
