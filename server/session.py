@@ -254,7 +254,7 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
         arena.unwatch(conn, msg["match_id"])
         conn.send(_ref({"type": "unwatched", "match_id": msg["match_id"]}, ref))
     elif kind == "matches":
-        conn.send(_ref({"type": "matches", "matches": arena.listing()}, ref))
+        conn.send(_ref({"type": "matches", "matches": await arena.list_matches()}, ref))
     elif kind == "leaderboard":
         by = msg.get("by", "rating")
         rules = parse_rules_spec(msg.get("variant") or CLASSIC_SPEC)

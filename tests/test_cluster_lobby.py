@@ -250,3 +250,70 @@ def test_entries_put_back_in_the_queue_are_paired_among_themselves() -> None:
     lobby.pair_waiting()
     assert arena.created == [("ann", "bob"), ("dan", "eve")]
     assert [w.player for w in lobby.queue] == ["cat"]
+
+
+def _listed(reply: dict[str, Any], mid: str) -> dict[str, Any] | None:
+    assert reply["type"] == "matches", reply
+    return next((m for m in reply["matches"] if m["match_id"] == mid), None)
+
+
+async def test_matches_listing_and_rematch_across_nodes(pg_url: str, tmp_path: Path) -> None:
+    """A match owned by b, played by ann (b) and bob (c), is in the ``matches`` listing of
+    every node with its phase and counts; once finished it is listed nowhere. Then a rematch
+    across nodes: ann asks (b), bob is offered it (c) and asks too, both get the new match
+    with the seats swapped; errors are the single node's."""
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=4000) as (a, b, c):
+            await _on_bus(a, b, c)
+            ann = await Client.hello(b.port, "ann")
+            bob = await Client.hello(c.port, "bob")
+            carl = await Client.hello(c.port, "carl")
+            dan = await Client.hello(a.port, "dan")
+            mid, m = await _challenge(ann, bob, pacing="free")
+            assert m["seat"] == 1  # the challenger sits first
+            owner = await query(pg_url, "SELECT node FROM owners WHERE match_id = $1", mid)
+            assert owner[0][0] == "b"
+            await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
+            await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
+            await ann.event(mid, "started")
+            await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            entries = [_listed(await p.request({"type": "matches"}), mid) for p in (ann, carl, dan)]
+            assert entries[0] is not None and entries[0] == entries[1] == entries[2], entries
+            assert entries[0]["players"] == ["ann", "bob"] and entries[0]["counts"] == [1, 0]
+            assert entries[0]["phase"] == "playing"
+
+            await bob.request({"type": "resign", "match_id": mid})
+            for p in (ann, bob):
+                await p.event(mid, "finished")
+            for p in (ann, carl, dan):
+                assert _listed(await p.request({"type": "matches"}), mid) is None
+
+            # rematch, the players on two nodes; the leader (a) runs it
+            err = await carl.request({"type": "rematch", "match_id": mid})
+            assert err["type"] == "error" and err["code"] == "not_your_seat", err
+            err = await carl.request({"type": "rematch", "match_id": "nope"})
+            assert err["type"] == "error" and err["code"] == "unknown_match", err
+            sent = await ann.request({"type": "rematch", "match_id": mid})
+            assert sent == {"type": "rematch_sent", "match_id": mid, "ref": sent["ref"]}
+            offer = await bob.of_type("rematch_offer")
+            assert offer["match_id"] == mid
+            again = await bob.request({"type": "rematch", "match_id": mid})
+            assert again["type"] == "match" and again["seat"] == 0, again  # seats swapped
+            theirs = await ann.expect(
+                lambda x: x.get("type") == "match" and x["match_id"] == again["match_id"]
+            )
+            assert theirs["seat"] == 1 and theirs["opponent"] == "bob"
+            assert again["match_id"] != mid
+            # the same match cannot be rematched twice
+            err = await ann.request({"type": "rematch", "match_id": mid})
+            assert err["type"] == "error" and err["code"] in ("unknown_match", "in_match"), err
+            new_owner = await query(
+                pg_url, "SELECT node FROM owners WHERE match_id = $1", again["match_id"]
+            )
+            assert new_owner[0][0] == "c"  # placed on the first seat's node (bob's)
+            for p in (ann, bob, carl, dan):
+                await p.close()
+    finally:
+        await broker.stop()

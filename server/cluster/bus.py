@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 
 import aiomqtt
 
-from moo.errors import MooError, NotAvailable, NotYourSeat, UnknownMatch, UnknownPlayer
+from moo.errors import InMatch, MooError, NotAvailable, NotYourSeat, UnknownMatch, UnknownPlayer
 from moo.variants import GameRules, rules_from_dict
 from server.connection import CLOSE_REPLACED, CLOSE_RESTART, Connection, error_message
 from server.lobby import Challenge, Room, Waiting
@@ -190,6 +190,8 @@ class Bus:
         arena.create = self.create  # type: ignore[method-assign]
         # welcome.matches: a player's unfinished matches anywhere in the cluster, read from
         # PostgreSQL while hello looks its token up (player_matches itself is synchronous)
+        self._listing = arena.listing
+        arena.list_matches = self.list_matches  # type: ignore[method-assign]
         self._player_matches = arena.player_matches
         arena.player_matches = self.player_matches  # type: ignore[method-assign]
         self._by_token = app.store.player_by_token
@@ -749,6 +751,53 @@ class Bus:
             )
         return out
 
+    async def list_matches(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The ``matches`` request on a cluster node: its own live matches, then those other
+        live nodes own (PostgreSQL ``owners`` with a live lease, unfinished), each rebuilt from
+        its log for its phase and counts. Without the database: this node's only."""
+        from moo.match import Match
+        from server.storage_pg import DB_NOW_MS
+
+        here = self._listing(limit)
+        if len(here) >= limit:
+            return here
+
+        async def read(conn: Any) -> Any:
+            return await conn.fetch(
+                "SELECT o.match_id FROM owners o JOIN nodes n ON n.name = o.node"
+                f" AND n.epoch = o.epoch AND n.expires_ms > {DB_NOW_MS}"
+                " JOIN matches m ON m.match_id = o.match_id"
+                " WHERE m.finished = 0 AND o.node <> $1 ORDER BY m.created_ms LIMIT $2",
+                self.node, limit,
+            )
+
+        store: Any = self.app.store
+        try:
+            live = self.app.arena.live
+            ids = [r[0] for r in await store._run(read) if r[0] not in live]
+            stored = await store.stored_matches(ids) if ids else []
+        except MooError:
+            return here
+        out = list(here)
+        for sm in stored:
+            if len(out) >= limit:
+                break
+            try:
+                m = Match.replay(sm.events, keep_log=False)
+            except (ValueError, KeyError, TypeError):
+                continue
+            if m.finished:
+                continue
+            out.append({
+                "match_id": sm.match_id,
+                "players": list(m.players),
+                "pacing": m.config.pacing,
+                "rules": m.config.rules.to_dict(),
+                "phase": m.phase,
+                "counts": [s.count for s in m.seats],
+            })
+        return out
+
     def player_matches(self, player: str) -> list[dict[str, Any]]:
         here = self._player_matches(player)
         known = {m["match_id"] for m in here}
@@ -934,7 +983,7 @@ class Bus:
         if info is None:
             if match_id in self._rematched:
                 raise UnknownMatch(f"no recently finished match {match_id!r}")
-            info = await self._finished(match_id)
+            info = await self._finished(match_id, player)
             info = self._rematches.setdefault(match_id, info)
             while len(self._rematches) > _REMATCH_MAX:
                 self._rematches.popitem(last=False)
@@ -971,8 +1020,9 @@ class Bus:
             bots=(bots[1], bots[0]), refs=(refs[1], refs[0]),
         )
 
-    async def _finished(self, match_id: str) -> dict[str, Any]:
-        """A finished match's players, hosted bots and terms, from PostgreSQL."""
+    async def _finished(self, match_id: str, player: str) -> dict[str, Any]:
+        """A finished match's players, hosted bots and terms, from PostgreSQL (``player``
+        asks: one still playing it is told ``in_match``, as on one node)."""
         from moo.match import MatchConfig
 
         async def read(conn: Any) -> Any:
@@ -986,9 +1036,14 @@ class Bus:
         row = await store._run(read)
         if row is None or row[2] is None:
             raise UnknownMatch(f"no recently finished match {match_id!r}")
-        if not row[1]:
-            raise NotAvailable("the match is still being played")
         meta = json.loads(row[0])
+        if not row[1]:
+            if player.casefold() in (str(p).casefold() for p in meta.get("players", ())):
+                raise InMatch(
+                    f"you are playing match {match_id}: finish or resign it first",
+                    match_id=match_id,
+                )
+            raise NotAvailable("the match is still being played")
         created = json.loads(row[2])
         return {
             "players": [str(p) for p in meta["players"]],
