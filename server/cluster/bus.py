@@ -490,10 +490,10 @@ class Bus:
             raise NotAvailable("the node running this match cannot be reached; try again")
         cid = self._conn_id(conn)
         relayed = self._relayed.setdefault(cid, {})
-        if "match_id" in msg:
-            relayed[msg["match_id"]] = owner
-        elif op in _LOBBY_OPS:
+        if op in _LOBBY_OPS:  # (a rematch names a finished match: not relayed from there)
             relayed[""] = owner  # "" = this connection is known to the leader's lobby
+        elif "match_id" in msg:
+            relayed[msg["match_id"]] = owner
         ref = msg.get("id")
         if ref is not None and op != "requeue":
             self._sent_at[(cid, ref)] = time.perf_counter()
