@@ -317,3 +317,42 @@ async def test_matches_listing_and_rematch_across_nodes(pg_url: str, tmp_path: P
                 await p.close()
     finally:
         await broker.stop()
+
+
+async def test_a_person_in_a_match_on_another_node_is_not_seated_twice(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """ann (b) and bob (c) play a match that b runs while a leads the lobby, which does not
+    run it: both are still refused (in_match) when they queue, challenge or open a room, so
+    the leader cannot pair them into a second match; once it is over they may."""
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=4000) as (a, b, c):
+            await _on_bus(a, b, c)
+            ann = await Client.hello(b.port, "ann")
+            bob = await Client.hello(c.port, "bob")
+            carl = await Client.hello(a.port, "carl")
+            mid, _ = await _challenge(ann, bob, pacing="free")
+            for p in (ann, bob):
+                for msg in ({"type": "queue", "pacing": "free"},
+                            {"type": "challenge", "opponent": "carl"},
+                            {"type": "room_create"}):
+                    err = await p.request(msg)
+                    assert err["type"] == "error" and err["code"] == "in_match", (p.name, err)
+                    assert err["match_id"] == mid
+            sent = await carl.request({"type": "challenge", "opponent": "bob"})
+            offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
+            err = await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]})
+            assert err["type"] == "error" and err["code"] == "in_match", err
+            await ann.request({"type": "resign", "match_id": mid})
+            for p in (ann, bob):
+                await p.event(mid, "finished")
+            for p in (ann, bob):
+                assert (await p.request({"type": "queue", "pacing": "free"}))["type"] == "queued"
+            ma, mb = await ann.of_type("match"), await bob.of_type("match")
+            assert ma["match_id"] == mb["match_id"] != mid
+            for p in (ann, bob, carl):
+                await p.close()
+    finally:
+        await broker.stop()

@@ -74,6 +74,8 @@ _LOBBY_METHODS = {
     "rematch": "rematch",
 }
 _LOBBY_OPS = frozenset({*_LOBBY_METHODS, "arrive", "requeue", "restore"})
+#: lobby requests that would seat the player in a match (a person may sit in one at a time)
+_SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
 #: how long the leader keeps a challenge to a registered player it does not see online yet
 #: (their node's presence may still be on its way), before refusing it with unknown_player
 CHALLENGE_HOLD_S = 3.0
@@ -148,6 +150,12 @@ class Bus:
         #: origin side: local connections by id, and the owner each relayed match was sent to
         self._local: dict[str, Connection] = {}
         self._relayed: dict[str, dict[str, str]] = {}  # conn id -> {match id: owner}
+        #: conn id -> unfinished matches other nodes run in which it has a seat (it was sent
+        #: their ``match``), for the one-match-per-person check
+        self._seated: dict[str, set[str]] = {}
+        #: leader side, during one lobby request: player (casefolded) -> the match their own
+        #: node says they sit in (see _busy_of)
+        self._busy_now: dict[str, str] = {}
         self._owners: dict[str, str] = {}  # match id -> owner node (cache)
         self._queued: dict[str, dict[str, Any]] = {}  # conn id -> its pending queue request
         #: conn id -> its open challenges and rooms at the leader, as the leader last said
@@ -209,6 +217,8 @@ class Bus:
             "room_join": lobby.room_join, "room_cancel": lobby.room_cancel,
             "rematch": self._rematch_here,
         }
+        self._free_here = lobby._free
+        lobby._free = self._free  # type: ignore[method-assign]
         lobby.arrive = self.arrive  # type: ignore[method-assign]
         lobby.leave = self.leave  # type: ignore[method-assign]
         for op, name in _LOBBY_METHODS.items():
@@ -485,7 +495,10 @@ class Bus:
         self._local[key] = conn
         return key
 
-    def _forward(self, conn: Connection, owner: str, op: str, msg: dict[str, Any]) -> None:
+    def _forward(
+        self, conn: Connection, owner: str, op: str, msg: dict[str, Any],
+        busy: str | None = None,
+    ) -> None:
         if not self.connected.is_set():
             raise NotAvailable("the node running this match cannot be reached; try again")
         cid = self._conn_id(conn)
@@ -498,11 +511,11 @@ class Bus:
         if ref is not None and op != "requeue":
             self._sent_at[(cid, ref)] = time.perf_counter()
             self._awaiting[(cid, ref)] = (conn, owner, time.monotonic() + self.forward_timeout_s)
-        self._send(
-            f"{PREFIX}/{owner}/req",
-            {"rid": self._rid(), "from": self.node, "conn": cid,
-             "player": conn.player, "op": op, "msg": msg},
-        )
+        envelope = {"rid": self._rid(), "from": self.node, "conn": cid,
+                    "player": conn.player, "op": op, "msg": msg}
+        if busy is not None:
+            envelope["busy"] = busy  # the match the player sits in (see _busy_of)
+        self._send(f"{PREFIX}/{owner}/req", envelope)
         self.forwarded += 1
 
     def _with_owner(self, match_id: str, then: Callable[[str | None], None]) -> None:
@@ -606,6 +619,7 @@ class Bus:
         self._local.pop(cid, None)
         self._queued.pop(cid, None)
         self._lobby_state.pop(cid, None)
+        self._seated.pop(cid, None)
         for key in [k for k in self._awaiting if k[0] == cid]:
             del self._awaiting[key]
             self._sent_at.pop(key, None)
@@ -634,21 +648,56 @@ class Bus:
         local = self._lobby_ops[op]
 
         def call(conn: Connection, arg: Any) -> None:
+            busy = None
+            if op in _SEATING and conn.player is not None:
+                busy = self._busy_of(conn)
             leader = self._lobby_elsewhere()
             if leader is None:
+                key = cast(str, conn.player).casefold() if busy is not None else ""
+                if busy is not None:
+                    self._busy_now[key] = busy
                 try:
+                    if busy is not None and op == "rematch":
+                        self._free(cast(str, conn.player))  # (rematch runs later, in a task)
                     local(conn, arg)
                 finally:
+                    self._busy_now.pop(key, None)
                     self._sync_lobby()
             elif op == "unqueue":
                 self._forward(conn, leader, op, {"id": arg})
                 self._queued.pop(f"{id(conn):x}", None)
             else:
-                self._forward(conn, leader, op, arg)
+                self._forward(conn, leader, op, arg, busy)
                 if op == "queue":  # kept until paired, to re-queue at a new leader
                     self._queued[f"{id(conn):x}"] = arg
 
         return call
+
+    def _busy_of(self, conn: Connection) -> str | None:
+        """The unfinished match this node's client sits in, here or on another node (it was
+        relayed its ``match``); None for a program (any number of matches) or a free person.
+
+        One unfinished match per person, cluster-wide: the leader's lobby sees only the matches
+        the leader runs itself, but a person's matches always reach their own node, so that
+        node tells the leader with each request that would seat them (``busy``), and the
+        lobby's own check (``Lobby._free``) refuses it there, in the single node's order of
+        errors."""
+        player = conn.player
+        if player is None or self.app.lobby.bots.get(player, False):
+            return None
+        live = self.app.arena.live_match_of(player)
+        if live is None:
+            live = next(iter(self._seated.get(f"{id(conn):x}", ())), None)
+        return live
+
+    def _free(self, player: str) -> None:
+        """``Lobby._free`` at the leader: also a match the player's own node says they sit in."""
+        busy = self._busy_now.get(player.casefold())
+        if busy is not None and not self.app.lobby._is_bot(player):
+            raise InMatch(
+                f"you are playing match {busy}: finish or resign it first", match_id=busy
+            )
+        self._free_here(player)
 
     def create(
         self,
@@ -830,6 +879,8 @@ class Bus:
             return
         if msg.get("type") == "match":
             self._queued.pop(data["conn"], None)
+            if data.get("from") not in (None, self.node):  # seated in a match run elsewhere
+                self._seated.setdefault(data["conn"], set()).add(msg["match_id"])
         if msg.get("type") == "match" and data.get("from") not in (None, self.node):
             # a match the cluster lobby made on another node: later requests go there
             self._relayed.setdefault(data["conn"], {})[msg["match_id"]] = data["from"]
@@ -845,6 +896,7 @@ class Bus:
         conn.send(msg)
         if msg.get("kind") == "finished":  # nothing more will come for it
             self._relayed.get(data["conn"], {}).pop(msg.get("match_id", ""), None)
+            self._seated.get(data["conn"], set()).discard(msg.get("match_id", ""))
 
     # -- owner side ---------------------------------------------------------------------------
     async def _serve(self, data: dict[str, Any]) -> None:
@@ -872,6 +924,9 @@ class Bus:
         self.served += 1
         arena = self.app.arena
         ref = msg.get("id")
+        busy = data.get("busy")
+        if busy is not None and remote.player is not None:
+            self._busy_now[remote.player.casefold()] = str(busy)
         try:
             if op == "arrive":
                 old = self._arrive(conn, msg["player"], bool(msg.get("bot")))
@@ -903,6 +958,8 @@ class Bus:
         except MooError as exc:
             remote.send(error_message(exc, ref))
         finally:
+            if busy is not None and remote.player is not None:
+                self._busy_now.pop(remote.player.casefold(), None)
             if op in _LOBBY_OPS:
                 self._sync_lobby()
 
