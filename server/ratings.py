@@ -9,10 +9,11 @@ The ratings also keep the Cambridge 1971 figure the lobby shows beside them: the
 of guesses a player needed when it solved. ``leaderboard("rating")`` ranks by ordinal,
 ``leaderboard("average")`` by that average.
 
-State lives in memory and is written to its own small SQLite file beside the match database
-(``var/moo.ratings.sqlite3`` for ``var/moo.sqlite3``) by a background flush once a second, off
-the event loop; a crash can lose at most the last second of rating updates, never a match.
-Ratings can always be recomputed from the stored match results.
+On SQLite (one node), state lives in memory and is written to its own small SQLite file beside
+the match database (``var/moo.ratings.sqlite3`` for ``var/moo.sqlite3``) by a background flush
+once a second, off the event loop; a crash can lose at most the last second of rating updates,
+never a match. Ratings can always be recomputed from the stored match results. On PostgreSQL
+(a cluster) they are a table instead, rated in the finishing transaction: server/ratings_pg.py.
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ def variant_of(match: Match) -> str:
 def ratings_path(db: str) -> str | None:
     """The ratings file beside the match database; None (memory only) for ``:memory:``.
 
-    Also None for a PostgreSQL database (``postgresql://...``): ratings there are not yet kept
-    in PostgreSQL, and a file named after a URL is no place for them (docs/cluster.md, Status).
+    Also None for a PostgreSQL database (``postgresql://...``): there the ratings are the
+    ``player_ratings`` table every node shares (server/ratings_pg.py), not a file.
     """
     if not db or db == ":memory:" or "://" in db:
         return None
