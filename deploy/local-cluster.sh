@@ -62,6 +62,7 @@ PYEOF
     for i in 0 1 2; do
         "$MOO" serve --db "$DB" --cluster "mqtt://127.0.0.1:$MQTT_PORT" --node "${NAMES[$i]}" \
             --port "${NODE_PORTS[$i]}" --static-dir "$ROOT/clients/web" \
+            --trusted-proxy 127.0.0.1 \
             > "$VAR/${NAMES[$i]}.log" 2>&1 &
         echo $! > "$VAR/${NAMES[$i]}.pid"
     done

@@ -745,6 +745,11 @@ class Arena:
             )
         return out
 
+    async def list_matches(self) -> list[dict[str, Any]]:
+        """The ``matches`` request: :meth:`listing` here; a cluster node's bus replaces it
+        with the live matches of every node (server/cluster/bus.py)."""
+        return self.listing()
+
     # -- rematch --------------------------------------------------------------------------------
     def rematch(self, conn: Connection, match_id: str) -> LiveMatch | None:
         """Record a rematch wish; returns the finished match once both sides want one."""

@@ -37,6 +37,10 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     ),
     "--static-dir": ("static_dir", str, "browser client files (default clients/web/)"),
     "--origins": ("origins", str, "comma-separated allowed browser origins"),
+    "--trusted-proxy": (
+        "trusted_proxies", str,
+        "comma-separated proxy addresses/networks whose X-Forwarded-For names the client",
+    ),
     "--log-level": ("log_level", str, "DEBUG, INFO, WARNING or ERROR"),
     "--log-format": ("log_format", str, "text (default) or json: one JSON object per line"),
     "--pacing": ("pacing", str, "default pacing of new matches: lockstep or free"),

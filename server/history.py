@@ -151,7 +151,7 @@ class History:
         if player is None:
             raise UnknownPlayer(f"no player {name!r}")
         distribution, est = (await self._estimates([player]))[player.casefold()]
-        out = self._rating(player)
+        out = await self._rating(player)
         out.update(
             {
                 "type": "player",
@@ -177,9 +177,9 @@ class History:
         return out
 
     # -- internals ----------------------------------------------------------------------------
-    def _rating(self, player: str) -> dict[str, Any]:
+    async def _rating(self, player: str) -> dict[str, Any]:
         if self.ratings is not None:
-            known = self.ratings.players.get(player.casefold())
+            known = await self.ratings.lookup(player)
             if known is not None:
                 row = known.row()
                 mu, sigma = row["mu"], row["sigma"]

@@ -209,6 +209,29 @@ class Lobby:
                 return
         self.queue.append(me)
 
+    def pair_waiting(self) -> None:
+        """Pair whatever in the queue pairs, oldest entries first.
+
+        Only a cluster node needs it: entries put back in the queue at once (after the lobby
+        leader changed) are not paired by :meth:`enqueue`, which pairs one newcomer.
+        """
+        i = 0
+        while i < len(self.queue):
+            me = self.queue[i]
+            for j in range(i):
+                other = self.queue[j]
+                if me.pairs_with(other):
+                    del self.queue[i]
+                    del self.queue[j]
+                    self._start(
+                        (other.player, me.player), (other.conn, me.conn), me.pacing,
+                        rated=me.rated, rules=me.rules, assist=me.assist,
+                    )
+                    i = 0
+                    break
+            else:
+                i += 1
+
     def unqueue(self, conn: Connection, ref: Any) -> None:
         self.queue = [w for w in self.queue if w.conn is not conn]
         conn.send(_with_ref({"type": "unqueued", "reason": "requested"}, ref))

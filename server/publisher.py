@@ -349,7 +349,14 @@ def install(app: Any) -> Hooks:
         if publisher is not None:
             publisher.rating(change.name, {**change.to_dict(), **player.row()})
 
-    ratings = Ratings(ratings_path(settings.db), on_change=on_change)
+    ratings: Ratings
+    if getattr(app.store, "finish_hooks", None) is not None:
+        # PostgreSQL (a cluster): ratings are rows every node shares (server/ratings_pg.py)
+        from server.ratings_pg import PgRatings
+
+        ratings = PgRatings(app.store, on_change=on_change)
+    else:
+        ratings = Ratings(ratings_path(settings.db), on_change=on_change)
     # The publisher listens first: a match's last events and its result are queued before
     # the rating changes the match caused, so subscribers see them in that order.
     if publisher is not None:

@@ -9,10 +9,11 @@ The ratings also keep the Cambridge 1971 figure the lobby shows beside them: the
 of guesses a player needed when it solved. ``leaderboard("rating")`` ranks by ordinal,
 ``leaderboard("average")`` by that average.
 
-State lives in memory and is written to its own small SQLite file beside the match database
-(``var/moo.ratings.sqlite3`` for ``var/moo.sqlite3``) by a background flush once a second, off
-the event loop; a crash can lose at most the last second of rating updates, never a match.
-Ratings can always be recomputed from the stored match results.
+On SQLite (one node), state lives in memory and is written to its own small SQLite file beside
+the match database (``var/moo.ratings.sqlite3`` for ``var/moo.sqlite3``) by a background flush
+once a second, off the event loop; a crash can lose at most the last second of rating updates,
+never a match. Ratings can always be recomputed from the stored match results. On PostgreSQL
+(a cluster) they are a table instead, rated in the finishing transaction: server/ratings_pg.py.
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ def variant_of(match: Match) -> str:
 def ratings_path(db: str) -> str | None:
     """The ratings file beside the match database; None (memory only) for ``:memory:``.
 
-    Also None for a PostgreSQL database (``postgresql://...``): ratings there are not yet kept
-    in PostgreSQL, and a file named after a URL is no place for them (docs/cluster.md, Status).
+    Also None for a PostgreSQL database (``postgresql://...``): there the ratings are the
+    ``player_ratings`` table every node shares (server/ratings_pg.py), not a file.
     """
     if not db or db == ":memory:" or "://" in db:
         return None
@@ -273,49 +274,29 @@ class Ratings:
         names = match.players
         if names[0].casefold() == names[1].casefold():
             return []
-        winner = result.get("winner")
         variant = variant_of(match)
-        a, b = self.get(names[0], variant), self.get(names[1], variant)
-        ranks = [1.0, 1.0] if winner is None else ([1.0, 2.0] if winner == 0 else [2.0, 1.0])
-        before = (display_rating(a.ordinal), display_rating(b.ordinal))
-        (ra,), (rb,) = self.model.rate(
-            [[self.model.rating(mu=a.mu, sigma=a.sigma, name=a.name)],
-             [self.model.rating(mu=b.mu, sigma=b.sigma, name=b.name)]],
-            ranks=ranks,
-        )
+        pair = (self.get(names[0], variant), self.get(names[1], variant))
         duration = int(match.last_at - match.created_at) if match.seq else 0
-        changes = []
-        for seat, (player, new) in enumerate(((a, ra), (b, rb))):
-            player.mu, player.sigma = float(new.mu), float(new.sigma)
-            player.games += 1
-            outcome = "draw" if winner is None else ("win" if winner == seat else "loss")
-            if outcome == "win":
-                player.wins += 1
-            elif outcome == "loss":
-                player.losses += 1
-            else:
-                player.draws += 1
-            solved_at = match.seats[seat].solved_at
-            if solved_at is not None:
-                player.solved += 1
-                player.guesses += solved_at
-            player.time_ms += duration
+        changes = rate_pair(
+            self.model, pair, result.get("winner"),
+            (match.seats[0].solved_at, match.seats[1].solved_at), duration,
+            match.match_id, variant,
+        )
+        for player, change in zip(pair, changes, strict=True):
             if variant:
                 self._dirty_variants.add((variant, player.name.casefold()))
             else:
                 self._dirty.add(player.name.casefold())
-            change = RatingChange(
-                player.name, match.match_id, before[seat], display_rating(player.ordinal),
-                player.mu, player.sigma, outcome, variant,
-            )
-            changes.append(change)
-            # the MQTT rating topics (docs/mqtt.md) carry the classic rating only
-            if self.on_change is not None and not variant:
-                try:
-                    self.on_change(change, player)
-                except Exception:
-                    log.exception("rating listener failed")
+            self._changed(change, player)
         return changes
+
+    def _changed(self, change: RatingChange, player: PlayerRating) -> None:
+        # the MQTT rating topics (docs/mqtt.md) carry the classic rating only
+        if self.on_change is not None and not change.variant:
+            try:
+                self.on_change(change, player)
+            except Exception:
+                log.exception("rating listener failed")
 
     # -- queries ------------------------------------------------------------------------------
     def leaderboard(
@@ -331,3 +312,57 @@ class Ratings:
         else:
             players.sort(key=lambda p: (-p.ordinal, -p.games, p.name))
         return [p.row() for p in players[:limit]]
+
+    async def board(
+        self, by: str = "rating", limit: int = 50, variant: str = ""
+    ) -> list[dict[str, Any]]:
+        """:meth:`leaderboard` as the ``leaderboard`` request reads it (PostgreSQL: a query)."""
+        return self.leaderboard(by, limit, variant)
+
+    async def lookup(self, name: str) -> PlayerRating | None:
+        """``name``'s classic rating, None before their first rated match."""
+        return self.players.get(name.casefold())
+
+
+def rate_pair(
+    model: PlackettLuce,
+    pair: tuple[PlayerRating, PlayerRating],
+    winner: int | None,
+    solved_at: tuple[int | None, int | None],
+    duration_ms: int,
+    match_id: str,
+    variant: str,
+) -> list[RatingChange]:
+    """Apply one finished match to both seats' ratings (in place); returns the two changes.
+
+    The one rating rule of both stores: the in-memory ratings of a single node and the rows
+    a cluster node updates inside the transaction that finishes the match.
+    """
+    a, b = pair
+    ranks = [1.0, 1.0] if winner is None else ([1.0, 2.0] if winner == 0 else [2.0, 1.0])
+    before = (display_rating(a.ordinal), display_rating(b.ordinal))
+    (ra,), (rb,) = model.rate(
+        [[model.rating(mu=a.mu, sigma=a.sigma, name=a.name)],
+         [model.rating(mu=b.mu, sigma=b.sigma, name=b.name)]],
+        ranks=ranks,
+    )
+    changes = []
+    for seat, (player, new) in enumerate(((a, ra), (b, rb))):
+        player.mu, player.sigma = float(new.mu), float(new.sigma)
+        player.games += 1
+        outcome = "draw" if winner is None else ("win" if winner == seat else "loss")
+        if outcome == "win":
+            player.wins += 1
+        elif outcome == "loss":
+            player.losses += 1
+        else:
+            player.draws += 1
+        if solved_at[seat] is not None:
+            player.solved += 1
+            player.guesses += int(solved_at[seat] or 0)
+        player.time_ms += duration_ms
+        changes.append(RatingChange(
+            player.name, match_id, before[seat], display_rating(player.ordinal),
+            player.mu, player.sigma, outcome, variant,
+        ))
+    return changes

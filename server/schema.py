@@ -373,6 +373,32 @@ MIGRATIONS: tuple[Migration, ...] = (
             ),
         ),
     ),
+    Migration(
+        5,
+        "player ratings per variant family, shared by a cluster's nodes",
+        (
+            # One row per (variant family, player): "" is classic 4-of-10 MOO, else the rules'
+            # canonical spec (server/ratings.py variant_of). A PostgreSQL arena updates it in
+            # the transaction that finishes a rated match (server/ratings_pg.py) and every node
+            # reads its leaderboard here. A single node on SQLite keeps its ratings in memory
+            # and in the ratings file beside the database, as before: there the table stays
+            # empty (one schema for both, like nodes and owners).
+            """CREATE TABLE IF NOT EXISTS player_ratings (
+                variant TEXT NOT NULL,
+                name TEXT {nocase} NOT NULL,
+                mu DOUBLE PRECISION NOT NULL,
+                sigma DOUBLE PRECISION NOT NULL,
+                games INTEGER NOT NULL,
+                wins INTEGER NOT NULL,
+                draws INTEGER NOT NULL,
+                losses INTEGER NOT NULL,
+                solved INTEGER NOT NULL,
+                guesses {bigint} NOT NULL,
+                time_ms {bigint} NOT NULL,
+                PRIMARY KEY (variant, name)
+            ){without_rowid}""",
+        ),
+    ),
 )
 
 #: the version a database has once every migration here is applied

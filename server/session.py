@@ -50,6 +50,7 @@ from server.connection import (
     error_message,
 )
 from server.context import ServerContext
+from server.proxy import client_address
 from server.ratelimit import TokenBucket
 from server.storage import PlayerRecord
 
@@ -168,7 +169,7 @@ async def _hello(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> N
     if password is not None:  # signing in to a secured name, from any device
         if token is not None:
             raise SchemaError("send either 'token' or 'password' in hello, not both")
-        account, new_token_ = await app.accounts.sign_in(name, password, _address(conn))
+        account, new_token_ = await app.accounts.sign_in(name, password, _address(app, conn))
         record = PlayerRecord(account.name, account.bot, 0, secured=True)
         name = record.name
     elif token is not None:
@@ -254,12 +255,12 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
         arena.unwatch(conn, msg["match_id"])
         conn.send(_ref({"type": "unwatched", "match_id": msg["match_id"]}, ref))
     elif kind == "matches":
-        conn.send(_ref({"type": "matches", "matches": arena.listing()}, ref))
+        conn.send(_ref({"type": "matches", "matches": await arena.list_matches()}, ref))
     elif kind == "leaderboard":
         by = msg.get("by", "rating")
         rules = parse_rules_spec(msg.get("variant") or CLASSIC_SPEC)
         family = "" if is_classic(rules) else rules_spec(rules)
-        rows = await app.history.decorate(app.hooks.ratings.leaderboard(by, variant=family))
+        rows = await app.history.decorate(await app.hooks.ratings.board(by, variant=family))
         conn.send(_ref({"type": "leaderboard", "by": by, "variant": rules_spec(rules),
                         "players": rows}, ref))
     elif kind == "analysis":
@@ -286,7 +287,7 @@ async def _account_request(app: ServerContext, conn: Connection, msg: dict[str, 
     assert me is not None
     if kind == "set_password":
         await app.accounts.set_password(
-            me, msg["password"], msg.get("old_password"), _address(conn)
+            me, msg["password"], msg.get("old_password"), _address(app, conn)
         )
         conn.send(_ref({"type": "password_set"}, ref))
     elif kind == "sign_out_all":
@@ -310,12 +311,18 @@ async def _account_request(app: ServerContext, conn: Connection, msg: dict[str, 
         conn.send(_ref(await app.history.player(msg["name"]), ref))
 
 
-def _address(conn: Connection) -> str:
-    """The client's IP address, the key of the per-address sign-in limit."""
+def _address(app: ServerContext, conn: Connection) -> str:
+    """The client's IP address, the key of the per-address sign-in limit: the TCP peer's, or,
+    when the peer is a trusted proxy (``trusted_proxies``), the one its X-Forwarded-For names
+    (server/proxy.py)."""
     peer = getattr(conn.ws, "remote_address", None)
-    if isinstance(peer, tuple) and peer:
-        return str(peer[0])
-    return "?"
+    address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+    if app.settings.trusted_proxies:
+        request = getattr(conn.ws, "request", None)
+        headers = getattr(request, "headers", None)
+        forwarded = headers.get_all("X-Forwarded-For") if headers is not None else []
+        address = client_address(address, forwarded, tuple(app.settings.trusted_proxies))
+    return address
 
 
 def _move(

@@ -10,6 +10,7 @@ unique across sections, so the environment and the CLI can use the bare key.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 import tomllib
@@ -41,6 +42,9 @@ class Settings:
     origins: list[str] = field(default_factory=list)
     log_level: str = "INFO"
     log_format: str = "text"  # or "json" (server/logs.py)
+    #: addresses (or networks) of reverse proxies (HAProxy) whose X-Forwarded-For is believed:
+    #: a connection from one of them counts as from the client the header names
+    trusted_proxies: list[str] = field(default_factory=list)
     # [limits]
     max_message_bytes: int = 4096
     max_connections: int = 5000
@@ -105,6 +109,13 @@ class Settings:
                 problems.append(f"node must be 1-40 of A-Z a-z 0-9 _ . -, got {self.node!r}")
         if self.log_format not in ("text", "json"):
             problems.append(f"log_format must be 'text' or 'json', got {self.log_format!r}")
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                problems.append(
+                    f"trusted_proxies: {proxy!r} is not an IP address or network (CIDR)"
+                )
         if self.lease_ms < 1000:
             problems.append("lease_ms must be at least 1000")
         db_problem = check_db(self.db)
@@ -170,7 +181,9 @@ def describe(db: str) -> str:
 
 #: TOML section -> keys, in the order config/default.toml lists them.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "server": ("host", "port", "static_dir", "origins", "log_level", "log_format"),
+    "server": (
+        "host", "port", "static_dir", "origins", "log_level", "log_format", "trusted_proxies",
+    ),
     "limits": (
         "max_message_bytes", "max_connections", "rate_per_s", "rate_burst",
         "handshake_timeout_s", "idle_timeout_s", "ping_interval_s", "send_queue_max",

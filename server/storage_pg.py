@@ -135,6 +135,12 @@ class PostgresStore(Store):
         self.ops = 0
         #: seconds each recent commit took (BEGIN to COMMIT acknowledged)
         self.commit_seconds: list[float] = []
+        #: called inside the transaction that finishes matches, after their ``finished``
+        #: events and ``results`` rows: ``hook(connection, [(match id, event 1, stat deltas)])``
+        #: (the cluster's ratings, server/ratings_pg.py)
+        self.finish_hooks: list[
+            Callable[[Any, list[tuple[str, str | None, list[StatDelta]]]], Awaitable[None]]
+        ] = []
 
     # -- lifecycle ------------------------------------------------------------------------
     async def open(self) -> None:
@@ -356,7 +362,7 @@ class PostgresStore(Store):
                 async with conn.transaction():
                     lost = await conn.fetchval(_COMMIT_SQL, node, epoch, *_commit_args(ops))
                     if not lost:
-                        await _index_results(conn, done)
+                        await _index_results(conn, done, self.finish_hooks)
             else:
                 lost = await conn.fetchval(_COMMIT_SQL, node, epoch, *_commit_args(ops))
             if not lost:
@@ -652,14 +658,22 @@ def _commit_args(ops: list[_PgOp]) -> list[Any]:
     ]
 
 
-async def _index_results(conn: Any, done: list[_Append]) -> None:
-    """Write the ``results`` rows of the matches this transaction finishes (history).
+async def _index_results(
+    conn: Any,
+    done: list[_Append],
+    hooks: Sequence[
+        Callable[[Any, list[tuple[str, str | None, list[StatDelta]]]], Awaitable[None]]
+    ] = (),
+) -> None:
+    """Write the ``results`` rows of the matches this transaction finishes (history), then
+    run the finish ``hooks`` (ratings) in the same transaction.
 
     Same rows as SQLite's (:func:`server.schema.result_rows`). Event 1 and the meta may have
     been committed by an earlier batch, so they are read back inside this transaction. The
     index is derived data: a failure is logged and rolled back to a savepoint, never allowed
     to fail the match's commit.
     """
+    found: dict[str, tuple[str | None, str | None]] = {}
     try:
         async with conn.transaction():
             found = {
@@ -680,6 +694,19 @@ async def _index_results(conn: Any, done: list[_Append]) -> None:
                 await conn.executemany(RESULTS_UPSERT_PG, rows)
     except _DATA_ERRORS:
         log.exception("cannot index the results of %d finished matches", len(done))
+    if not hooks:
+        return
+    finished = [(a.match_id, found.get(a.match_id, (None, None))[1], list(a.stats))
+                for a in done]
+    for hook in hooks:
+        try:
+            await hook(conn, finished)
+        except (*_OUTAGE, asyncpg.InterfaceError):
+            raise  # the database is gone: the whole commit fails, as it would anyway
+        except (asyncpg.PostgresError, ValueError, KeyError, TypeError):
+            # e.g. a deadlock between two nodes' finishes: the hook's savepoint is rolled back
+            # and the match still finishes (its rating is missed, and logged)
+            log.exception("finish hook failed for %d matches", len(done))
 
 
 def _reason(exc: BaseException) -> str:

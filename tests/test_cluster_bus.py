@@ -202,12 +202,18 @@ async def test_the_lobby_is_cluster_wide(pg_url: str, tmp_path: Path, enc: str) 
             m = await ann.request({"type": "accept", "challenge_id": offer["challenge_id"]})
             assert m["type"] == "match" and m["opponent"] == "bob"
             await bob.expect(lambda x: x.get("type") == "match" and x["match_id"] == m["match_id"])
+            # one match at a time per person, as on one node (the match runs on c, not on the
+            # lobby leader a): ann resigns it before she opens a room
+            busy = await ann.request({"type": "room_create", "pacing": "free"})
+            assert busy["type"] == "error" and busy["code"] == "in_match", busy
+            await ann.request({"type": "resign", "match_id": m["match_id"]})
+            await ann.event(m["match_id"], "finished")
             room = await ann.request({"type": "room_create", "pacing": "free"})
             carl = await Client.hello(c.port, "carl", enc)
             joined = await carl.request({"type": "room_join", "code": room["code"]})
             assert joined["type"] == "match" and joined["opponent"] == "ann", joined
             # an unknown player is still a specific error
-            err = await carl.request({"type": "challenge", "opponent": "nobody"})
+            err = await bob.request({"type": "challenge", "opponent": "nobody"})
             assert err["type"] == "error" and err["code"] == "unknown_player"
             # one player, one connection, cluster-wide: ann again on c replaces ann on b
             ann_c = await Client.hello(c.port, "x", enc, token=ann.token)

@@ -7,6 +7,7 @@ the bots over the nodes: the bots pair through the cluster lobby and play across
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 
 from tests.mqtt_support import free_port
 from tests.pg_support import pg_url
+from tests.server_support import Client
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
@@ -53,6 +55,7 @@ def test_tournament_through_haproxy_over_tls(pg_url: str, tmp_path: Path) -> Non
         assert len(results) == 12  # 3 pairs x 2 rounds x both ways
         assert all(r["reason"] in ("solved", "cap") for r in results), results
         assert "12 matches (12 played" in run.stdout
+        asyncio.run(_forwarded_addresses(ports[5], ports[1:4]))
         # every node is still healthy after the run
         status = subprocess.run([script, "status"], env=env, capture_output=True, text=True)
         lines = [ln for ln in status.stdout.splitlines() if ln[:2] in ("a:", "b:", "c:")]
@@ -64,3 +67,43 @@ def test_tournament_through_haproxy_over_tls(pg_url: str, tmp_path: Path) -> Non
         log = (tmp_path / "cluster" / f"{name}.log").read_text()
         assert "Traceback" not in log and " ERROR " not in log, log
         assert "stopped" in log  # drained on SIGTERM
+
+
+async def _fail(c: Client, name: str) -> str:
+    reply = await c.request({"type": "hello", "name": name, "password": "guess guess"})
+    assert reply["type"] == "error", reply
+    return str(reply["code"])
+
+
+async def _forwarded_addresses(proxy: int, node_ports: list[int]) -> None:
+    """The nodes run with --trusted-proxy 127.0.0.1 (local-cluster.sh): a player's failed
+    sign-ins through HAProxy count against the player's own address, as HAProxy put it in
+    X-Forwarded-For, not against the proxy's. (Loopback addresses other than 127.0.0.1 stand
+    for players on other machines.)"""
+    ann = await Client.open(proxy, local_addr=("127.0.0.2", 0))
+    for i in range(20):  # the default per-address limit
+        assert await _fail(ann, f"ann{i}") == "bad_credentials"
+    assert await _fail(ann, "ann20") == "too_many_attempts"
+    # another player through the same proxy is not limited, whichever node they reach
+    bob = await Client.open(proxy, local_addr=("127.0.0.3", 0))
+    assert await _fail(bob, "bob") == "bad_credentials"
+    # the node that counted it believes the header from the proxy's address only
+    limited = []
+    for port in node_ports:
+        as_proxy = await Client.open(port, additional_headers={"X-Forwarded-For": "127.0.0.2"})
+        if await _fail(as_proxy, "carl") == "too_many_attempts":
+            limited.append(port)
+            forged = await Client.open(
+                port, local_addr=("127.0.0.3", 0),
+                additional_headers={"X-Forwarded-For": "127.0.0.2"},
+            )
+            assert await _fail(forged, "carl") == "bad_credentials"  # not from the proxy
+            # and the proxy's own address was never counted: another client through it
+            other = await Client.open(port, additional_headers={"X-Forwarded-For": "127.0.0.4"})
+            assert await _fail(other, "dan") == "bad_credentials"
+            for c in (forged, other):
+                await c.close()
+        await as_proxy.close()
+    assert len(limited) == 1, limited
+    for c in (ann, bob):
+        await c.close()

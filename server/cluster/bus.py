@@ -54,10 +54,10 @@ from urllib.parse import urlsplit
 
 import aiomqtt
 
-from moo.errors import MooError, NotAvailable
+from moo.errors import InMatch, MooError, NotAvailable, NotYourSeat, UnknownMatch, UnknownPlayer
 from moo.variants import GameRules, rules_from_dict
 from server.connection import CLOSE_REPLACED, CLOSE_RESTART, Connection, error_message
-from server.lobby import Waiting
+from server.lobby import Challenge, Room, Waiting
 
 if TYPE_CHECKING:
     from server.context import ServerContext
@@ -70,9 +70,17 @@ PREFIX = "moo-cluster"
 #: lobby requests a node forwards to the lobby leader: bus op -> Lobby method
 _LOBBY_METHODS = {
     "queue": "enqueue", "unqueue": "unqueue", "challenge": "challenge", "answer": "answer",
-    "room_create": "room_create", "room_join": "room_join",
+    "room_create": "room_create", "room_join": "room_join", "room_cancel": "room_cancel",
+    "rematch": "rematch",
 }
-_LOBBY_OPS = frozenset({*_LOBBY_METHODS, "arrive", "requeue"})
+_LOBBY_OPS = frozenset({*_LOBBY_METHODS, "arrive", "requeue", "restore"})
+#: lobby requests that would seat the player in a match (a person may sit in one at a time)
+_SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
+#: how long the leader keeps a challenge to a registered player it does not see online yet
+#: (their node's presence may still be on its way), before refusing it with unknown_player
+CHALLENGE_HOLD_S = 3.0
+#: finished matches the leader remembers for rematch (as Arena.recent on one node)
+_REMATCH_MAX = 1000
 #: a forwarded request unanswered this long gets not_available (checked every lease/10)
 FORWARD_TIMEOUT_S = 5.0
 #: requests remembered for de-duplication
@@ -142,8 +150,25 @@ class Bus:
         #: origin side: local connections by id, and the owner each relayed match was sent to
         self._local: dict[str, Connection] = {}
         self._relayed: dict[str, dict[str, str]] = {}  # conn id -> {match id: owner}
+        #: conn id -> unfinished matches other nodes run in which it has a seat (it was sent
+        #: their ``match``), for the one-match-per-person check
+        self._seated: dict[str, set[str]] = {}
+        #: leader side, during one lobby request: player (casefolded) -> the match their own
+        #: node says they sit in (see _busy_of)
+        self._busy_now: dict[str, str] = {}
         self._owners: dict[str, str] = {}  # match id -> owner node (cache)
         self._queued: dict[str, dict[str, Any]] = {}  # conn id -> its pending queue request
+        #: conn id -> its open challenges and rooms at the leader, as the leader last said
+        #: (``_lobby`` messages), re-announced to a new leader
+        self._lobby_state: dict[str, dict[str, Any]] = {}
+        #: leader side: what each remote connection was last told about its entries
+        self._synced: dict[tuple[str, str], dict[str, Any]] = {}
+        #: leader side: challenges to a registered player not (yet) seen online
+        self._held: list[tuple[Connection, dict[str, Any]]] = []
+        #: leader side: finished matches asked for a rematch: id -> players, bots, config,
+        #: the seats that asked; ids already rematched
+        self._rematches: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._rematched: OrderedDict[str, None] = OrderedDict()
         self._waiting: dict[str, list[Callable[[str | None], None]]] = {}
         #: counters for /metrics
         self.forwarded = 0
@@ -173,6 +198,8 @@ class Bus:
         arena.create = self.create  # type: ignore[method-assign]
         # welcome.matches: a player's unfinished matches anywhere in the cluster, read from
         # PostgreSQL while hello looks its token up (player_matches itself is synchronous)
+        self._listing = arena.listing
+        arena.list_matches = self.list_matches  # type: ignore[method-assign]
         self._player_matches = arena.player_matches
         arena.player_matches = self.player_matches  # type: ignore[method-assign]
         self._by_token = app.store.player_by_token
@@ -183,11 +210,15 @@ class Bus:
         lobby = app.lobby
         self.leader: str | None = None
         self._arrive, self._leave = lobby.arrive, lobby.leave
+        self._challenge = lobby.challenge
         self._lobby_ops: dict[str, Callable[..., None]] = {
-            "queue": lobby.enqueue, "unqueue": lobby.unqueue, "challenge": lobby.challenge,
+            "queue": lobby.enqueue, "unqueue": lobby.unqueue, "challenge": self._challenge_here,
             "answer": lobby.answer, "room_create": lobby.room_create,
-            "room_join": lobby.room_join,
+            "room_join": lobby.room_join, "room_cancel": lobby.room_cancel,
+            "rematch": self._rematch_here,
         }
+        self._free_here = lobby._free
+        lobby._free = self._free  # type: ignore[method-assign]
         lobby.arrive = self.arrive  # type: ignore[method-assign]
         lobby.leave = self.leave  # type: ignore[method-assign]
         for op, name in _LOBBY_METHODS.items():
@@ -218,14 +249,104 @@ class Bus:
         if leader == self.leader:
             return
         log.info("bus: lobby leader is %s (was %s)", leader, self.leader)
+        if self.leader == self.node:
+            self._hand_over()
         self.leader = leader
         self._announce()
 
+    def _hand_over(self) -> None:
+        """This node stops leading the lobby (a node with a smaller name is back, or this one
+        was thought gone): its own players' queue entries, challenges and rooms are kept here,
+        as a follower keeps them, to be re-announced to the new leader; the lobby state of
+        other nodes' players is dropped (their nodes re-announce it)."""
+        lobby = self.app.lobby
+        for w in lobby.queue:
+            if isinstance(w.conn, Connection):
+                self._queued[self._conn_id(w.conn)] = {
+                    "type": "queue", "pool": w.pool, "pacing": w.pacing, "rated": w.rated,
+                    "rules": w.rules.to_dict(), "assist": w.assist,
+                }
+        for cid, state in self._entries(Connection).items():
+            self._lobby_state[cid[1]] = state
+        lobby.queue.clear()
+        lobby.challenges.clear()
+        lobby.rooms.clear()
+        for name, conn in list(lobby.online.items()):
+            if not isinstance(conn, Connection):
+                del lobby.online[name]
+                lobby.bots.pop(name, None)
+        self._synced.clear()
+        self._rematches.clear()
+
+    def _entries(self, kind: type) -> dict[tuple[str, str], dict[str, Any]]:
+        """The open challenges and rooms at this (leading) node whose source is a ``kind``
+        (RemoteConn: other nodes' players; Connection: this node's), by (node, conn id)."""
+        lobby = self.app.lobby
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def key(conn: Any) -> tuple[str, str] | None:
+            if not isinstance(conn, kind) or getattr(conn, "closing", False):
+                return None
+            if isinstance(conn, RemoteConn):
+                return (conn.origin, conn.conn_id)
+            return (self.node, f"{id(conn):x}")
+
+        for ch in lobby.challenges.values():
+            k = key(ch.source)
+            if k is not None:
+                out.setdefault(k, {"challenges": [], "rooms": []})["challenges"].append({
+                    "id": ch.challenge_id, "target": ch.target, "pacing": ch.pacing,
+                    "rated": ch.rated, "rules": ch.rules.to_dict(), "assist": ch.assist,
+                })
+        for room in lobby.rooms.values():
+            k = key(room.owner)
+            if k is not None:
+                out.setdefault(k, {"challenges": [], "rooms": []})["rooms"].append({
+                    "code": room.code, "pacing": room.pacing, "rated": room.rated,
+                    "rules": room.rules.to_dict(), "assist": room.assist,
+                })
+        return out
+
+    def _sync_lobby(self) -> None:
+        """Leader: tell each node what its players have open here (challenges, rooms), so
+        that a new leader gets them back from those nodes if this one dies. Sent with the
+        relayed events (same channel, same order), only when a connection's entries changed."""
+        if self.leader != self.node:
+            return
+        state = self._entries(RemoteConn)
+        empty: dict[str, Any] = {"challenges": [], "rooms": []}
+        for key in set(state) | set(self._synced):
+            now = state.get(key, empty)
+            if now != self._synced.get(key, empty):
+                self.relay(key[0], key[1], {"type": "_lobby", **now})
+        self._synced = state
+
+    def _restore(self, conn: Connection, state: dict[str, Any]) -> None:
+        """Leader: put back the challenges and rooms a connection had at the old leader,
+        under their ids and codes (the players were told them); nobody is told again."""
+        lobby = self.app.lobby
+        player = conn.player
+        if player is None:
+            return
+        for c in state.get("challenges", ()):
+            if c["id"] not in lobby.challenges:
+                lobby.challenges[c["id"]] = Challenge(
+                    c["id"], conn, player, c["target"], c["pacing"], bool(c["rated"]),
+                    rules_from_dict(c["rules"]), bool(c.get("assist", False)),
+                )
+        for r in state.get("rooms", ()):
+            if r["code"] not in lobby.rooms:
+                lobby.rooms[r["code"]] = Room(
+                    r["code"], conn, player, r["pacing"], bool(r["rated"]),
+                    rules_from_dict(r["rules"]), bool(r.get("assist", False)),
+                )
+
     def _announce(self) -> None:
-        """Tell the lobby leader who is online here (a new leader, or after a reconnect)."""
+        """Tell the lobby leader who is online here (a new leader, or after a reconnect), and
+        what this node's players had open at the old one: queue entries, challenges, rooms."""
         lobby = self.app.lobby
         if self.leader == self.node:
-            # this node leads now: its own players queued at the old leader wait here
+            # this node leads now: its own players' entries at the old leader are kept here
             for cid, msg in list(self._queued.items()):
                 conn = self._local.get(cid)
                 if conn is not None and not conn.closing and conn.player is not None:
@@ -236,6 +357,13 @@ class Bus:
                         self.app.arena.rules_of(msg), bool(msg.get("assist", False)),
                     ))
             self._queued.clear()
+            for cid, state in list(self._lobby_state.items()):
+                conn = self._local.get(cid)
+                if conn is not None and not conn.closing:
+                    self._restore(conn, state)
+            self._lobby_state.clear()
+            lobby.pair_waiting()  # two of them may pair with each other: no third needed
+            self._retry_held(None)
             return
         leader = self._lobby_elsewhere()
         if leader is None or not self.connected.is_set():
@@ -246,10 +374,14 @@ class Bus:
                     conn, leader, "arrive",
                     {"player": conn.player, "bot": lobby.bots.get(conn.player, False)},
                 )
+                cid = f"{id(conn):x}"
                 # a player queued here stays queued when the leader that held it died
-                queued = self._queued.get(f"{id(conn):x}")
+                queued = self._queued.get(cid)
                 if queued is not None:
                     self._forward(conn, leader, "requeue", queued)
+                held = self._lobby_state.get(cid)
+                if held is not None:
+                    self._forward(conn, leader, "restore", held)
 
     async def start(self) -> None:
         with contextlib.suppress(Exception):
@@ -363,24 +495,27 @@ class Bus:
         self._local[key] = conn
         return key
 
-    def _forward(self, conn: Connection, owner: str, op: str, msg: dict[str, Any]) -> None:
+    def _forward(
+        self, conn: Connection, owner: str, op: str, msg: dict[str, Any],
+        busy: str | None = None,
+    ) -> None:
         if not self.connected.is_set():
             raise NotAvailable("the node running this match cannot be reached; try again")
         cid = self._conn_id(conn)
         relayed = self._relayed.setdefault(cid, {})
-        if "match_id" in msg:
-            relayed[msg["match_id"]] = owner
-        elif op in _LOBBY_OPS:
+        if op in _LOBBY_OPS:  # (a rematch names a finished match: not relayed from there)
             relayed[""] = owner  # "" = this connection is known to the leader's lobby
+        elif "match_id" in msg:
+            relayed[msg["match_id"]] = owner
         ref = msg.get("id")
         if ref is not None and op != "requeue":
             self._sent_at[(cid, ref)] = time.perf_counter()
             self._awaiting[(cid, ref)] = (conn, owner, time.monotonic() + self.forward_timeout_s)
-        self._send(
-            f"{PREFIX}/{owner}/req",
-            {"rid": self._rid(), "from": self.node, "conn": cid,
-             "player": conn.player, "op": op, "msg": msg},
-        )
+        envelope = {"rid": self._rid(), "from": self.node, "conn": cid,
+                    "player": conn.player, "op": op, "msg": msg}
+        if busy is not None:
+            envelope["busy"] = busy  # the match the player sits in (see _busy_of)
+        self._send(f"{PREFIX}/{owner}/req", envelope)
         self.forwarded += 1
 
     def _with_owner(self, match_id: str, then: Callable[[str | None], None]) -> None:
@@ -483,6 +618,8 @@ class Bus:
             )
         self._local.pop(cid, None)
         self._queued.pop(cid, None)
+        self._lobby_state.pop(cid, None)
+        self._seated.pop(cid, None)
         for key in [k for k in self._awaiting if k[0] == cid]:
             del self._awaiting[key]
             self._sent_at.pop(key, None)
@@ -496,6 +633,8 @@ class Bus:
         leader = self._lobby_elsewhere()
         if leader is not None and self.connected.is_set():
             self._forward(conn, leader, "arrive", {"player": player, "bot": bot})
+        elif leader is None:
+            self._retry_held(player)
         return old
 
     def leave(self, conn: Connection) -> None:
@@ -509,18 +648,56 @@ class Bus:
         local = self._lobby_ops[op]
 
         def call(conn: Connection, arg: Any) -> None:
+            busy = None
+            if op in _SEATING and conn.player is not None:
+                busy = self._busy_of(conn)
             leader = self._lobby_elsewhere()
             if leader is None:
-                local(conn, arg)
+                key = cast(str, conn.player).casefold() if busy is not None else ""
+                if busy is not None:
+                    self._busy_now[key] = busy
+                try:
+                    if busy is not None and op == "rematch":
+                        self._free(cast(str, conn.player))  # (rematch runs later, in a task)
+                    local(conn, arg)
+                finally:
+                    self._busy_now.pop(key, None)
+                    self._sync_lobby()
             elif op == "unqueue":
                 self._forward(conn, leader, op, {"id": arg})
                 self._queued.pop(f"{id(conn):x}", None)
             else:
-                self._forward(conn, leader, op, arg)
+                self._forward(conn, leader, op, arg, busy)
                 if op == "queue":  # kept until paired, to re-queue at a new leader
                     self._queued[f"{id(conn):x}"] = arg
 
         return call
+
+    def _busy_of(self, conn: Connection) -> str | None:
+        """The unfinished match this node's client sits in, here or on another node (it was
+        relayed its ``match``); None for a program (any number of matches) or a free person.
+
+        One unfinished match per person, cluster-wide: the leader's lobby sees only the matches
+        the leader runs itself, but a person's matches always reach their own node, so that
+        node tells the leader with each request that would seat them (``busy``), and the
+        lobby's own check (``Lobby._free``) refuses it there, in the single node's order of
+        errors."""
+        player = conn.player
+        if player is None or self.app.lobby.bots.get(player, False):
+            return None
+        live = self.app.arena.live_match_of(player)
+        if live is None:
+            live = next(iter(self._seated.get(f"{id(conn):x}", ())), None)
+        return live
+
+    def _free(self, player: str) -> None:
+        """``Lobby._free`` at the leader: also a match the player's own node says they sit in."""
+        busy = self._busy_now.get(player.casefold())
+        if busy is not None and not self.app.lobby._is_bot(player):
+            raise InMatch(
+                f"you are playing match {busy}: finish or resign it first", match_id=busy
+            )
+        self._free_here(player)
 
     def create(
         self,
@@ -623,6 +800,53 @@ class Bus:
             )
         return out
 
+    async def list_matches(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The ``matches`` request on a cluster node: its own live matches, then those other
+        live nodes own (PostgreSQL ``owners`` with a live lease, unfinished), each rebuilt from
+        its log for its phase and counts. Without the database: this node's only."""
+        from moo.match import Match
+        from server.storage_pg import DB_NOW_MS
+
+        here = self._listing(limit)
+        if len(here) >= limit:
+            return here
+
+        async def read(conn: Any) -> Any:
+            return await conn.fetch(
+                "SELECT o.match_id FROM owners o JOIN nodes n ON n.name = o.node"
+                f" AND n.epoch = o.epoch AND n.expires_ms > {DB_NOW_MS}"
+                " JOIN matches m ON m.match_id = o.match_id"
+                " WHERE m.finished = 0 AND o.node <> $1 ORDER BY m.created_ms LIMIT $2",
+                self.node, limit,
+            )
+
+        store: Any = self.app.store
+        try:
+            live = self.app.arena.live
+            ids = [r[0] for r in await store._run(read) if r[0] not in live]
+            stored = await store.stored_matches(ids) if ids else []
+        except MooError:
+            return here
+        out = list(here)
+        for sm in stored:
+            if len(out) >= limit:
+                break
+            try:
+                m = Match.replay(sm.events, keep_log=False)
+            except (ValueError, KeyError, TypeError):
+                continue
+            if m.finished:
+                continue
+            out.append({
+                "match_id": sm.match_id,
+                "players": list(m.players),
+                "pacing": m.config.pacing,
+                "rules": m.config.rules.to_dict(),
+                "phase": m.phase,
+                "counts": [s.count for s in m.seats],
+            })
+        return out
+
     def player_matches(self, player: str) -> list[dict[str, Any]]:
         here = self._player_matches(player)
         known = {m["match_id"] for m in here}
@@ -647,8 +871,16 @@ class Bus:
             conn.close(int(code), str(reason))
             return
         msg = data["msg"]
+        if msg.get("type") == "_lobby":  # the leader's record of this client's open entries
+            if msg["challenges"] or msg["rooms"]:
+                self._lobby_state[data["conn"]] = msg
+            else:
+                self._lobby_state.pop(data["conn"], None)
+            return
         if msg.get("type") == "match":
             self._queued.pop(data["conn"], None)
+            if data.get("from") not in (None, self.node):  # seated in a match run elsewhere
+                self._seated.setdefault(data["conn"], set()).add(msg["match_id"])
         if msg.get("type") == "match" and data.get("from") not in (None, self.node):
             # a match the cluster lobby made on another node: later requests go there
             self._relayed.setdefault(data["conn"], {})[msg["match_id"]] = data["from"]
@@ -664,6 +896,7 @@ class Bus:
         conn.send(msg)
         if msg.get("kind") == "finished":  # nothing more will come for it
             self._relayed.get(data["conn"], {}).pop(msg.get("match_id", ""), None)
+            self._seated.get(data["conn"], set()).discard(msg.get("match_id", ""))
 
     # -- owner side ---------------------------------------------------------------------------
     async def _serve(self, data: dict[str, Any]) -> None:
@@ -683,6 +916,7 @@ class Bus:
                 self._leave(cast(Connection, remote))
                 remote.closing = True
                 del self._remotes[key]
+                self._sync_lobby()
             return
         if remote is None:
             remote = self._remotes[key] = RemoteConn(self, key[0], key[1], data["player"])
@@ -690,17 +924,25 @@ class Bus:
         self.served += 1
         arena = self.app.arena
         ref = msg.get("id")
+        busy = data.get("busy")
+        if busy is not None and remote.player is not None:
+            self._busy_now[remote.player.casefold()] = str(busy)
         try:
             if op == "arrive":
                 old = self._arrive(conn, msg["player"], bool(msg.get("bot")))
                 if old is not None:
                     self.app.arena.detach(old)
                     old.close(CLOSE_REPLACED, "replaced by a newer connection")
+                self._retry_held(msg["player"])
             elif op == "requeue":
                 remote.mute = "queued"  # the client heard "queued" when it first asked
                 self._lobby_ops["queue"](conn, msg)
+            elif op == "restore":
+                self._restore(conn, msg)
             elif op == "unqueue":
                 self._lobby_ops["unqueue"](conn, ref)
+            elif op == "rematch":
+                await self._rematch(conn, msg)
             elif op in self._lobby_ops:
                 self._lobby_ops[op](conn, msg)
             elif op == "act":
@@ -715,6 +957,157 @@ class Bus:
                 self._unwatch(conn, msg["match_id"])
         except MooError as exc:
             remote.send(error_message(exc, ref))
+        finally:
+            if busy is not None and remote.player is not None:
+                self._busy_now.pop(remote.player.casefold(), None)
+            if op in _LOBBY_OPS:
+                self._sync_lobby()
+
+    # -- leader side: lobby requests that need more than the single-node lobby ------------------
+    def _challenge_here(self, conn: Connection, msg: dict[str, Any]) -> None:
+        """A challenge at the leader. Its target's presence comes from the target's node and
+        may arrive after the challenge (sent from a third node right after the target's
+        ``welcome``): a target that is a registered player is waited for, briefly."""
+        try:
+            self._challenge(conn, msg)
+        except UnknownPlayer as exc:
+            asyncio.get_running_loop().create_task(self._hold(conn, msg, exc))
+
+    async def _hold(self, conn: Connection, msg: dict[str, Any], exc: MooError) -> None:
+        try:
+            known = await self.app.store.account(msg["opponent"])
+        except MooError:
+            known = None
+        if known is None:
+            conn.send(error_message(exc, msg.get("id")))
+            return
+        entry = (conn, msg)
+        self._held.append(entry)
+        asyncio.get_running_loop().call_later(CHALLENGE_HOLD_S, self._give_up, entry, exc)
+        self._retry_held(msg["opponent"])  # they may have arrived during the read
+
+    def _give_up(self, entry: tuple[Connection, dict[str, Any]], exc: MooError) -> None:
+        if entry in self._held:
+            self._held.remove(entry)
+            if not entry[0].closing:
+                entry[0].send(error_message(exc, entry[1].get("id")))
+
+    def _retry_held(self, player: str | None) -> None:
+        """Challenges held for ``player`` (None: all) are tried again now."""
+        folded = None if player is None else player.casefold()
+        for entry in list(self._held):
+            conn, msg = entry
+            if folded is not None and msg["opponent"].casefold() != folded:
+                continue
+            if conn.closing:
+                self._held.remove(entry)
+                continue
+            try:
+                self._challenge(conn, msg)
+            except UnknownPlayer:
+                continue  # still not here: keep waiting
+            except MooError as exc:
+                conn.send(error_message(exc, msg.get("id")))
+            self._held.remove(entry)
+        self._sync_lobby()
+
+    def _rematch_here(self, conn: Connection, msg: dict[str, Any]) -> None:
+        """``rematch`` from a client of the leading node (the match may have run anywhere)."""
+
+        async def run() -> None:
+            try:
+                await self._rematch(conn, msg)
+            except MooError as exc:
+                conn.send(error_message(exc, msg.get("id")))
+            finally:
+                self._sync_lobby()
+
+        asyncio.get_running_loop().create_task(run())
+
+    async def _rematch(self, conn: Connection, msg: dict[str, Any]) -> None:
+        """The cluster's ``rematch``, run by the lobby leader, which sees every player online:
+        the finished match is read from PostgreSQL (any node may have run it), each seat's
+        wish is kept here, and once both want it (or the other seat is a hosted bot) the new
+        match starts with the seats swapped, placed like any match the lobby makes. The same
+        replies and errors as on one node (server/lobby.py ``rematch``)."""
+        lobby = self.app.lobby
+        lobby._open()
+        player = conn.player
+        assert player is not None
+        lobby._free(player)
+        match_id = msg["match_id"]
+        info = self._rematches.get(match_id)
+        if info is None:
+            if match_id in self._rematched:
+                raise UnknownMatch(f"no recently finished match {match_id!r}")
+            info = await self._finished(match_id, player)
+            info = self._rematches.setdefault(match_id, info)
+            while len(self._rematches) > _REMATCH_MAX:
+                self._rematches.popitem(last=False)
+        players, bots, config = info["players"], info["bots"], info["config"]
+        folded = [p.casefold() for p in players]
+        seat = folded.index(player.casefold()) if player.casefold() in folded else None
+        if seat is None or bots[seat] is not None:
+            raise NotYourSeat("you do not sit in this match")
+        other = 1 - seat
+        if bots[other] is None:
+            name = players[other]
+            if not lobby._is_bot(name) and self.app.arena.live_match_of(name) is not None:
+                raise NotAvailable(f"{name} is playing another match now")
+        info["wishes"].add(seat)
+        if bots[other] is None and other not in info["wishes"]:
+            peer = lobby.online.get(players[other])
+            if peer is not None and not peer.closing:
+                peer.send({"type": "rematch_offer", "match_id": match_id})
+            conn.send(_with_ref({"type": "rematch_sent", "match_id": match_id}, msg.get("id")))
+            return
+        del self._rematches[match_id]
+        self._rematched[match_id] = None
+        while len(self._rematched) > _REMATCH_MAX:
+            self._rematched.popitem(last=False)
+        conns: list[Connection | None] = [
+            lobby.online.get(name) if bots[i] is None else None for i, name in enumerate(players)
+        ]
+        conns[seat] = conn
+        refs: list[Any] = [None, None]
+        refs[seat] = msg.get("id")
+        lobby._start(  # seats swapped
+            (players[1], players[0]), (conns[1], conns[0]), config.pacing,
+            rated=config.rated, rules=config.rules, assist=config.assist,
+            bots=(bots[1], bots[0]), refs=(refs[1], refs[0]),
+        )
+
+    async def _finished(self, match_id: str, player: str) -> dict[str, Any]:
+        """A finished match's players, hosted bots and terms, from PostgreSQL (``player``
+        asks: one still playing it is told ``in_match``, as on one node)."""
+        from moo.match import MatchConfig
+
+        async def read(conn: Any) -> Any:
+            return await conn.fetchrow(
+                "SELECT m.meta, m.finished, e.body FROM matches m LEFT JOIN events e"
+                " ON e.match_id = m.match_id AND e.seq = 1 WHERE m.match_id = $1",
+                match_id,
+            )
+
+        store: Any = self.app.store
+        row = await store._run(read)
+        if row is None or row[2] is None:
+            raise UnknownMatch(f"no recently finished match {match_id!r}")
+        meta = json.loads(row[0])
+        if not row[1]:
+            if player.casefold() in (str(p).casefold() for p in meta.get("players", ())):
+                raise InMatch(
+                    f"you are playing match {match_id}: finish or resign it first",
+                    match_id=match_id,
+                )
+            raise NotAvailable("the match is still being played")
+        created = json.loads(row[2])
+        return {
+            "players": [str(p) for p in meta["players"]],
+            "bots": list(meta.get("bots") or [None, None]),
+            "config": MatchConfig.from_dict(created.get("config") or {}),
+            "wishes": set(),
+        }
 
     def _rid(self) -> str:
         """A message id unique in the cluster: this process's random id and a counter."""
@@ -771,6 +1164,9 @@ class Bus:
                 continue
             del self._awaiting[key]
             self._sent_at.pop(key, None)
+            queued = self._queued.get(key[0])
+            if queued is not None and queued.get("id") == key[1]:
+                del self._queued[key[0]]  # refused ("try again"): not re-queued anywhere
             if not conn.closing:
                 conn.send(error_message(
                     NotAvailable(f"node {node} did not answer; try again"), key[1]
@@ -806,3 +1202,8 @@ class Bus:
                     if conn is not None:
                         conn.close(CLOSE_RESTART, "match moved to another node; resume")
 
+
+def _with_ref(msg: dict[str, Any], ref: Any) -> dict[str, Any]:
+    if ref is not None:
+        msg["ref"] = ref
+    return msg

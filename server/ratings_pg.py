@@ -1,0 +1,175 @@
+"""Ratings of a PostgreSQL arena (a cluster): one table every node reads, updated at the finish.
+
+On SQLite one process sees every match, so ratings live in its memory (server/ratings.py). A
+cluster's matches finish on many nodes, so there the ratings are the ``player_ratings`` rows
+(server/schema.py, migration 5), one per (variant family, player):
+
+* **Written by the match's owner, in the transaction that finishes the match**: the store
+  calls :meth:`PgRatings.rate_in_tx` after ``moo_commit`` and the ``results`` rows, on the same
+  connection, before ``COMMIT``. The two players' rows are created if missing and locked in one
+  ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` (in a fixed order, so two nodes finishing
+  matches of the same players wait for each other instead of deadlocking), the new values are
+  computed here with the same rule as a single node (:func:`server.ratings.rate_pair`) and
+  written back by one ``UPDATE``. A match is therefore rated exactly once, together with its
+  ``finished`` event, or not at all if that commit fails (then the match is not finished either).
+* **Read by any node** for ``leaderboard`` and ``player``: a query each time, no cache, so
+  every node gives the same answer.
+
+A failure of the rating statements (not of the database) is confined to a savepoint and
+logged: it never refuses the finish of a match.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from moo.match import Event, Match, MatchConfig
+from moo.variants import is_classic, rules_spec
+from server.ratings import PlayerRating, RatingChange, Ratings, rate_pair
+
+__all__ = ["FinishedMatch", "PgRatings"]
+
+log = logging.getLogger("moo.ratings")
+
+#: what the store hands over per finished match: id, event 1 (created), meta, stat deltas
+FinishedMatch = tuple[str, str | None, list[Any]]
+
+_COLUMNS = "name, mu, sigma, games, wins, draws, losses, solved, guesses, time_ms"
+
+
+class PgRatings(Ratings):
+    """:class:`~server.ratings.Ratings` whose state is the ``player_ratings`` table."""
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        on_change: Callable[[RatingChange, PlayerRating], None] | None = None,
+    ) -> None:
+        super().__init__(None, on_change=on_change)
+        self.store = store
+        #: match id -> the changes its finishing transaction made, announced (MQTT) once the
+        #: commit is acknowledged and the arena's listeners run
+        self._made: OrderedDict[str, list[tuple[RatingChange, PlayerRating]]] = OrderedDict()
+
+    async def start(self) -> None:
+        self.store.finish_hooks.append(self.rate_in_tx)
+
+    async def stop(self) -> None:
+        hooks = self.store.finish_hooks
+        if self.rate_in_tx in hooks:
+            hooks.remove(self.rate_in_tx)
+
+    # -- the writer's side: inside the finishing transaction ------------------------------------
+    async def rate_in_tx(self, conn: Any, finished: list[FinishedMatch]) -> None:
+        """Rate the rated matches among ``finished`` on ``conn`` (in its open transaction)."""
+        todo = []
+        for match_id, first_body, stats in finished:
+            if first_body is None or len(stats) != 2:
+                continue
+            try:
+                config = MatchConfig.from_dict(json.loads(first_body).get("config") or {})
+            except (ValueError, TypeError, KeyError):
+                log.exception("cannot read the config of match %s to rate it", match_id)
+                continue
+            names = (stats[0].player, stats[1].player)
+            if not config.rated or names[0].casefold() == names[1].casefold():
+                continue
+            variant = "" if is_classic(config.rules) else rules_spec(config.rules)
+            todo.append((match_id, variant, stats))
+        if not todo:
+            return
+        keys: dict[tuple[str, str], str] = {}
+        for _, variant, stats in todo:
+            for d in stats:
+                keys.setdefault((variant, d.player.casefold()), d.player)
+        order = sorted(keys)  # one lock order on every node
+        fresh = self.model.rating()
+        async with conn.transaction():  # a savepoint: a failure here leaves the finish intact
+            rows = await conn.fetch(
+                "INSERT INTO player_ratings AS r (variant, " + _COLUMNS + ")"
+                " SELECT v, n, $3, $4, 0, 0, 0, 0, 0, 0, 0"
+                " FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(v, n, i) ORDER BY i"
+                " ON CONFLICT (variant, name) DO UPDATE SET mu = r.mu"
+                " RETURNING variant, " + _COLUMNS,
+                [k[0] for k in order], [keys[k] for k in order],
+                float(fresh.mu), float(fresh.sigma),
+            )
+            held = {(row[0], row[1].casefold()): PlayerRating(*tuple(row)[1:]) for row in rows}
+            made = []
+            for match_id, variant, stats in todo:
+                pair = (held[(variant, stats[0].player.casefold())],
+                        held[(variant, stats[1].player.casefold())])
+                winner = next((i for i, d in enumerate(stats) if d.outcome == "win"), None)
+                changes = rate_pair(
+                    self.model, pair, winner, (stats[0].guesses, stats[1].guesses),
+                    int(stats[0].duration_ms), match_id, variant,
+                )
+                made.append((match_id, [(c, _copy(p)) for c, p in zip(changes, pair, strict=True)]))
+            touched = list(held.items())
+            await conn.execute(
+                "UPDATE player_ratings r SET mu = t.mu, sigma = t.sigma, games = t.games,"
+                " wins = t.wins, draws = t.draws, losses = t.losses, solved = t.solved,"
+                " guesses = t.guesses, time_ms = t.time_ms"
+                " FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::int[],"
+                " $6::int[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[])"
+                " AS t(v, n, mu, sigma, games, wins, draws, losses, solved, guesses, time_ms)"
+                " WHERE r.variant = t.v AND r.name = t.n",
+                [k[0] for k, _ in touched], [p.name for _, p in touched],
+                [p.mu for _, p in touched], [p.sigma for _, p in touched],
+                [p.games for _, p in touched], [p.wins for _, p in touched],
+                [p.draws for _, p in touched], [p.losses for _, p in touched],
+                [p.solved for _, p in touched], [p.guesses for _, p in touched],
+                [p.time_ms for _, p in touched],
+            )
+        for match_id, pairs in made:
+            self._made[match_id] = pairs
+            while len(self._made) > 10_000:  # commits that failed after this leave entries
+                self._made.popitem(last=False)
+
+    def __call__(self, match: Match, events: list[Event]) -> None:
+        """Arena listener: the finish is durable, so its rating changes can be announced."""
+        if any(e["kind"] == "finished" for e in events):
+            for change, player in self._made.pop(match.match_id, ()):
+                self._changed(change, player)
+
+    def record(self, match: Match) -> list[RatingChange]:  # pragma: no cover - not used here
+        raise NotImplementedError("a PostgreSQL arena rates matches in the finishing commit")
+
+    # -- readers: any node --------------------------------------------------------------------
+    async def board(
+        self, by: str = "rating", limit: int = 50, variant: str = ""
+    ) -> list[dict[str, Any]]:
+        # the same order as Ratings.leaderboard: ties by games, then by name in code points
+        order = (
+            "solved = 0, CAST(guesses AS FLOAT8) / NULLIF(solved, 0), games DESC"
+            if by == "average"
+            else "mu - 3 * sigma DESC, games DESC"
+        )
+
+        async def read(conn: Any) -> list[Any]:
+            return list(await conn.fetch(
+                f"SELECT {_COLUMNS} FROM player_ratings WHERE variant = $1 AND games > 0"
+                f' ORDER BY {order}, name COLLATE "C" LIMIT $2',
+                variant, limit,
+            ))
+
+        return [PlayerRating(*tuple(row)).row() for row in await self.store._run(read)]
+
+    async def lookup(self, name: str) -> PlayerRating | None:
+        async def read(conn: Any) -> Any:
+            return await conn.fetchrow(
+                f"SELECT {_COLUMNS} FROM player_ratings WHERE variant = '' AND name = $1", name
+            )
+
+        row = await self.store._run(read)
+        return None if row is None else PlayerRating(*tuple(row))
+
+
+def _copy(p: PlayerRating) -> PlayerRating:
+    return PlayerRating(p.name, p.mu, p.sigma, p.games, p.wins, p.draws, p.losses, p.solved,
+                        p.guesses, p.time_ms)
