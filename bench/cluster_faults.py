@@ -468,12 +468,19 @@ async def _round(
         tournament = asyncio.create_task(_tournament(cluster, args, rnd))
     try:
         # every match under way: each has an acknowledged guess
-        async with asyncio.timeout(300):
-            while len({m.match_id for m in record.acked if m.match_id in pairings}) < len(
-                pairings
-            ):
-                _check_tasks(tasks)
-                await asyncio.sleep(0.05)
+        try:
+            async with asyncio.timeout(300):
+                while len({m.match_id for m in record.acked if m.match_id in pairings}) < len(
+                    pairings
+                ) and not all(t.done() for t in tasks):
+                    _check_tasks(tasks)
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            started = {m.match_id for m in record.acked}
+            waiting = [m for m in pairings if m not in started]
+            raise RuntimeError(
+                f"matches not under way after 300 s: {waiting[:5]}; errors {record.errors[:5]}"
+            ) from None
         if args.rolling:
             for node in cluster.nodes:
                 await _disrupt(cluster, report, record, pairings, node, signal.SIGTERM)
@@ -511,6 +518,9 @@ async def _disrupt(
     live = [m for m, p in pairings.items()
             if not (p.clients[0].states[m].finished and p.clients[1].states[m].finished)]
     owned = set(await _owned(cluster, node.name, live))
+    owners = Counter(r[0] for r in await cluster.query(
+        "SELECT node FROM owners WHERE match_id = ANY($1::text[])", live))
+    print(f"  owners of the {len(live)} live matches: {dict(owners)}", file=sys.stderr)
     d = Disruption(node.name, signal.Signals(sig).name, owned=len(owned))
     t_signal = time.monotonic()
     d.exit_code = await node.stop(sig)

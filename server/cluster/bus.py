@@ -247,7 +247,7 @@ class Bus:
                     {"player": conn.player, "bot": lobby.bots.get(conn.player, False)},
                 )
                 # a player queued here stays queued when the leader that held it died
-                queued = self._queued.get(f"{id(conn):x}")
+                queued = self._queued.get(self._cid(conn))
                 if queued is not None:
                     self._forward(conn, leader, "requeue", queued)
 
@@ -358,8 +358,13 @@ class Bus:
         self._out.put_nowait((topic, json.dumps(data, separators=(",", ":")).encode()))
 
     # -- origin side: forwarding ------------------------------------------------------------------
+    def _cid(self, conn: Connection) -> str:
+        """A connection's id in the cluster: ``id()`` alone repeats across restarts of this
+        node (and owners keep remote seats keyed by it), so this process's run id goes first."""
+        return f"{self._run_id}.{id(conn):x}"
+
     def _conn_id(self, conn: Connection) -> str:
-        key = f"{id(conn):x}"
+        key = self._cid(conn)
         self._local[key] = conn
         return key
 
@@ -459,7 +464,7 @@ class Bus:
         self._forward(conn, owner, "watch", msg)
 
     def unwatch(self, conn: Connection, match_id: str) -> None:
-        cid = f"{id(conn):x}"
+        cid = self._cid(conn)
         owner = self._relayed.get(cid, {}).pop(match_id, None)
         if owner is None:
             self._unwatch(conn, match_id)
@@ -471,7 +476,7 @@ class Bus:
         self._relayed.get(cid, {}).pop(match_id, None)  # _forward put it back
 
     def detach(self, conn: Connection) -> None:
-        cid = f"{id(conn):x}"
+        cid = self._cid(conn)
         relayed = self._relayed.pop(cid, {})
         conn.spectating[:] = [m for m in conn.spectating if m not in relayed]
         self._detach(conn)
@@ -501,7 +506,7 @@ class Bus:
     def leave(self, conn: Connection) -> None:
         self._leave(conn)
         leader = self._lobby_elsewhere()
-        known = f"{id(conn):x}" in self._local  # else detach() already told the leader
+        known = self._cid(conn) in self._local  # else detach() already told the leader
         if leader is not None and known and self.connected.is_set():
             self._forward(conn, leader, "leave", {})
 
@@ -514,11 +519,11 @@ class Bus:
                 local(conn, arg)
             elif op == "unqueue":
                 self._forward(conn, leader, op, {"id": arg})
-                self._queued.pop(f"{id(conn):x}", None)
+                self._queued.pop(self._cid(conn), None)
             else:
                 self._forward(conn, leader, op, arg)
                 if op == "queue":  # kept until paired, to re-queue at a new leader
-                    self._queued[f"{id(conn):x}"] = arg
+                    self._queued[self._cid(conn)] = arg
 
         return call
 
