@@ -487,8 +487,11 @@ async def _round(
         else:
             node = cluster.nodes[rnd % len(cluster.nodes)]
             await _disrupt(cluster, report, record, pairings, node, signal.SIGKILL)
-        async with asyncio.timeout(600):
-            await asyncio.gather(*tasks)
+        try:
+            async with asyncio.timeout(args.finish_timeout):
+                await asyncio.gather(*tasks)
+        except TimeoutError:
+            record.errors += await _stuck(cluster, pairings)
         if tournament is not None:
             report.tournament = await tournament
     finally:
@@ -502,6 +505,27 @@ async def _round(
             for c in p.clients:
                 report.reconnects += c.reconnects
                 await c.close()
+
+
+async def _stuck(cluster: Cluster, pairings: dict[str, Pairing]) -> list[str]:
+    """What each match that did not end looks like, from both players and the database."""
+    out = []
+    for mid, p in pairings.items():
+        states = [c.states[mid] for c in p.clients]
+        if all(st.finished for st in states):
+            continue
+        rows = await cluster.query(
+            "SELECT o.node, o.epoch, m.finished FROM owners o JOIN matches m USING (match_id)"
+            " WHERE match_id = $1", mid)
+        out.append(
+            f"stuck {mid}: owner {[tuple(r) for r in rows]}; "
+            + "; ".join(
+                f"{c.name} on {c.url} online={c.online} phase={st.phase} seq={st.last_seq} "
+                f"counts={st.counts} owes={st.owes_guess} reconnects={c.reconnects}"
+                for c, st in zip(p.clients, states)
+            )
+        )
+    return out
 
 
 def _check_tasks(tasks: list[asyncio.Task[None]]) -> None:
@@ -633,6 +657,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-guesses", type=int, default=14)
     parser.add_argument("--tournament-rounds", type=int, default=6,
                         help="--rolling: moo tournament minimum random --rounds N (0: none)")
+    parser.add_argument("--finish-timeout", type=float, default=240.0,
+                        help="s after the disruption for every match of a round to end")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)

@@ -404,7 +404,9 @@ class Bus:
     async def _look_up(self, match_id: str) -> None:
         owner: str | None = None
         try:
-            owner = await self.owner_of(match_id)
+            owner = await self._remote_owner(match_id)
+        except NotAvailable:
+            owner = ""  # still between owners after the wait: then() refuses, "try again"
         except MooError:
             owner = None
         for then in self._waiting.pop(match_id, []):
@@ -436,6 +438,8 @@ class Bus:
 
         def then(owner: str | None) -> None:
             try:
+                if owner == "":
+                    raise NotAvailable("the match is moving to another node; try again")
                 if owner is None or owner == self.node or match_id in self.app.arena.live:
                     self._act(conn, msg, received)
                 else:
@@ -572,11 +576,7 @@ class Bus:
                 conns.append(self._local.get(seat["conn"]))
                 self._queued.pop(seat["conn"], None)
             else:
-                key = (seat["node"], seat["conn"])
-                remote = self._remotes.get(key)
-                if remote is None:
-                    remote = self._remotes[key] = RemoteConn(self, *key, seat["player"])
-                conns.append(remote)
+                conns.append(self._remote((seat["node"], seat["conn"]), seat["player"]))
         refs = tuple(spec["refs"])
         try:
             self._create(
@@ -635,12 +635,36 @@ class Bus:
         return sorted(here + extra, key=lambda m: str(m["match_id"]))
 
     async def _remote_owner(self, match_id: str) -> str | None:
-        if match_id in self.app.arena.live:
-            return None
-        owner = await self.owner_of(match_id)
-        if owner is None or owner == self.node or match_id in self.app.arena.live:
-            return None
-        return owner
+        """The node to forward a request for ``match_id`` to; None: this node handles it (it
+        runs the match, or nobody does because it is finished or unknown).
+
+        A match between two owners is waited for rather than refused (a refusal here would be
+        "unknown match" to a client that merely reconnected early): its owner died and no
+        survivor has claimed it yet, or this node has claimed it and is replaying it. That
+        lasts at most about a lease; after that the request is refused with ``not_available``
+        ("try again")."""
+        deadline = time.monotonic() + self.check_s * 10 + 2.0
+        while match_id not in self.app.arena.live:
+            owner = await self.owner_of(match_id)
+            if match_id in self.app.arena.live:
+                break
+            if owner is not None and owner != self.node:
+                return owner
+            if owner is None and not await self._unfinished(match_id):
+                break  # finished or unknown: answered here, from the log
+            if time.monotonic() > deadline:
+                raise NotAvailable("the match is moving to another node; try again")
+            await asyncio.sleep(self.check_s / 2)
+        return None
+
+    async def _unfinished(self, match_id: str) -> bool:
+        async def read(conn: Any) -> Any:
+            return await conn.fetchval(
+                "SELECT finished FROM matches WHERE match_id = $1", match_id
+            )
+
+        store: Any = self.app.store
+        return bool(await store._run(read) == 0)
 
     def _deliver(self, data: dict[str, Any]) -> None:
         """A message from an owner for one of this node's clients."""
@@ -667,8 +691,11 @@ class Bus:
                 if len(self.forward_latency) > 5000:
                     del self.forward_latency[:1000]
         conn.send(msg)
-        if msg.get("kind") == "finished":  # nothing more will come for it
-            self._relayed.get(data["conn"], {}).pop(msg.get("match_id", ""), None)
+        if msg.get("kind") == "finished":
+            # nothing more will come for it: no owner to re-check (the cache would grow with
+            # every match). The connection's entry stays, so its detach still reaches the
+            # owner, which then frees the remote seat it keeps for this connection.
+            self._owners.pop(msg.get("match_id", ""), None)
 
     # -- owner side ---------------------------------------------------------------------------
     async def _serve(self, data: dict[str, Any]) -> None:
@@ -689,8 +716,7 @@ class Bus:
                 remote.closing = True
                 del self._remotes[key]
             return
-        if remote is None:
-            remote = self._remotes[key] = RemoteConn(self, key[0], key[1], data["player"])
+        remote = self._remote(key, data["player"])
         conn = cast(Connection, remote)
         self.served += 1
         arena = self.app.arena
@@ -720,6 +746,19 @@ class Bus:
                 self._unwatch(conn, msg["match_id"])
         except MooError as exc:
             remote.send(error_message(exc, ref))
+
+    def _remote(self, key: tuple[str, str], player: str | None) -> RemoteConn:
+        """The stand-in for connection ``key``; a stale one of another player (its detach
+        never came, and the id came round again) is detached and replaced."""
+        remote = self._remotes.get(key)
+        if remote is not None and player not in (None, remote.player):
+            self._detach(cast(Connection, remote))
+            self._leave(cast(Connection, remote))
+            remote.closing = True
+            remote = None
+        if remote is None:
+            remote = self._remotes[key] = RemoteConn(self, key[0], key[1], player)
+        return remote
 
     def _rid(self) -> str:
         """A message id unique in the cluster: this process's random id and a counter."""
