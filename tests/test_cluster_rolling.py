@@ -1,0 +1,120 @@
+"""A rolling restart of a three-node cluster during ``moo tournament`` (issue #11).
+
+Three real nodes on one PostgreSQL database and one broker; ``moo tournament`` plays through
+them with the list of the three URLs. Each node in turn gets SIGTERM (it drains: its matches
+move to the other nodes before its clients are told to reconnect), is started again on its
+port, and must be back on the bus before the next one goes. The tournament must complete with
+every match ended normally (no ``disconnect``, ``resign`` or ``timeout`` in the database, not
+only in the tournament's records: a resigned and replayed match would hide there), every
+match finished, and every guess the tournament recorded in the log, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from pathlib import Path
+
+from clients.tournament.runner import make_plan
+from tests.cluster_support import Node, nodes, query, start_node, until
+from tests.mqtt_support import Broker
+from tests.pg_support import pg_url
+from tests.test_client_failover import FORFEITS, _lines, _moo
+from tests.test_server_http import http_get
+
+__all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
+
+LEASE_MS = 3000
+
+
+async def _on_bus(node: Node) -> bool:
+    try:
+        _, _, body = await http_get(node.port, "/healthz")
+    except OSError:
+        return False
+    return bool(json.loads(body).get("bus") == "ok")
+
+
+async def _owns_live(node: Node) -> bool:
+    _, _, body = await http_get(node.port, "/healthz")
+    return int(json.loads(body)["live_matches"]) >= 1
+
+
+async def test_rolling_restart_during_a_tournament(pg_url: str, tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    await broker.start()
+    out = tmp_path / "t.jsonl"
+    proc: asyncio.subprocess.Process | None = None
+    rounds = 24
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=LEASE_MS) as started:
+            for node in started:
+                await until(lambda node=node: _on_bus(node), 20, f"{node.name} on the bus")
+            urls = ",".join(f"ws://127.0.0.1:{n.port}/" for n in started)
+            # slow clients (5 messages/s) so the tournament outlasts three restarts
+            proc = await _moo("tournament", "minimum", "random", "--url", urls, "--rounds",
+                              str(rounds), "--seed", "11", "--concurrency", "4", "--out",
+                              str(out), "--no-progress", "--name-prefix", "roll-",
+                              "--client-rate", "5")
+            async with asyncio.timeout(90):
+                while len(await _lines(out)) < 2:
+                    await asyncio.sleep(0.05)
+            drains: list[tuple[str, int]] = []
+            for i, node in enumerate(list(started)):
+                # the node runs matches when it is drained (the clients go to the first URL
+                # that answers, so each restart moves them on to the next node)
+                await until(lambda node=node: _owns_live(node), 60, f"matches on {node.name}")
+                drains.append((node.name, int(time.time() * 1000)))
+                node.proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(node.proc.wait(), 30)
+                if node._drain is not None:
+                    await asyncio.wait_for(node._drain, 5)
+                text = node.text()
+                assert "0 matches not yet taken over" in text and "stopped" in text, text
+                again = await start_node(pg_url, node.name, bus=broker.url, lease_ms=LEASE_MS,
+                                         extra=("--port", str(node.port)))
+                started[i] = again
+                await until(lambda n=again: _on_bus(n), 20, f"{node.name} back on the bus")
+            assert proc.returncode is None, "the tournament ended before the rolling restart did"
+            async with asyncio.timeout(300):
+                _, stderr = await proc.communicate()
+            assert proc.returncode == 0, stderr.decode()
+            records = [json.loads(line) for line in await _lines(out)]
+            jobs = make_plan(["minimum", "random"], fmt="roundrobin", rounds=rounds, seed=11,
+                             secrets="uniform")
+            assert sorted(r["key"] for r in records) == sorted(j.key for j in jobs)
+            assert [r for r in records if r["reason"] in FORFEITS] == []
+            # matches were in flight at every drain, and ended normally
+            for name, at in drains:
+                spanning = [r for r in records if r["started_ms"] < at < r["finished_ms"]]
+                assert spanning, f"no match was in flight when {name} was drained"
+            # the database agrees: every match finished, none by a forfeit (a match resigned
+            # and then replayed would not show in the records)
+            rows = await query(pg_url, "SELECT match_id, finished FROM matches")
+            assert rows and all(r[1] == 1 for r in rows), rows
+            fins = await query(
+                pg_url, "SELECT body FROM events WHERE body::jsonb ->> 'kind' = 'finished'"
+            )
+            reasons = [json.loads(r[0])["reason"] for r in fins]
+            assert len(reasons) == len(rows) == len(records)
+            assert not [r for r in reasons if r in FORFEITS], reasons
+            # 0 lost guesses: each seat's guesses, as the tournament recorded them, are the log's
+            logged = await query(
+                pg_url,
+                "SELECT match_id, body FROM events WHERE body::jsonb ->> 'kind' = 'guess'"
+                " ORDER BY match_id, seq",
+            )
+            by_seat: dict[tuple[str, int], list[str]] = {}
+            for match_id, body in logged:
+                e = json.loads(body)
+                by_seat.setdefault((match_id, int(e["seat"])), []).append(e["guess"])
+            for r in records:
+                for seat in (0, 1):
+                    assert by_seat.get((r["match_id"], seat), []) == r["guesses"][seat], r
+    finally:
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await broker.stop()
