@@ -15,6 +15,7 @@ import asyncio
 import json
 import signal
 import time
+from functools import partial
 from pathlib import Path
 
 from clients.tournament.runner import make_plan
@@ -51,7 +52,7 @@ async def test_rolling_restart_during_a_tournament(pg_url: str, tmp_path: Path) 
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=LEASE_MS) as started:
             for node in started:
-                await until(lambda node=node: _on_bus(node), 20, f"{node.name} on the bus")
+                await until(partial(_on_bus, node), 20, f"{node.name} on the bus")
             urls = ",".join(f"ws://127.0.0.1:{n.port}/" for n in started)
             # slow clients (5 messages/s) so the tournament outlasts three restarts
             proc = await _moo("tournament", "minimum", "random", "--url", urls, "--rounds",
@@ -65,7 +66,7 @@ async def test_rolling_restart_during_a_tournament(pg_url: str, tmp_path: Path) 
             for i, node in enumerate(list(started)):
                 # the node runs matches when it is drained (the clients go to the first URL
                 # that answers, so each restart moves them on to the next node)
-                await until(lambda node=node: _owns_live(node), 60, f"matches on {node.name}")
+                await until(partial(_owns_live, node), 60, f"matches on {node.name}")
                 drains.append((node.name, int(time.time() * 1000)))
                 node.proc.send_signal(signal.SIGTERM)
                 await asyncio.wait_for(node.proc.wait(), 30)
@@ -76,7 +77,7 @@ async def test_rolling_restart_during_a_tournament(pg_url: str, tmp_path: Path) 
                 again = await start_node(pg_url, node.name, bus=broker.url, lease_ms=LEASE_MS,
                                          extra=("--port", str(node.port)))
                 started[i] = again
-                await until(lambda n=again: _on_bus(n), 20, f"{node.name} back on the bus")
+                await until(partial(_on_bus, again), 20, f"{node.name} back on the bus")
             assert proc.returncode is None, "the tournament ended before the rolling restart did"
             async with asyncio.timeout(300):
                 _, stderr = await proc.communicate()
