@@ -58,7 +58,7 @@ from typing import Any
 import asyncpg
 
 from bench.rawbot import ROOT, free_port, healthz
-from clients.sdk import Client, ConnectionLost, ServerError
+from clients.sdk import Client, ConnectionLost, ServerError, retryable
 from clients.sdk.messages import MatchAnnounced
 from moo.rules import DEFAULT_RULES
 
@@ -264,7 +264,10 @@ async def _play(
             else:
                 await client.receive(timeout=5)
         except ServerError as exc:
-            if exc.code != "already_set":
+            if retryable(exc.reply):
+                record.refusals["retries_exhausted"] += 1
+                await asyncio.sleep(1.0)
+            elif exc.code != "already_set":
                 record.errors.append(f"{client.name} secret: {exc}")
                 return
         except (ConnectionLost, TimeoutError):
@@ -292,6 +295,12 @@ async def _play(
         except ServerError as exc:
             record.refusals[exc.code] += 1
             if exc.code in ("not_your_turn", "match_finished"):
+                continue
+            if retryable(exc.reply):
+                # the SDK's own retries ran out (a takeover slower than they wait): a
+                # persistent bot keeps trying; counted in the report's refusals
+                record.refusals["retries_exhausted"] += 1
+                await asyncio.sleep(1.0)
                 continue
             record.errors.append(f"{client.name} guess in {match_id}: {exc}")
             return

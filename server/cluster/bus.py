@@ -143,6 +143,8 @@ class Bus:
         self._local: dict[str, Connection] = {}
         self._relayed: dict[str, dict[str, str]] = {}  # conn id -> {match id: owner}
         self._owners: dict[str, str] = {}  # match id -> owner node (cache)
+        #: the owner's epoch where known: a node restarted under the same name is a new owner
+        self._owner_epochs: dict[str, int] = {}
         self._queued: dict[str, dict[str, Any]] = {}  # conn id -> its pending queue request
         self._waiting: dict[str, list[Callable[[str | None], None]]] = {}
         #: counters for /metrics
@@ -417,18 +419,20 @@ class Bus:
         from server.storage_pg import DB_NOW_MS
 
         async def read(conn: Any) -> Any:
-            return await conn.fetchval(
-                "SELECT o.node FROM owners o JOIN nodes n ON n.name = o.node"
+            return await conn.fetchrow(
+                "SELECT o.node, o.epoch FROM owners o JOIN nodes n ON n.name = o.node"
                 f" AND n.epoch = o.epoch AND n.expires_ms > {DB_NOW_MS}"
                 " WHERE o.match_id = $1",
                 match_id,
             )
 
         store: Any = self.app.store
-        owner = await store._run(read)
-        if owner is not None and owner != self.node:
-            self._owners[match_id] = owner
-        return cast(str | None, owner)
+        row = await store._run(read)
+        owner = None if row is None else str(row[0])
+        if row is not None and owner != self.node:
+            self._owners[match_id] = str(owner)
+            self._owner_epochs[match_id] = int(row[1])
+        return owner
 
     def act(self, conn: Connection, msg: dict[str, Any], received: float | None = None) -> None:
         match_id = msg["match_id"]
@@ -696,6 +700,7 @@ class Bus:
             # every match). The connection's entry stays, so its detach still reaches the
             # owner, which then frees the remote seat it keeps for this connection.
             self._owners.pop(msg.get("match_id", ""), None)
+            self._owner_epochs.pop(msg.get("match_id", ""), None)
 
     # -- owner side ---------------------------------------------------------------------------
     async def _serve(self, data: dict[str, Any]) -> None:
@@ -839,11 +844,29 @@ class Bus:
                 self._detach(cast(Connection, remote))
                 remote.closing = True
                 del self._remotes[key]
-        for match_id, owner in list(self._owners.items()):
-            current = await self.owner_of(match_id)
-            if current is None or current == owner:
-                continue  # still there, or dead and not yet taken over: wait for the new owner
+        cached = list(self._owners.items())
+
+        async def owners(conn: Any) -> Any:
+            return await conn.fetch(
+                "SELECT o.match_id, o.node, o.epoch FROM owners o JOIN nodes n"
+                f" ON n.name = o.node AND n.epoch = o.epoch AND n.expires_ms > {DB_NOW_MS}"
+                " WHERE o.match_id = ANY($1::text[])",
+                [m for m, _ in cached],
+            )
+
+        now = {r[0]: (str(r[1]), int(r[2])) for r in await store._run(owners)} if cached else {}
+        for match_id, owner in cached:
+            current = now.get(match_id)
+            if current is None:
+                continue  # dead and not yet taken over: wait for the new owner
+            before = self._owner_epochs.get(match_id)
+            if current[0] == owner and before in (None, current[1]):
+                self._owner_epochs[match_id] = current[1]
+                continue  # still there
+            # moved: to another node, or to a new process of the same node (restarted within
+            # a lease: it adopted the match by replay, and knows none of the relayed seats)
             self._owners.pop(match_id, None)
+            self._owner_epochs.pop(match_id, None)
             for cid, relayed in list(self._relayed.items()):
                 if relayed.get(match_id) == owner:
                     conn = self._local.get(cid)
