@@ -122,3 +122,57 @@ async def test_rolling_restart_during_a_tournament(pg_url: str, tmp_path: Path) 
             proc.kill()
             await proc.wait()
         await broker.stop()
+
+
+async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """ann on b and bob on c play a match run by b (ann's room); b is killed and started again
+    at once under the same name (a supervisor restarting it). The new b adopts the match by replay
+    (new epoch: its predecessor's lease is not waited for) but knows nothing of bob, who is
+    relayed to it from c: c must see the owner change although the node's name did not, close
+    bob with 1012 so he resumes, and the match must end normally, nothing lost."""
+    from tests.server_support import Client
+
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        async with nodes(pg_url, "b", "c", bus=broker.url, lease_ms=30_000) as (b, c):
+            for node in (b, c):
+                await until(partial(_on_bus, node), 20, f"{node.name} on the bus")
+            ann = await Client.hello(b.port, "ann")
+            bob = await Client.hello(c.port, "bob", "moo.v1.msgpack")
+            room = await ann.request({"type": "room_create", "pacing": "free"})
+            mid = (await bob.request({"type": "room_join", "code": room["code"]}))["match_id"]
+            assert (await query(pg_url, "SELECT node FROM owners"))[0][0] == "b"
+            await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
+            await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
+            acked = []
+            r = await bob.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            acked.append((r["seq"], r["guess"]))
+            b.proc.kill()
+            await b.proc.wait()
+            b2 = await start_node(pg_url, "b", bus=broker.url, lease_ms=30_000)
+            # the lease (30 s) has not run out: the match moved by its epoch alone
+            try:
+                code = await bob.closed(timeout=20)
+            except TimeoutError:
+                raise AssertionError("bob was not told to resume:\n" + c.text()) from None
+            assert code == 1012
+            rows = await query(pg_url, "SELECT o.node, o.epoch, n.epoch FROM owners o"
+                                       " JOIN nodes n ON n.name = o.node")
+            assert rows[0][1] == rows[0][2] and rows[0][1] >= 2, rows  # a new epoch owns it
+            bob2 = await Client.hello(c.port, "y", "moo.v1.msgpack", token=bob.token)
+            ann2 = await Client.hello(b2.port, "x", token=ann.token)
+            for p in (ann2, bob2):
+                await p.request({"type": "resume", "match_id": mid, "last_seq": 0})
+            await bob2.event(mid, "resumed")
+            logged = {(e["seq"], e["guess"]) for e in bob2.events(mid) if e["kind"] == "guess"}
+            assert set(acked) <= logged
+            await ann2.request({"type": "guess", "match_id": mid, "guess": "4567"})
+            fins = [await p.event(mid, "finished") for p in (ann2, bob2)]
+            assert fins[0]["reason"] == fins[1]["reason"] == "solved"
+            for p in (ann2, bob2):
+                await p.close()
+    finally:
+        await broker.stop()

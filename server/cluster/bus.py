@@ -204,6 +204,9 @@ class Bus:
             return
         log.warning("bus: node %s disconnected from the broker", node)
         self._gone[node] = time.monotonic() + self.check_s * 10  # = one lease
+        for match_id, owner in self._owners.items():
+            if owner == node:  # whoever owns it next (even that node, restarted) is new
+                self._owner_epochs[match_id] = -1
         for key, (conn, target, _) in list(self._awaiting.items()):
             if target == node:
                 self._awaiting[key] = (conn, target, 0.0)
