@@ -173,6 +173,9 @@ class Bus:
         arena.detach = self.detach  # type: ignore[method-assign]
         self._create = arena.create
         arena.create = self.create  # type: ignore[method-assign]
+        self._storage_failed = arena._storage_failed
+        self._following: set[asyncio.Task[None]] = set()
+        arena._storage_failed = self._failed  # type: ignore[method-assign]
         # welcome.matches: a player's unfinished matches anywhere in the cluster, read from
         # PostgreSQL while hello looks its token up (player_matches itself is synchronous)
         self._player_matches = arena.player_matches
@@ -640,6 +643,33 @@ class Bus:
         known = {m["match_id"] for m in here}
         extra = [m for m in self._elsewhere.pop(player, []) if m["match_id"] not in known]
         return sorted(here + extra, key=lambda m: str(m["match_id"]))
+
+    def _failed(
+        self, lm: Any, exc: BaseException, actor: Any, askers: Any = (),
+    ) -> None:
+        """The arena drops a match whose write failed. If it failed because this node lost
+        the match's lease (paused or overloaded past it: another node took the match over),
+        the players connected *here* are sent on to the new owner by a ``resume`` on their
+        behalf, from the last event they were sent: nobody else would tell a player waiting
+        for the opponent's move that the match now lives elsewhere (players relayed from
+        other nodes are closed with 1012 by their node's check)."""
+        from server.storage_pg import LeaseLost
+
+        here = [c for c in lm.conns if isinstance(c, Connection) and not c.closing]
+        self._storage_failed(lm, exc, actor, askers)
+        if isinstance(exc, LeaseLost) and not self._stopping:
+            loop = asyncio.get_running_loop()
+            for conn in here:
+                task = loop.create_task(self._follow(conn, lm.id, lm.durable_seq))
+                self._following.add(task)
+                task.add_done_callback(self._following.discard)
+
+    async def _follow(self, conn: Connection, match_id: str, last_seq: int) -> None:
+        try:
+            await self.resume(conn, match_id, last_seq, None)
+        except MooError as exc:
+            if not conn.closing:
+                conn.close(CLOSE_RESTART, f"match moved to another node; resume ({exc.code})")
 
     async def _remote_owner(self, match_id: str) -> str | None:
         """The node to forward a request for ``match_id`` to; None: this node handles it (it
