@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from functools import partial
@@ -169,3 +170,59 @@ async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
                 await p.close()
     finally:
         await broker.stop()
+
+
+async def test_players_of_a_node_that_lost_the_lease_follow_the_match(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """ann plays on a, which runs the match (her room); bob on b. a is paused (SIGSTOP) past its
+    lease, so b takes the match over; a wakes up, finds it no longer owns the match and lets
+    go. ann, still connected to a and waiting for bob's move, is resumed at b on her behalf:
+    she gets the match again and then bob's moves, without reconnecting."""
+    from tests.server_support import Client
+
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=2000) as (a, b):
+            for node in (a, b):
+                await until(partial(_on_bus, node), 20, f"{node.name} on the bus")
+            ann = await Client.hello(a.port, "ann")
+            bob = await Client.hello(b.port, "bob")
+            room = await ann.request({"type": "room_create", "pacing": "free"})
+            mid = (await bob.request({"type": "room_join", "code": room["code"]}))["match_id"]
+            await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
+            await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
+            await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            # ann's first announcement of the match, out of the way
+            await ann.expect(lambda m: m.get("type") == "match" and m.get("match_id") == mid)
+            os.kill(a.proc.pid, signal.SIGSTOP)
+            owner = "SELECT node FROM owners WHERE match_id = $1"
+            await until(lambda: _owner_is(pg_url, owner, mid, "b"), 20, "b to take over")
+            os.kill(a.proc.pid, signal.SIGCONT)
+            # a lets go (its next heartbeat) and resumes ann at b: the match again, no ref
+            again = await ann.expect(
+                lambda m: m.get("type") == "match" and m.get("match_id") == mid, timeout=20
+            )
+            assert "ref" not in again and again["seat"] == 0
+            # bob (closed with 1012 by b's check, or not) plays on at b; ann sees his move
+            bob2 = await Client.hello(b.port, "y", token=bob.token)
+            await bob2.request({"type": "resume", "match_id": mid, "last_seq": 0})
+            g = await bob2.request({"type": "guess", "match_id": mid, "guess": "9876"})
+            assert g["kind"] == "guess", g
+            seen = await ann.event(mid, "guess", seat=1)
+            assert seen["seq"] == g["seq"]
+            solved = await ann.request({"type": "guess", "match_id": mid, "guess": "4567"})
+            assert solved["kind"] == "guess" and solved["bulls"] == 4, solved
+            await bob2.request({"type": "guess", "match_id": mid, "guess": "8765"})  # last try
+            fin = await ann.event(mid, "finished")
+            assert fin["reason"] == "solved" and fin["winner"] == 0
+            for p in (ann, bob2):
+                await p.close()
+    finally:
+        await broker.stop()
+
+
+async def _owner_is(db: str, sql: str, mid: str, node: str) -> bool:
+    rows = await query(db, sql, mid)
+    return bool(rows) and rows[0][0] == node
