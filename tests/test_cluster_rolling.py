@@ -131,7 +131,8 @@ async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
     broker = Broker(tmp_path)
     await broker.start()
     try:
-        async with nodes(pg_url, "b", "c", bus=broker.url, lease_ms=30_000) as (b, c):
+        async with nodes(pg_url, "b", "c", bus=broker.url, lease_ms=30_000) as started:
+            b, c = started
             for node in (b, c):
                 await until(partial(_on_bus, node), 20, f"{node.name} on the bus")
             ann = await Client.hello(b.port, "ann")
@@ -147,6 +148,7 @@ async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
             b.proc.kill()
             await b.proc.wait()
             b2 = await start_node(pg_url, "b", bus=broker.url, lease_ms=30_000)
+            started.append(b2)  # killed at the end with the others
             # the lease (30 s) has not run out: the match moved by its epoch alone
             try:
                 code = await bob.closed(timeout=20)
