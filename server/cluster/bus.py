@@ -657,7 +657,10 @@ class Bus:
 
         here = [c for c in lm.conns if isinstance(c, Connection) and not c.closing]
         self._storage_failed(lm, exc, actor, askers)
-        if isinstance(exc, LeaseLost) and not self._stopping:
+        # not while this node drains: it is about to close these connections with 1012 and
+        # the clients resume by themselves (a resume sent for them as well could reach the
+        # new owner after theirs and take their seat back for a connection about to close)
+        if isinstance(exc, LeaseLost) and not self._stopping and not self.app.arena.stopping:
             loop = asyncio.get_running_loop()
             for conn in here:
                 task = loop.create_task(self._follow(conn, lm.id, lm.durable_seq))
