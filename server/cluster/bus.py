@@ -199,7 +199,7 @@ class Bus:
             setattr(lobby, name, self._lobby_call(op))
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def _gone_now(self, node: str) -> None:
+    def _gone_now(self, node: str, epoch: Any = None) -> None:
         """The broker says ``node`` lost its connection (its MQTT will): a dead lobby leader is
         replaced at once, and requests waiting for that node's answer are refused now. Match
         ownership still waits for the lease, which is what keeps a paused node from forking."""
@@ -207,14 +207,21 @@ class Bus:
             return
         log.warning("bus: node %s disconnected from the broker", node)
         self._gone[node] = time.monotonic() + self.check_s * 10  # = one lease
-        for match_id, owner in self._owners.items():
-            if owner == node:  # whoever owns it next (even that node, restarted) is new
-                self._owner_epochs[match_id] = -1
+        if isinstance(epoch, int):
+            # the dead process's epoch, for matches cached before their first check: an owner
+            # in any other epoch (that node restarted at once, or another node) is a move
+            for match_id, owner in self._owners.items():
+                if owner == node:
+                    self._owner_epochs.setdefault(match_id, epoch)
         for key, (conn, target, _) in list(self._awaiting.items()):
             if target == node:
                 self._awaiting[key] = (conn, target, 0.0)
         self._expire_forwards()
         self._elect(self._alive)
+
+    def _epoch(self) -> int | None:
+        leases = getattr(self.app, "leases", None)
+        return None if leases is None else int(leases.epoch)
 
     def _elect(self, alive: set[str]) -> None:
         self._alive = alive
@@ -288,7 +295,8 @@ class Bus:
                     # the broker announces this node's death as soon as its connection drops
                     will=aiomqtt.Will(
                         f"{PREFIX}/gone/{self.node}",
-                        json.dumps({"node": self.node, "run": self._run_id}).encode(), qos=1,
+                        json.dumps({"node": self.node, "run": self._run_id,
+                                    "epoch": self._epoch()}).encode(), qos=1,
                     ),
                 ) as client:
                     await client.subscribe(f"{PREFIX}/{self.node}/#", qos=1)
@@ -352,7 +360,7 @@ class Bus:
                 data = json.loads(bytes(message.payload))  # type: ignore[arg-type]
                 kind = str(message.topic).rsplit("/", 1)[-1]
                 if str(message.topic).startswith(f"{PREFIX}/gone/"):
-                    self._gone_now(str(data["node"]))
+                    self._gone_now(str(data["node"]), data.get("epoch"))
                 elif kind == "req":
                     await self._serve(data)
                 elif kind == "out" and self._first_time(data["rid"]):
@@ -447,6 +455,8 @@ class Bus:
             return
 
         def then(owner: str | None) -> None:
+            if conn.closing:
+                return  # gone while the owner was looked up: nobody to answer
             try:
                 if owner == "":
                     raise NotAvailable("the match is moving to another node; try again")
@@ -461,6 +471,11 @@ class Bus:
 
     async def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
         owner = await self._remote_owner(match_id)
+        if conn.closing:
+            # closed while the owner was looked up (e.g. this node drained meanwhile): the
+            # client resumes from its new connection, and a late resume for this one could
+            # take the seat from it at the owner
+            return
         if owner is None:
             await self._resume(conn, match_id, last_seq, ref)
             return
@@ -469,6 +484,8 @@ class Bus:
 
     async def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
         owner = await self._remote_owner(match_id)
+        if conn.closing:
+            return
         if owner is None:
             await self._watch(conn, match_id, last_seq, ref)
             return
