@@ -387,6 +387,11 @@ class Bus:
     def _forward(self, conn: Connection, owner: str, op: str, msg: dict[str, Any]) -> None:
         if not self.connected.is_set():
             raise NotAvailable("the node running this match cannot be reached; try again")
+        if op in ("act", "resume", "watch") and self.app.arena.stopping:
+            # draining: this connection is about to be closed and its client will resume from
+            # another node; a request sent now on its behalf could reach the owner after that
+            # resume (another MQTT session: no order between them) and take the seat back
+            raise NotAvailable("the server is shutting down; try again in a moment")
         cid = self._conn_id(conn)
         relayed = self._relayed.setdefault(cid, {})
         if "match_id" in msg:
