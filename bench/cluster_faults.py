@@ -330,8 +330,17 @@ async def _pair(
     )
     for c in clients:
         await c.connect()
-    room = await clients[0].create_room(pacing="lockstep")
-    joined = await clients[1].join_room(room.code)
+    for attempt in range(5):
+        room = await clients[0].create_room(pacing="lockstep")
+        try:
+            joined = await clients[1].join_room(room.code)
+            break
+        except ServerError as exc:
+            # rooms live in the lobby leader's memory: when the leadership moves (a restarted
+            # node with a smaller name takes it back) open rooms are lost (docs/cluster.md)
+            if exc.code != "unknown_room" or attempt == 4:
+                raise
+            await asyncio.sleep(0.5)
     assert isinstance(joined, MatchAnnounced)
     # player 0 learns of the match from its stream
     async with asyncio.timeout(request_timeout):
