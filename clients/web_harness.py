@@ -71,8 +71,9 @@ def free_port() -> int:
 class MooServer:
     """``moo serve`` as a subprocess; ``start()`` returns once it listens.
 
-    ``stop()`` sends SIGTERM (a graceful restart: clients are closed with 1012) and ``start()``
-    may be called again on the same port and database, which is how tests restart it mid-match.
+    ``stop()`` sends SIGTERM (a graceful restart: clients are closed with 1012), ``kill()``
+    SIGKILL (a crash: sockets just break), and ``start()`` may be called again on the same
+    port and database, which is how tests restart it mid-match.
     """
 
     def __init__(
@@ -135,12 +136,19 @@ class MooServer:
                 raise RuntimeError("moo serve did not start:\n" + "".join(self.log))
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def kill(self, timeout: float = 10.0) -> None:
+        """SIGKILL: a crash (or a cluster node's death): sockets break with no close frame."""
+        self.stop(timeout, crash=True)
+
+    def stop(self, timeout: float = 10.0, *, crash: bool = False) -> None:
         proc, self.proc = self.proc, None
         if proc is None:
             return
         if proc.poll() is None:
-            proc.terminate()
+            if crash:
+                proc.kill()
+            else:
+                proc.terminate()
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:

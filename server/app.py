@@ -162,6 +162,9 @@ class App:
             await asyncio.gather(self._warm, return_exceptions=True)
         if self.server is not None:
             self.server.close(close_connections=False)
+        if self.leases is not None:
+            # the matches move to the other nodes before the clients are sent there
+            await self.leases.hand_over()
         for conn in list(self.connections):
             conn.close(code, reason)
         if self.server is not None:

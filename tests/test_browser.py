@@ -206,6 +206,35 @@ def test_reload_and_server_restart_resume_the_match(browser: Any, server: MooSer
     assert page.moo_errors == []
 
 
+def test_a_server_crash_mid_match_is_ridden_out(browser: Any, server: MooServer) -> None:
+    """The stand-in for a cluster node's death behind a proxy: the server is killed with
+    SIGKILL (the socket just breaks, no 1012) and started again on the same port (the same
+    origin, as HAProxy would be). The page reconnects by itself, says hello with its token,
+    resumes the match from the last event it had, and the match is played to its end."""
+    page = new_page(browser, server.url)
+    login(page, "erin")
+    page.click("#btn-bot")
+    page.wait_for_selector("body[data-view=match]")
+    set_secret(page, "9876")
+    type_guess(page, "0123")
+    wait_revealed(page, 0, 1)
+    before = rows(page, 0)
+    match_id = page.evaluate("window.moo.state.m.id")
+    server.kill()
+    page.wait_for_selector("#conn:not([data-state=online])")
+    page.wait_for_selector("#banner:not([hidden])")
+    server.start()
+    page.wait_for_selector("#conn[data-state=online]", timeout=30_000)
+    page.wait_for_selector("#banner", state="hidden")
+    assert page.evaluate("window.moo.state.m.id") == match_id
+    assert rows(page, 0) == before
+    type_guess(page, "1234")  # the match accepts moves again
+    wait_revealed(page, 0, 2)
+    solve(page)
+    assert_fair(page)
+    assert page.moo_errors == []
+
+
 def test_quick_match_free_race_with_clocks_challenges_and_resign(
     browser: Any, tmp_path: Path
 ) -> None:

@@ -597,6 +597,8 @@ class Client:
             raise ConnectionLost(str(exc)) from None
         finally:
             self._pending.pop(msg_id, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # failed by the reader while the send was failing: seen
         if isinstance(reply, ErrorReply):
             raise ServerError(reply)
         return reply

@@ -66,6 +66,7 @@ const S = {
   afterFinish: null,        // {matchId, then}: run `then` once that match has ended
   extra: null,              // a second match announced while one is live (a server without in_match)
   password: null,           // typed on the sign-in screen; sent once in hello, never stored
+  moving: false,            // a resume was refused as "try again" (a cluster takeover): retrying
   secured: false,           // welcome.secured: the name has a password
   loginNote: "",            // why the sign-in screen is shown (a shared link, a sign-out elsewhere)
   player: null,             // the player page on screen: {name, data, rows, next, error, loading}
@@ -421,6 +422,10 @@ function renderBotDesc() {
 function onMatch(msg) {
   if (S.m && !S.m.watch && S.m.id === msg.match_id) {
     // The server re-announces a match we already show when we resume it: keep its history.
+    if (S.moving) {
+      S.moving = false;
+      banner("");
+    }
     S.m.seat = msg.seat;
     S.m.opponent = msg.opponent;
     S.m.config = S.m.config || msg.config || null;
@@ -487,6 +492,12 @@ function helloProblem(msg, ctx) {
     };
   }
   return { text: msg.message || msg.code, password: false };
+}
+
+function retryable(msg) {
+  // docs/protocol.md: nothing was done and it may work soon (the SDK's retryable()).
+  return msg.code === "storage_unavailable"
+    || (msg.code === "not_available" && /try again/.test(msg.message || ""));
 }
 
 function onError(msg, ctx) {
@@ -557,6 +568,22 @@ function onError(msg, ctx) {
       send({ type: "resume", match_id: msg.match_id, last_seq: 0 }, { matchId: msg.match_id });
     }
     render();
+    return;
+  }
+  if ((type === "resume" || type === "watch") && retryable(msg)) {
+    // Not refused, only not possible yet: a cluster node died or is draining and another one
+    // is taking its matches over (docs/cluster.md), or the database is briefly away. Ask again
+    // in a moment, from the last event we have; the match stays on screen.
+    if (S.m && ctx.matchId === S.m.id) {
+      const m = S.m;
+      S.moving = true;
+      banner("The match is moving to another server — resuming…");
+      setTimeout(() => {
+        if (S.m !== m || m.phase === "finished") return;
+        if (m.watch) send({ type: "watch", match_id: m.id, last_seq: m.lastSeq }, { matchId: m.id });
+        else send({ type: "resume", match_id: m.id, last_seq: m.lastSeq }, { matchId: m.id });
+      }, 1000);
+    }
     return;
   }
   if (type === "resume" || type === "watch") {

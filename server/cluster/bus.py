@@ -157,6 +157,8 @@ class Bus:
         #: node says they sit in (see _busy_of)
         self._busy_now: dict[str, str] = {}
         self._owners: dict[str, str] = {}  # match id -> owner node (cache)
+        #: the owner's epoch where known: a node restarted under the same name is a new owner
+        self._owner_epochs: dict[str, int] = {}
         self._queued: dict[str, dict[str, Any]] = {}  # conn id -> its pending queue request
         #: conn id -> its open challenges and rooms at the leader, as the leader last said
         #: (``_lobby`` messages), re-announced to a new leader
@@ -196,6 +198,9 @@ class Bus:
         arena.detach = self.detach  # type: ignore[method-assign]
         self._create = arena.create
         arena.create = self.create  # type: ignore[method-assign]
+        self._storage_failed = arena._storage_failed
+        self._following: set[asyncio.Task[None]] = set()
+        arena._storage_failed = self._failed  # type: ignore[method-assign]
         # welcome.matches: a player's unfinished matches anywhere in the cluster, read from
         # PostgreSQL while hello looks its token up (player_matches itself is synchronous)
         self._listing = arena.listing
@@ -225,7 +230,7 @@ class Bus:
             setattr(lobby, name, self._lobby_call(op))
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def _gone_now(self, node: str) -> None:
+    def _gone_now(self, node: str, epoch: Any = None) -> None:
         """The broker says ``node`` lost its connection (its MQTT will): a dead lobby leader is
         replaced at once, and requests waiting for that node's answer are refused now. Match
         ownership still waits for the lease, which is what keeps a paused node from forking."""
@@ -233,11 +238,21 @@ class Bus:
             return
         log.warning("bus: node %s disconnected from the broker", node)
         self._gone[node] = time.monotonic() + self.check_s * 10  # = one lease
+        if isinstance(epoch, int):
+            # the dead process's epoch, for matches cached before their first check: an owner
+            # in any other epoch (that node restarted at once, or another node) is a move
+            for match_id, owner in self._owners.items():
+                if owner == node:
+                    self._owner_epochs.setdefault(match_id, epoch)
         for key, (conn, target, _) in list(self._awaiting.items()):
             if target == node:
                 self._awaiting[key] = (conn, target, 0.0)
         self._expire_forwards()
         self._elect(self._alive)
+
+    def _epoch(self) -> int | None:
+        leases = getattr(self.app, "leases", None)
+        return None if leases is None else int(leases.epoch)
 
     def _elect(self, alive: set[str]) -> None:
         self._alive = alive
@@ -289,7 +304,7 @@ class Bus:
                 return None
             if isinstance(conn, RemoteConn):
                 return (conn.origin, conn.conn_id)
-            return (self.node, f"{id(conn):x}")
+            return (self.node, self._cid(conn))
 
         for ch in lobby.challenges.values():
             k = key(ch.source)
@@ -374,7 +389,7 @@ class Bus:
                     conn, leader, "arrive",
                     {"player": conn.player, "bot": lobby.bots.get(conn.player, False)},
                 )
-                cid = f"{id(conn):x}"
+                cid = self._cid(conn)
                 # a player queued here stays queued when the leader that held it died
                 queued = self._queued.get(cid)
                 if queued is not None:
@@ -412,7 +427,8 @@ class Bus:
                     # the broker announces this node's death as soon as its connection drops
                     will=aiomqtt.Will(
                         f"{PREFIX}/gone/{self.node}",
-                        json.dumps({"node": self.node, "run": self._run_id}).encode(), qos=1,
+                        json.dumps({"node": self.node, "run": self._run_id,
+                                    "epoch": self._epoch()}).encode(), qos=1,
                     ),
                 ) as client:
                     await client.subscribe(f"{PREFIX}/{self.node}/#", qos=1)
@@ -476,7 +492,7 @@ class Bus:
                 data = json.loads(bytes(message.payload))  # type: ignore[arg-type]
                 kind = str(message.topic).rsplit("/", 1)[-1]
                 if str(message.topic).startswith(f"{PREFIX}/gone/"):
-                    self._gone_now(str(data["node"]))
+                    self._gone_now(str(data["node"]), data.get("epoch"))
                 elif kind == "req":
                     await self._serve(data)
                 elif kind == "out" and self._first_time(data["rid"]):
@@ -490,8 +506,13 @@ class Bus:
         self._out.put_nowait((topic, json.dumps(data, separators=(",", ":")).encode()))
 
     # -- origin side: forwarding ------------------------------------------------------------------
+    def _cid(self, conn: Connection) -> str:
+        """A connection's id in the cluster: ``id()`` alone repeats across restarts of this
+        node (and owners keep remote seats keyed by it), so this process's run id goes first."""
+        return f"{self._run_id}.{id(conn):x}"
+
     def _conn_id(self, conn: Connection) -> str:
-        key = f"{id(conn):x}"
+        key = self._cid(conn)
         self._local[key] = conn
         return key
 
@@ -501,6 +522,11 @@ class Bus:
     ) -> None:
         if not self.connected.is_set():
             raise NotAvailable("the node running this match cannot be reached; try again")
+        if op in ("act", "resume", "watch") and self.app.arena.stopping:
+            # draining: this connection is about to be closed and its client will resume from
+            # another node; a request sent now on its behalf could reach the owner after that
+            # resume (another MQTT session: no order between them) and take the seat back
+            raise NotAvailable("the server is shutting down; try again in a moment")
         cid = self._conn_id(conn)
         relayed = self._relayed.setdefault(cid, {})
         if op in _LOBBY_OPS:  # (a rematch names a finished match: not relayed from there)
@@ -534,7 +560,9 @@ class Bus:
     async def _look_up(self, match_id: str) -> None:
         owner: str | None = None
         try:
-            owner = await self.owner_of(match_id)
+            owner = await self._remote_owner(match_id)
+        except NotAvailable:
+            owner = ""  # still between owners after the wait: then() refuses, "try again"
         except MooError:
             owner = None
         for then in self._waiting.pop(match_id, []):
@@ -545,18 +573,20 @@ class Bus:
         from server.storage_pg import DB_NOW_MS
 
         async def read(conn: Any) -> Any:
-            return await conn.fetchval(
-                "SELECT o.node FROM owners o JOIN nodes n ON n.name = o.node"
+            return await conn.fetchrow(
+                "SELECT o.node, o.epoch FROM owners o JOIN nodes n ON n.name = o.node"
                 f" AND n.epoch = o.epoch AND n.expires_ms > {DB_NOW_MS}"
                 " WHERE o.match_id = $1",
                 match_id,
             )
 
         store: Any = self.app.store
-        owner = await store._run(read)
-        if owner is not None and owner != self.node:
-            self._owners[match_id] = owner
-        return cast(str | None, owner)
+        row = await store._run(read)
+        owner = None if row is None else str(row[0])
+        if row is not None and owner != self.node:
+            self._owners[match_id] = str(owner)
+            self._owner_epochs[match_id] = int(row[1])
+        return owner
 
     def act(self, conn: Connection, msg: dict[str, Any], received: float | None = None) -> None:
         match_id = msg["match_id"]
@@ -565,7 +595,11 @@ class Bus:
             return
 
         def then(owner: str | None) -> None:
+            if conn.closing:
+                return  # gone while the owner was looked up: nobody to answer
             try:
+                if owner == "":
+                    raise NotAvailable("the match is moving to another node; try again")
                 if owner is None or owner == self.node or match_id in self.app.arena.live:
                     self._act(conn, msg, received)
                 else:
@@ -577,6 +611,11 @@ class Bus:
 
     async def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
         owner = await self._remote_owner(match_id)
+        if conn.closing:
+            # closed while the owner was looked up (e.g. this node drained meanwhile): the
+            # client resumes from its new connection, and a late resume for this one could
+            # take the seat from it at the owner
+            return
         if owner is None:
             await self._resume(conn, match_id, last_seq, ref)
             return
@@ -585,6 +624,8 @@ class Bus:
 
     async def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
         owner = await self._remote_owner(match_id)
+        if conn.closing:
+            return
         if owner is None:
             await self._watch(conn, match_id, last_seq, ref)
             return
@@ -594,7 +635,7 @@ class Bus:
         self._forward(conn, owner, "watch", msg)
 
     def unwatch(self, conn: Connection, match_id: str) -> None:
-        cid = f"{id(conn):x}"
+        cid = self._cid(conn)
         owner = self._relayed.get(cid, {}).pop(match_id, None)
         if owner is None:
             self._unwatch(conn, match_id)
@@ -606,7 +647,7 @@ class Bus:
         self._relayed.get(cid, {}).pop(match_id, None)  # _forward put it back
 
     def detach(self, conn: Connection) -> None:
-        cid = f"{id(conn):x}"
+        cid = self._cid(conn)
         relayed = self._relayed.pop(cid, {})
         conn.spectating[:] = [m for m in conn.spectating if m not in relayed]
         self._detach(conn)
@@ -640,7 +681,7 @@ class Bus:
     def leave(self, conn: Connection) -> None:
         self._leave(conn)
         leader = self._lobby_elsewhere()
-        known = f"{id(conn):x}" in self._local  # else detach() already told the leader
+        known = self._cid(conn) in self._local  # else detach() already told the leader
         if leader is not None and known and self.connected.is_set():
             self._forward(conn, leader, "leave", {})
 
@@ -665,11 +706,11 @@ class Bus:
                     self._sync_lobby()
             elif op == "unqueue":
                 self._forward(conn, leader, op, {"id": arg})
-                self._queued.pop(f"{id(conn):x}", None)
+                self._queued.pop(self._cid(conn), None)
             else:
                 self._forward(conn, leader, op, arg, busy)
                 if op == "queue":  # kept until paired, to re-queue at a new leader
-                    self._queued[f"{id(conn):x}"] = arg
+                    self._queued[self._cid(conn)] = arg
 
         return call
 
@@ -687,7 +728,7 @@ class Bus:
             return None
         live = self.app.arena.live_match_of(player)
         if live is None:
-            live = next(iter(self._seated.get(f"{id(conn):x}", ())), None)
+            live = next(iter(self._seated.get(self._cid(conn), ())), None)
         return live
 
     def _free(self, player: str) -> None:
@@ -744,11 +785,7 @@ class Bus:
                 conns.append(self._local.get(seat["conn"]))
                 self._queued.pop(seat["conn"], None)
             else:
-                key = (seat["node"], seat["conn"])
-                remote = self._remotes.get(key)
-                if remote is None:
-                    remote = self._remotes[key] = RemoteConn(self, *key, seat["player"])
-                conns.append(remote)
+                conns.append(self._remote((seat["node"], seat["conn"]), seat["player"]))
         refs = tuple(spec["refs"])
         try:
             self._create(
@@ -853,13 +890,67 @@ class Bus:
         extra = [m for m in self._elsewhere.pop(player, []) if m["match_id"] not in known]
         return sorted(here + extra, key=lambda m: str(m["match_id"]))
 
+    def _failed(
+        self, lm: Any, exc: BaseException, actor: Any, askers: Any = (),
+    ) -> None:
+        """The arena drops a match whose write failed. If it failed because this node lost
+        the match's lease (paused or overloaded past it: another node took the match over),
+        the players connected *here* are sent on to the new owner by a ``resume`` on their
+        behalf, from the last event they were sent: nobody else would tell a player waiting
+        for the opponent's move that the match now lives elsewhere (players relayed from
+        other nodes are closed with 1012 by their node's check)."""
+        from server.storage_pg import LeaseLost
+
+        here = [c for c in lm.conns if isinstance(c, Connection) and not c.closing]
+        self._storage_failed(lm, exc, actor, askers)
+        # not while this node drains: it is about to close these connections with 1012 and
+        # the clients resume by themselves (a resume sent for them as well could reach the
+        # new owner after theirs and take their seat back for a connection about to close)
+        if isinstance(exc, LeaseLost) and not self._stopping and not self.app.arena.stopping:
+            loop = asyncio.get_running_loop()
+            for conn in here:
+                task = loop.create_task(self._follow(conn, lm.id, lm.durable_seq))
+                self._following.add(task)
+                task.add_done_callback(self._following.discard)
+
+    async def _follow(self, conn: Connection, match_id: str, last_seq: int) -> None:
+        try:
+            await self.resume(conn, match_id, last_seq, None)
+        except MooError as exc:
+            if not conn.closing:
+                conn.close(CLOSE_RESTART, f"match moved to another node; resume ({exc.code})")
+
     async def _remote_owner(self, match_id: str) -> str | None:
-        if match_id in self.app.arena.live:
-            return None
-        owner = await self.owner_of(match_id)
-        if owner is None or owner == self.node or match_id in self.app.arena.live:
-            return None
-        return owner
+        """The node to forward a request for ``match_id`` to; None: this node handles it (it
+        runs the match, or nobody does because it is finished or unknown).
+
+        A match between two owners is waited for rather than refused (a refusal here would be
+        "unknown match" to a client that merely reconnected early): its owner died and no
+        survivor has claimed it yet, or this node has claimed it and is replaying it. That
+        lasts at most about a lease; after that the request is refused with ``not_available``
+        ("try again")."""
+        deadline = time.monotonic() + self.check_s * 10 + 2.0
+        while match_id not in self.app.arena.live:
+            owner = await self.owner_of(match_id)
+            if match_id in self.app.arena.live:
+                break
+            if owner is not None and owner != self.node:
+                return owner
+            if owner is None and not await self._unfinished(match_id):
+                break  # finished or unknown: answered here, from the log
+            if time.monotonic() > deadline:
+                raise NotAvailable("the match is moving to another node; try again")
+            await asyncio.sleep(self.check_s / 2)
+        return None
+
+    async def _unfinished(self, match_id: str) -> bool:
+        async def read(conn: Any) -> Any:
+            return await conn.fetchval(
+                "SELECT finished FROM matches WHERE match_id = $1", match_id
+            )
+
+        store: Any = self.app.store
+        return bool(await store._run(read) == 0)
 
     def _deliver(self, data: dict[str, Any]) -> None:
         """A message from an owner for one of this node's clients."""
@@ -894,8 +985,12 @@ class Bus:
                 if len(self.forward_latency) > 5000:
                     del self.forward_latency[:1000]
         conn.send(msg)
-        if msg.get("kind") == "finished":  # nothing more will come for it
-            self._relayed.get(data["conn"], {}).pop(msg.get("match_id", ""), None)
+        if msg.get("kind") == "finished":
+            # nothing more will come for it: no owner to re-check (the cache would grow with
+            # every match). The connection's entry stays, so its detach still reaches the
+            # owner, which then frees the remote seat it keeps for this connection.
+            self._owners.pop(msg.get("match_id", ""), None)
+            self._owner_epochs.pop(msg.get("match_id", ""), None)
             self._seated.get(data["conn"], set()).discard(msg.get("match_id", ""))
 
     # -- owner side ---------------------------------------------------------------------------
@@ -918,8 +1013,7 @@ class Bus:
                 del self._remotes[key]
                 self._sync_lobby()
             return
-        if remote is None:
-            remote = self._remotes[key] = RemoteConn(self, key[0], key[1], data["player"])
+        remote = self._remote(key, data["player"])
         conn = cast(Connection, remote)
         self.served += 1
         arena = self.app.arena
@@ -1109,6 +1203,19 @@ class Bus:
             "wishes": set(),
         }
 
+    def _remote(self, key: tuple[str, str], player: str | None) -> RemoteConn:
+        """The stand-in for connection ``key``; a stale one of another player (its detach
+        never came, and the id came round again) is detached and replaced."""
+        remote = self._remotes.get(key)
+        if remote is not None and player not in (None, remote.player):
+            self._detach(cast(Connection, remote))
+            self._leave(cast(Connection, remote))
+            remote.closing = True
+            remote = None
+        if remote is None:
+            remote = self._remotes[key] = RemoteConn(self, key[0], key[1], player)
+        return remote
+
     def _rid(self) -> str:
         """A message id unique in the cluster: this process's random id and a counter."""
         return f"{self._run_id}.{next(self._rids)}"
@@ -1191,11 +1298,29 @@ class Bus:
                 self._detach(cast(Connection, remote))
                 remote.closing = True
                 del self._remotes[key]
-        for match_id, owner in list(self._owners.items()):
-            current = await self.owner_of(match_id)
-            if current is None or current == owner:
-                continue  # still there, or dead and not yet taken over: wait for the new owner
+        cached = list(self._owners.items())
+
+        async def owners(conn: Any) -> Any:
+            return await conn.fetch(
+                "SELECT o.match_id, o.node, o.epoch FROM owners o JOIN nodes n"
+                f" ON n.name = o.node AND n.epoch = o.epoch AND n.expires_ms > {DB_NOW_MS}"
+                " WHERE o.match_id = ANY($1::text[])",
+                [m for m, _ in cached],
+            )
+
+        now = {r[0]: (str(r[1]), int(r[2])) for r in await store._run(owners)} if cached else {}
+        for match_id, owner in cached:
+            current = now.get(match_id)
+            if current is None:
+                continue  # dead and not yet taken over: wait for the new owner
+            before = self._owner_epochs.get(match_id)
+            if current[0] == owner and before in (None, current[1]):
+                self._owner_epochs[match_id] = current[1]
+                continue  # still there
+            # moved: to another node, or to a new process of the same node (restarted within
+            # a lease: it adopted the match by replay, and knows none of the relayed seats)
             self._owners.pop(match_id, None)
+            self._owner_epochs.pop(match_id, None)
             for cid, relayed in list(self._relayed.items()):
                 if relayed.get(match_id) == owner:
                     conn = self._local.get(cid)

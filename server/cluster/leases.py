@@ -18,8 +18,10 @@ replays a log that includes it).
   rebuilt by replay from the log, clocks given back as after a restart. With the default
   ``lease_ms = 10000`` a killed node's matches accept moves again after at most about 7.5 s
   plus the replay.
-* **Stop** (SIGTERM): the node ends its own lease, so the others take its matches over on their
-  next scan instead of waiting for it to expire.
+* **Stop** (SIGTERM, :meth:`Leases.hand_over`): the node commits what is queued, ends its own
+  lease and waits (up to one lease) until the others have taken its matches over on their next
+  scan; only then are its clients closed with 1012, so when they reconnect the matches have
+  moved already.
 
 A paused node (SIGSTOP) cannot fork a match: when it wakes up, its stale appends fail the fence
 (:class:`~server.storage_pg.LeaseLost`, refused with ``storage_unavailable``) and it drops
@@ -32,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -115,6 +118,43 @@ class Leases:
                 f"UPDATE nodes SET expires_ms = {DB_NOW_MS} - 1 WHERE name = $1 AND epoch = $2",
                 self.node, self.epoch,
             )
+
+    async def hand_over(self, timeout_s: float | None = None) -> int:
+        """Drain (SIGTERM): give this node's matches to the other nodes *before* its clients
+        are told to reconnect, so they find the matches already moved.
+
+        What the store has queued is committed first; then the lease ends, and the other
+        nodes claim the matches on their next scan (``lease/20``) and replay them. This waits
+        until none is left to this node (at most ``timeout_s``, default one lease; not at all
+        when no other node is alive to take them). Returns how many were still left. Actions
+        that reach this node meanwhile are refused by the fence (``storage_unavailable``:
+        retryable) and its copy of the match is dropped, as after any lost lease.
+        """
+        limit = time.monotonic() + (self.lease_ms / 1000 if timeout_s is None else timeout_s)
+        while self.store._pending and time.monotonic() < limit:
+            await asyncio.sleep(0.005)  # what clients sent before the drain is stored here
+        await self.end_lease()
+        left = -1
+        try:
+            others = await self._run(
+                f"SELECT 1 FROM nodes WHERE name <> $1 AND expires_ms > {DB_NOW_MS} LIMIT 1",
+                self.node,
+            )
+            while True:
+                rows = await self._run(
+                    "SELECT count(*) FROM owners o JOIN matches m ON m.match_id = o.match_id"
+                    " WHERE o.node = $1 AND o.epoch = $2 AND m.finished = 0",
+                    self.node, self.epoch,
+                )
+                left = int(rows[0][0])
+                if not left or not others or time.monotonic() >= limit:
+                    break
+                await asyncio.sleep(self.scan_s / 2)
+        except (StorageError, *_UNAVAILABLE) as exc:
+            log.warning("node %s: hand-over not confirmed: %s", self.node, exc)
+        log.info("node %s: lease ended for the drain; %d matches not yet taken over",
+                 self.node, max(left, 0))
+        return left
 
     async def _every(self, seconds: float, step: Callable[[], Any]) -> None:
         while not self._stopping:

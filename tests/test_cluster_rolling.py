@@ -1,0 +1,230 @@
+"""A rolling restart of a three-node cluster during ``moo tournament`` (issue #11).
+
+Three real nodes on one PostgreSQL database and one broker; ``moo tournament`` plays through
+them with the list of the three URLs. Each node in turn gets SIGTERM (it drains: its matches
+move to the other nodes before its clients are told to reconnect), is started again on its
+port, and must be back on the bus before the next one goes. The tournament must complete with
+every match ended normally (no ``disconnect``, ``resign`` or ``timeout`` in the database, not
+only in the tournament's records: a resigned and replayed match would hide there), every
+match finished, and every guess the tournament recorded in the log, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from functools import partial
+from pathlib import Path
+
+from clients.tournament.runner import make_plan
+from tests.cluster_support import Node, nodes, query, start_node, until
+from tests.mqtt_support import Broker
+from tests.pg_support import pg_url
+from tests.test_client_failover import FORFEITS, _lines, _moo
+from tests.test_server_http import http_get
+
+__all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
+
+LEASE_MS = 3000
+
+
+async def _on_bus(node: Node) -> bool:
+    try:
+        _, _, body = await http_get(node.port, "/healthz")
+    except OSError:
+        return False
+    return bool(json.loads(body).get("bus") == "ok")
+
+
+async def test_rolling_restart_during_a_tournament(pg_url: str, tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    await broker.start()
+    out = tmp_path / "t.jsonl"
+    proc: asyncio.subprocess.Process | None = None
+    rounds = 300
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=LEASE_MS) as started:
+            for node in started:
+                await until(partial(_on_bus, node), 20, f"{node.name} on the bus")
+            urls = ",".join(f"ws://127.0.0.1:{n.port}/" for n in started)
+            # long enough (600 matches, ~40 s here) to outlast three restarts
+            proc = await _moo("tournament", "minimum", "random", "--url", urls, "--rounds",
+                              str(rounds), "--seed", "11", "--concurrency", "4", "--out",
+                              str(out), "--no-progress", "--name-prefix", "roll-")
+            async with asyncio.timeout(90):
+                while len(await _lines(out)) < 2:
+                    await asyncio.sleep(0.05)
+            drains: list[tuple[str, int]] = []
+            for i, node in enumerate(list(started)):
+                drains.append((node.name, int(time.time() * 1000)))
+                node.proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(node.proc.wait(), 30)
+                if node._drain is not None:
+                    await asyncio.wait_for(node._drain, 5)
+                text = node.text()
+                assert "0 matches not yet taken over" in text and "stopped" in text, text
+                again = await start_node(pg_url, node.name, bus=broker.url, lease_ms=LEASE_MS,
+                                         extra=("--port", str(node.port)))
+                started[i] = again
+                await until(partial(_on_bus, again), 20, f"{node.name} back on the bus")
+            if proc.returncode is not None:
+                _, err = await proc.communicate()
+                raise AssertionError(
+                    f"the tournament ended before the rolling restart did: {proc.returncode},"
+                    f" {len(await _lines(out))} records, {err.decode()[-2000:]}"
+                )
+            async with asyncio.timeout(300):
+                _, stderr = await proc.communicate()
+            assert proc.returncode == 0, stderr.decode()
+            records = [json.loads(line) for line in await _lines(out)]
+            jobs = make_plan(["minimum", "random"], fmt="roundrobin", rounds=rounds, seed=11,
+                             secrets="uniform")
+            assert sorted(r["key"] for r in records) == sorted(j.key for j in jobs)
+            assert [r for r in records if r["reason"] in FORFEITS] == []
+            # matches were in flight at every drain, and ended normally
+            for name, at in drains:
+                spanning = [r for r in records if r["started_ms"] < at < r["finished_ms"]]
+                assert spanning, f"no match was in flight when {name} was drained"
+            # the database agrees: every match finished, none by a forfeit (a match resigned
+            # and then replayed would not show in the records)
+            rows = await query(pg_url, "SELECT match_id, finished FROM matches")
+            assert rows and all(r[1] == 1 for r in rows), rows
+            fins = await query(
+                pg_url, "SELECT body FROM events WHERE body::jsonb ->> 'kind' = 'finished'"
+            )
+            reasons = [json.loads(r[0])["reason"] for r in fins]
+            assert len(reasons) == len(rows) == len(records)
+            assert not [r for r in reasons if r in FORFEITS], reasons
+            # 0 lost guesses: each seat's guesses, as the tournament recorded them, are the log's
+            logged = await query(
+                pg_url,
+                "SELECT match_id, body FROM events WHERE body::jsonb ->> 'kind' = 'guess'"
+                " ORDER BY match_id, seq",
+            )
+            by_seat: dict[tuple[str, int], list[str]] = {}
+            for match_id, body in logged:
+                e = json.loads(body)
+                by_seat.setdefault((match_id, int(e["seat"])), []).append(e["guess"])
+            for r in records:
+                for seat in (0, 1):
+                    assert by_seat.get((r["match_id"], seat), []) == r["guesses"][seat], r
+    finally:
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await broker.stop()
+
+
+async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """ann on b and bob on c play a match run by b (ann's room); b is killed and started again
+    at once under the same name (a supervisor restarting it). The new b adopts the match by replay
+    (new epoch: its predecessor's lease is not waited for) but knows nothing of bob, who is
+    relayed to it from c: c must see the owner change although the node's name did not, close
+    bob with 1012 so he resumes, and the match must end normally, nothing lost."""
+    from tests.server_support import Client
+
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        async with nodes(pg_url, "b", "c", bus=broker.url, lease_ms=30_000) as started:
+            b, c = started
+            for node in (b, c):
+                await until(partial(_on_bus, node), 20, f"{node.name} on the bus")
+            ann = await Client.hello(b.port, "ann")
+            bob = await Client.hello(c.port, "bob", "moo.v1.msgpack")
+            room = await ann.request({"type": "room_create", "pacing": "free"})
+            mid = (await bob.request({"type": "room_join", "code": room["code"]}))["match_id"]
+            assert (await query(pg_url, "SELECT node FROM owners"))[0][0] == "b"
+            await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
+            await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
+            acked = []
+            r = await bob.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            acked.append((r["seq"], r["guess"]))
+            b.proc.kill()
+            await b.proc.wait()
+            b2 = await start_node(pg_url, "b", bus=broker.url, lease_ms=30_000)
+            started.append(b2)  # killed at the end with the others
+            # the lease (30 s) has not run out: the match moved by its epoch alone
+            try:
+                code = await bob.closed(timeout=20)
+            except TimeoutError:
+                raise AssertionError("bob was not told to resume:\n" + c.text()) from None
+            assert code == 1012
+            rows = await query(pg_url, "SELECT o.node, o.epoch, n.epoch FROM owners o"
+                                       " JOIN nodes n ON n.name = o.node")
+            assert rows[0][1] == rows[0][2] and rows[0][1] >= 2, rows  # a new epoch owns it
+            bob2 = await Client.hello(c.port, "y", "moo.v1.msgpack", token=bob.token)
+            ann2 = await Client.hello(b2.port, "x", token=ann.token)
+            for p in (ann2, bob2):
+                await p.request({"type": "resume", "match_id": mid, "last_seq": 0})
+            await bob2.event(mid, "resumed")
+            logged = {(e["seq"], e["guess"]) for e in bob2.events(mid) if e["kind"] == "guess"}
+            assert set(acked) <= logged
+            await ann2.request({"type": "guess", "match_id": mid, "guess": "4567"})
+            fins = [await p.event(mid, "finished") for p in (ann2, bob2)]
+            assert fins[0]["reason"] == fins[1]["reason"] == "solved"
+            for p in (ann2, bob2):
+                await p.close()
+    finally:
+        await broker.stop()
+
+
+async def test_players_of_a_node_that_lost_the_lease_follow_the_match(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """ann plays on a, which runs the match (her room); bob on b. a is paused (SIGSTOP) past its
+    lease, so b takes the match over; a wakes up, finds it no longer owns the match and lets
+    go. ann, still connected to a and waiting for bob's move, is resumed at b on her behalf:
+    she gets the match again and then bob's moves, without reconnecting."""
+    from tests.server_support import Client
+
+    broker = Broker(tmp_path)
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=2000) as (a, b):
+            for node in (a, b):
+                await until(partial(_on_bus, node), 20, f"{node.name} on the bus")
+            ann = await Client.hello(a.port, "ann")
+            bob = await Client.hello(b.port, "bob")
+            room = await ann.request({"type": "room_create", "pacing": "free"})
+            mid = (await bob.request({"type": "room_join", "code": room["code"]}))["match_id"]
+            await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
+            await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
+            await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            # ann's first announcement of the match, out of the way
+            await ann.expect(lambda m: m.get("type") == "match" and m.get("match_id") == mid)
+            os.kill(a.proc.pid, signal.SIGSTOP)
+            owner = "SELECT node FROM owners WHERE match_id = $1"
+            await until(lambda: _owner_is(pg_url, owner, mid, "b"), 20, "b to take over")
+            os.kill(a.proc.pid, signal.SIGCONT)
+            # a lets go (its next heartbeat) and resumes ann at b: the match again, no ref
+            again = await ann.expect(
+                lambda m: m.get("type") == "match" and m.get("match_id") == mid, timeout=20
+            )
+            assert "ref" not in again and again["seat"] == 0
+            # bob (closed with 1012 by b's check, or not) plays on at b; ann sees his move
+            bob2 = await Client.hello(b.port, "y", token=bob.token)
+            await bob2.request({"type": "resume", "match_id": mid, "last_seq": 0})
+            g = await bob2.request({"type": "guess", "match_id": mid, "guess": "9876"})
+            assert g["kind"] == "guess", g
+            seen = await ann.event(mid, "guess", seat=1)
+            assert seen["seq"] == g["seq"]
+            solved = await ann.request({"type": "guess", "match_id": mid, "guess": "4567"})
+            assert solved["kind"] == "guess" and solved["bulls"] == 4, solved
+            await bob2.request({"type": "guess", "match_id": mid, "guess": "8765"})  # last try
+            fin = await ann.event(mid, "finished")
+            assert fin["reason"] == "solved" and fin["winner"] == 0
+            for p in (ann, bob2):
+                await p.close()
+    finally:
+        await broker.stop()
+
+
+async def _owner_is(db: str, sql: str, mid: str, node: str) -> bool:
+    rows = await query(db, sql, mid)
+    return bool(rows) and rows[0][0] == node
