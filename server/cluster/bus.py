@@ -304,7 +304,7 @@ class Bus:
                 return None
             if isinstance(conn, RemoteConn):
                 return (conn.origin, conn.conn_id)
-            return (self.node, self._cid(conn))
+            return (self.node, self._cid(cast(Connection, conn)))
 
         for ch in lobby.challenges.values():
             k = key(ch.source)
