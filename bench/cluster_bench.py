@@ -12,14 +12,14 @@ node's own figures) then saturation (acknowledged guesses/s). CPU is read from /
 node, the broker and the PostgreSQL backends serving the benchmark's database; a node's CPU
 against its quota (and the cgroup's throttling count) shows whether the nodes were the limit.
 
-``--compare 1 2`` runs several configurations back to back in one invocation, ``--repeat``
-times, alternating, and prints each run and the ratios of guesses/s to the first configuration
-(the figure that matters on a shared machine). Everything is torn down at the end, the
-databases dropped and the cgroups removed.
+``--compare 1 2`` (or ``2 2split``) runs several configurations back to back in one
+invocation, ``--repeat`` times, alternating, and prints each run and its ratios to the first
+configuration of the same repetition (the figures that matter on a shared machine).
+Everything is torn down at the end, the databases dropped and the cgroups removed.
 
     python -m bench.cluster_bench --compare 1 2 --repeat 3 --cpu-quota 0.2 --matches 300 \\
         --workers 3 --steady-seconds 0 --seconds 10                          # (b)
-    python -m bench.cluster_bench --nodes 2 --split --matches 500 --seconds 0 \\
+    python -m bench.cluster_bench --compare 2 2split --matches 500 --seconds 0 \\
         --steady-seconds 30 --interval 1 --workers 3                         # (c)
 """
 
@@ -130,10 +130,13 @@ async def _start_node(db: str, bus: str, name: str, cpus: str | None,
             await proc.wait()
         raise
 
+    keep = os.environ.get("MOO_BENCH_NODE_LOG")  # a directory: each node's stderr there
+
     async def drain() -> None:
         assert proc.stderr is not None
-        while await proc.stderr.readline():
-            pass
+        with open(Path(keep) / f"{name}.log", "ab") if keep else open(os.devnull, "wb") as f:
+            while line := await proc.stderr.readline():
+                f.write(line)
 
     asyncio.get_running_loop().create_task(drain())
     return Node(name, proc, int(found.group(1)), quota)
@@ -165,8 +168,9 @@ async def _pg_backends(admin: asyncpg.Connection, db: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-async def run_once(args: argparse.Namespace, n_nodes: int) -> dict[str, Any]:
-    """One configuration: fresh database, broker and ``n_nodes`` nodes; the phases."""
+async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[str, Any]:
+    """One configuration: fresh database, broker and ``n_nodes`` nodes (every match's seats
+    on two of them with ``split``); the phases."""
     name = f"moo_bench_{secrets.token_hex(4)}"
     admin = await asyncpg.connect(PG + "/postgres")
     await admin.execute(f'CREATE DATABASE "{name}"')
@@ -205,10 +209,10 @@ async def run_once(args: argparse.Namespace, n_nodes: int) -> dict[str, Any]:
         counting = asyncio.get_running_loop().create_task(counter.follow(port))
         t0 = time.perf_counter()
         workers = Workers(args, "moo", nodes[0].port, ports=[n.port for n in nodes],
-                          split=args.split)
+                          split=split)
         await workers.start()
         out: dict[str, Any] = {
-            "nodes": n_nodes, "matches": args.matches, "split": args.split,
+            "nodes": n_nodes, "matches": args.matches, "split": split,
             "load_workers": args.workers, "cpus": args.cpus, "cpu_quota": args.cpu_quota,
             "setup_s": round(time.perf_counter() - t0, 1),
             "loadavg_before": round(os.getloadavg()[0], 2),
@@ -306,26 +310,37 @@ async def run_once(args: argparse.Namespace, n_nodes: int) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    configs = args.compare or [args.nodes]
+    configs = args.compare or [f"{args.nodes}{'split' if args.split else ''}"]
     runs: list[dict[str, Any]] = []
     for rep in range(args.repeat):
-        for n in configs:
-            print(f"run {rep + 1}/{args.repeat}: {n} node(s)", file=sys.stderr)
-            result = await run_once(args, n)
+        for config in configs:
+            print(f"run {rep + 1}/{args.repeat}: {config}", file=sys.stderr)
+            result = await run_once(args, *_config(config))
             print(json.dumps(result), file=sys.stderr)
             runs.append(result)
     out: dict[str, Any] = {"configs": configs, "runs": runs}
-    if len(configs) > 1 and args.seconds > 0:
-        # ratio to the first configuration, within each repetition (same machine conditions)
+    if len(configs) > 1:
+        # against the first configuration, within each repetition (same machine conditions)
         ratios: dict[str, list[float]] = {}
         for rep in range(args.repeat):
             group = runs[rep * len(configs):(rep + 1) * len(configs)]
-            base = group[0]["saturation"]["guesses_per_s"]
-            for r in group[1:]:
-                ratios.setdefault(f"{r['nodes']}/{configs[0]}", []).append(
-                    round(r["saturation"]["guesses_per_s"] / base, 2))
-        out["saturation_ratios"] = ratios
+            for config, r in zip(configs[1:], group[1:]):
+                key = f"{config}/{configs[0]}"
+                if args.seconds > 0:
+                    ratios.setdefault(f"saturation {key}", []).append(round(
+                        r["saturation"]["guesses_per_s"]
+                        / group[0]["saturation"]["guesses_per_s"], 2))
+                if args.steady_seconds > 0:
+                    ratios.setdefault(f"steady p99 {key}", []).append(round(
+                        r["steady"]["p99_ms"] / group[0]["steady"]["p99_ms"], 2))
+        out["ratios"] = ratios
     return out
+
+
+def _config(text: str) -> tuple[int, bool]:
+    """``"2"``: two nodes, each match on one; ``"2split"``: every match on two."""
+    split = text.endswith("split")
+    return int(text.removesuffix("split")), split
 
 
 def _free_port() -> int:
@@ -339,8 +354,9 @@ def _free_port() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--compare", type=int, nargs="+", metavar="N",
-                        help="node counts to run back to back (e.g. 1 2); overrides --nodes")
+    parser.add_argument("--compare", nargs="+", metavar="N[split]",
+                        help="configurations to run back to back, e.g. 1 2 or 2 2split;"
+                        " overrides --nodes and --split")
     parser.add_argument("--repeat", type=int, default=1, help="repetitions of --compare")
     parser.add_argument("--matches", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2, help="load-generator processes")
@@ -357,12 +373,15 @@ def main() -> None:
     parser.add_argument("--subprotocol", default="moo.v1.msgpack",
                         choices=["moo.v1.msgpack", "moo.v1.json"])
     args = parser.parse_args()
-    counts = args.compare or [args.nodes]
-    if not (all(1 <= n <= 8 for n in counts) and 1 <= args.matches <= 5000
+    try:
+        configs = [_config(c) for c in args.compare or []] or [(args.nodes, args.split)]
+    except ValueError:
+        parser.error("--compare: node counts, optionally with 'split', e.g. 1 2 2split")
+    if not (all(1 <= n <= 8 for n, _ in configs) and 1 <= args.matches <= 5000
             and 1 <= args.workers <= 16 and 1 <= args.repeat <= 10):
         parser.error("bounded: 1-8 nodes, 1-5000 matches, 1-16 workers, 1-10 repetitions")
-    if args.split and min(counts) < 2:
-        parser.error("--split needs at least 2 nodes")
+    if any(split and n < 2 for n, split in configs):
+        parser.error("split needs at least 2 nodes")
     if args.cpu_quota is not None:
         if not 0.01 <= args.cpu_quota <= os.cpu_count():  # type: ignore[operator]
             parser.error("--cpu-quota: a fraction of one core, 0.01 to the number of cores")

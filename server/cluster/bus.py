@@ -46,8 +46,9 @@ import itertools
 import json
 import logging
 import secrets
+import socket
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
@@ -77,6 +78,63 @@ _LOBBY_OPS = frozenset({*_LOBBY_METHODS, "arrive", "requeue"})
 FORWARD_TIMEOUT_S = 5.0
 #: requests remembered for de-duplication
 _SEEN_MAX = 20_000
+
+
+class _Client(aiomqtt.Client):
+    """aiomqtt's client, reading every MQTT packet that has arrived when its socket is ready.
+
+    aiomqtt's reader callback makes paho read one packet per call when no QoS 1 message of
+    ours is unacknowledged: on a busy event loop (hundreds of WebSockets) that is one relayed
+    batch per loop turn, so a burst of them queued up in the socket for hundreds of ms. This
+    one replaces that callback (same fd, registered after it) with one that goes on while the
+    socket has data, up to 1000 packets per turn.
+    """
+
+    def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
+        super()._on_socket_open(client, userdata, sock)
+
+        def drain() -> None:
+            try:
+                for _ in range(1000):
+                    if client.loop_read() != 0 or client.socket() is None:
+                        break
+                    try:  # more waiting? (MSG_PEEK leaves it for the next read)
+                        if not sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                            break
+                    except (BlockingIOError, InterruptedError):
+                        break
+            except Exception as exc:  # as aiomqtt's own callback: the connection is gone
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(self._loop.add_reader, sock.fileno(), drain)
+
+    def publish_now(self, topic: str, payload: bytes) -> Any:
+        """Publish (QoS 1) without waiting: the packet is queued in order at once and written
+        when the socket is ready; the returned info says when the broker acknowledged it."""
+        return self._client.publish(topic, payload, qos=1)
+
+    def received(self) -> list[aiomqtt.Message]:
+        """The messages received and not yet handed out (taken off the queue)."""
+        out = []
+        while not self._queue.empty():
+            out.append(self._queue.get_nowait())
+        return out
+
+
+def _dumps(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+class _NotSent:
+    """Stands for the publish info of a message queued while no session was up."""
+
+    @staticmethod
+    def is_published() -> bool:
+        return False
+
+
+_NOT_SENT = _NotSent()
 
 
 class RemoteConn:
@@ -129,9 +187,16 @@ class Bus:
         self.node = node
         self.check_s = lease_ms / 10000
         self.connected = asyncio.Event()
-        self._out: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
-        self._inflight: list[tuple[str, bytes]] = []
-        self._relays: dict[str, list[dict[str, Any]]] = {}  # origin -> relays this turn
+        #: the MQTT session's client while connected (publishes go straight to it)
+        self._client: _Client | None = None
+        #: handed to the MQTT client, in order, until the broker acknowledged them (publish
+        #: info, topic, payload, when); those not acknowledged when a session ends are
+        #: published again, in order, in the next one (receivers drop repeats by ``rid``)
+        self._unacked: deque[tuple[Any, str, bytes, float]] = deque()
+        #: requests (owner -> requests) and relays (origin -> relays) of this loop turn
+        self._reqs: dict[str, list[dict[str, Any]]] = {}
+        self._relays: dict[str, list[dict[str, Any]]] = {}
+        self._flush_due = False
         self._rids = itertools.count(1)
         self._run_id = secrets.token_hex(4)
         self._tasks: list[asyncio.Task[None]] = []
@@ -273,18 +338,35 @@ class Bus:
         backoff = 0.1
         while not self._stopping:
             try:
-                async with aiomqtt.Client(
+                async with _Client(
                     self.host, self.port, username=self.username, password=self.password,
                     identifier=f"moo-node-{self.node}-{secrets.token_hex(3)}",
                     timeout=5.0, keepalive=10,
+                    # no limit of 20 unacknowledged publishes (paho's default): _write
+                    # pipelines them, and a full window would hold every later message back
+                    max_inflight_messages=0,
+                    # small messages go out at once, not after the previous one's TCP ACK
+                    socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
                     # the broker announces this node's death as soon as its connection drops
                     will=aiomqtt.Will(
                         f"{PREFIX}/gone/{self.node}",
                         json.dumps({"node": self.node, "run": self._run_id}).encode(), qos=1,
                     ),
                 ) as client:
-                    await client.subscribe(f"{PREFIX}/{self.node}/#", qos=1)
+                    # QoS 0 from the broker to this node: QoS 1 on that leg would add a
+                    # PUBACK per message and the broker's window of 20 unacknowledged
+                    # messages per subscriber (max_inflight_messages), which queued relays
+                    # behind one another (p99 of a split match: hundreds of ms). It loses
+                    # nothing more than QoS 1 does here: over one TCP connection both arrive
+                    # in order, and after a reconnect (clean session) neither is resent;
+                    # publishing stays QoS 1 (resent after a reconnect, see _write).
+                    await client.subscribe(f"{PREFIX}/{self.node}/#", qos=0)
                     await client.subscribe(f"{PREFIX}/gone/+", qos=1)
+                    self._client = client
+                    left, self._unacked = self._unacked, deque()
+                    for info, topic, payload, _ in left:
+                        if not info.is_published():  # lost with the last session: again
+                            self._publish(topic, payload)
                     self.connected.set()
                     self._announce()
                     backoff = 0.1
@@ -314,48 +396,91 @@ class Bus:
                     log.warning("bus: connection lost: %s", exc)
             finally:
                 self.connected.clear()
+                self._client = None
             await asyncio.sleep(backoff)
             backoff = min(2.0, backoff * 2)
 
     async def _write(self, client: aiomqtt.Client) -> None:
-        """Publish what is queued, in order, many at a time.
+        """End the session when the broker stops acknowledging what it was sent.
 
-        QoS 1 makes every publish wait for the broker's acknowledgement; awaited one by one that
-        is one round trip per message (a few hundred messages/s). So everything queued goes out
-        together: the publishes start in queue order (each hands its packet to the socket
-        before its first wait), then all their acknowledgements are awaited at once. If the
-        session fails, the whole unacknowledged batch is published again in the next session;
-        receivers drop what they already had (``rid``).
+        Publishing itself is :meth:`_publish`: straight into the MQTT client, in order, never
+        waiting for the broker (QoS 1 acknowledgements awaited one by one, or batch by batch
+        as before, put a round trip through the broker and this busy event loop in front of
+        every later message: hundreds of ms of latency tail for a split match).
         """
         while True:
-            if not self._inflight:
-                batch = [await self._out.get()]
-                while len(batch) < 1000 and not self._out.empty():
-                    batch.append(self._out.get_nowait())
-                self._inflight = batch
-            await asyncio.gather(
-                *(client.publish(t, p, qos=1, timeout=5.0) for t, p in self._inflight)
-            )
-            self._inflight = []
+            await asyncio.sleep(1.0)
+            while self._unacked and self._unacked[0][0].is_published():
+                self._unacked.popleft()
+            if self._unacked and time.monotonic() - self._unacked[0][3] > 5.0:
+                raise aiomqtt.MqttError("the broker did not acknowledge a publish in 5 s")
 
-    async def _read(self, client: aiomqtt.Client) -> None:
-        async for message in client.messages:
+    def _publish(self, topic: str, payload: bytes) -> None:
+        """Hand one message to the MQTT client (or keep it for the next session)."""
+        client = self._client
+        info = None
+        if client is not None:
+            info = client.publish_now(topic, payload)
+        self._unacked.append((info or _NOT_SENT, topic, payload, time.monotonic()))
+        while self._unacked and self._unacked[0][0].is_published():  # the broker has it
+            self._unacked.popleft()
+
+    async def _read(self, client: _Client) -> None:
+        async for first in client.messages:
+            # aiomqtt hands out one message per two turns of the event loop (a task and a
+            # wait each); on a busy node that, not the broker, was the relay's latency tail.
+            # So everything already received is taken at once.
+            for message in (first, *client.received()):
+                await self._handle(message)
+
+    async def _handle(self, message: aiomqtt.Message) -> None:
+        topic = str(message.topic)
+        try:
+            data = json.loads(bytes(message.payload))  # type: ignore[arg-type]
+            if topic.startswith(f"{PREFIX}/gone/"):
+                self._gone_now(str(data["node"]))
+                return
+            kind = topic.rsplit("/", 1)[-1]
+            if kind == "out" and not self._first_time(data["rid"]):
+                return  # a batch re-published after a broker reconnect: delivered already
+            batch = data["batch"]
+        except Exception:
+            log.exception("bus: bad message on %s", topic)
+            return
+        for item in batch:  # one bad item does not cost the others theirs
             try:
-                data = json.loads(bytes(message.payload))  # type: ignore[arg-type]
-                kind = str(message.topic).rsplit("/", 1)[-1]
-                if str(message.topic).startswith(f"{PREFIX}/gone/"):
-                    self._gone_now(str(data["node"]))
-                elif kind == "req":
-                    await self._serve(data)
-                elif kind == "out" and self._first_time(data["rid"]):
-                    # (a batch re-published after a broker reconnect is dropped: delivered)
-                    for item in data["batch"]:
-                        self._deliver(item)
+                if kind == "req":
+                    await self._serve(item)  # (each request has its own rid)
+                elif kind == "out":
+                    self._deliver(item)
             except Exception:
-                log.exception("bus: bad message on %s", message.topic)
+                log.exception("bus: bad item on %s", topic)
 
-    def _send(self, topic: str, data: dict[str, Any]) -> None:
-        self._out.put_nowait((topic, json.dumps(data, separators=(",", ":")).encode()))
+    def _send(self, owner: str, data: dict[str, Any]) -> None:
+        """Queue a request for ``owner``: every request to one node during one turn of the
+        event loop goes out as one MQTT message (``{"batch": [...]}``), in order."""
+        pending = self._reqs.get(owner)
+        if pending is None:
+            pending = self._reqs[owner] = []
+            self._flush_soon()
+        pending.append(data)
+
+    def _flush_soon(self) -> None:
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Publish this turn's requests, then its relays (the order they had before they
+        were batched: requests went out at once, relays at the end of the turn)."""
+        self._flush_due = False
+        reqs, self._reqs = self._reqs, {}
+        relays, self._relays = self._relays, {}
+        for owner, batch in reqs.items():
+            self._publish(f"{PREFIX}/{owner}/req", _dumps({"batch": batch}))
+        for origin, batch in relays.items():
+            self._publish(f"{PREFIX}/{origin}/out",
+                          _dumps({"rid": self._rid(), "batch": batch}))
 
     # -- origin side: forwarding ------------------------------------------------------------------
     def _conn_id(self, conn: Connection) -> str:
@@ -377,7 +502,7 @@ class Bus:
             self._sent_at[(cid, ref)] = time.perf_counter()
             self._awaiting[(cid, ref)] = (conn, owner, time.monotonic() + self.forward_timeout_s)
         self._send(
-            f"{PREFIX}/{owner}/req",
+            owner,
             {"rid": self._rid(), "from": self.node, "conn": cid,
              "player": conn.player, "op": op, "msg": msg},
         )
@@ -422,6 +547,21 @@ class Bus:
         if owner is not None and owner != self.node:
             self._owners[match_id] = owner
         return cast(str | None, owner)
+
+    async def _owners_of(self, match_ids: list[str]) -> dict[str, str]:
+        """The nodes whose live lease owns each of ``match_ids`` (absent: nobody)."""
+        from server.storage_pg import DB_NOW_MS
+
+        async def read(conn: Any) -> Any:
+            return await conn.fetch(
+                "SELECT o.match_id, o.node FROM owners o JOIN nodes n ON n.name = o.node"
+                f" AND n.epoch = o.epoch AND n.expires_ms > {DB_NOW_MS}"
+                " WHERE o.match_id = ANY($1::text[])",
+                match_ids,
+            )
+
+        store: Any = self.app.store
+        return {str(r[0]): str(r[1]) for r in await store._run(read)}
 
     def act(self, conn: Connection, msg: dict[str, Any], received: float | None = None) -> None:
         match_id = msg["match_id"]
@@ -477,7 +617,7 @@ class Bus:
         self._detach(conn)
         for owner in set(relayed.values()):
             self._send(
-                f"{PREFIX}/{owner}/req",
+                owner,
                 {"rid": self._rid(), "from": self.node, "conn": cid,
                  "player": conn.player, "op": "detach", "msg": {}},
             )
@@ -548,7 +688,7 @@ class Bus:
             else:
                 seats.append({"node": self.node, "conn": self._conn_id(c), "player": c.player})
         self._send(
-            f"{PREFIX}/{target}/req",
+            target,
             {"rid": self._rid(), "from": self.node, "conn": "", "player": None,
              "op": "create", "msg": {"players": list(players), "seats": seats,
                                      "pacing": pacing, "bots": list(bots), "refs": list(refs),
@@ -743,14 +883,8 @@ class Bus:
         pending = self._relays.get(origin)
         if pending is None:
             pending = self._relays[origin] = []
-            if len(self._relays) == 1:
-                asyncio.get_running_loop().call_soon(self._flush_relays)
+            self._flush_soon()
         pending.append(data)
-
-    def _flush_relays(self) -> None:
-        relays, self._relays = self._relays, {}
-        for origin, batch in relays.items():
-            self._send(f"{PREFIX}/{origin}/out", {"rid": self._rid(), "batch": batch})
 
     # -- keeping both sides honest --------------------------------------------------------------
     async def _watchdog(self) -> None:
@@ -795,8 +929,11 @@ class Bus:
                 self._detach(cast(Connection, remote))
                 remote.closing = True
                 del self._remotes[key]
+        # one query for all of them (one per match and second was most of a split
+        # match's bus cost at a few hundred matches)
+        current_of = await self._owners_of(list(self._owners)) if self._owners else {}
         for match_id, owner in list(self._owners.items()):
-            current = await self.owner_of(match_id)
+            current = current_of.get(match_id)
             if current is None or current == owner:
                 continue  # still there, or dead and not yet taken over: wait for the new owner
             self._owners.pop(match_id, None)
