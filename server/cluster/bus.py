@@ -197,6 +197,10 @@ class Bus:
         self._reqs: dict[str, list[dict[str, Any]]] = {}
         self._relays: dict[str, list[dict[str, Any]]] = {}
         self._flush_due = False
+        #: relay batches numbered per destination (sender side) and the last number seen
+        #: per sending process (receiver side): a gap means the broker lost relays
+        self._relay_n: dict[str, int] = {}
+        self._relay_last: dict[str, int] = {}
         self._rids = itertools.count(1)
         self._run_id = secrets.token_hex(4)
         self._tasks: list[asyncio.Task[None]] = []
@@ -433,6 +437,26 @@ class Bus:
             for message in (first, *client.received()):
                 await self._handle(message)
 
+    def _check_gap(self, data: dict[str, Any]) -> None:
+        """Relays from one node arrive numbered 1, 2, 3...; one missing (lost by the broker:
+        its connection to this node dropped, or its queue for this node overflowed) means a
+        client here may have missed an event or an acknowledgement. Those clients are closed
+        with 1012, so they reconnect and ``resume`` from the last seq they have: no gap."""
+        run, n, sender = data.get("run"), data.get("n"), data.get("from")
+        if not isinstance(run, str) or not isinstance(n, int):
+            return
+        last = self._relay_last.get(run)
+        self._relay_last[run] = n if last is None else max(last, n)
+        if last is None or n <= last + 1:
+            return
+        log.warning("bus: relays %d..%d from node %s lost; its clients here resume",
+                    last + 1, n - 1, sender)
+        for cid, relayed in list(self._relayed.items()):
+            if sender in relayed.values():
+                conn = self._local.get(cid)
+                if conn is not None:
+                    conn.close(CLOSE_RESTART, "relay interrupted; resume")
+
     async def _handle(self, message: aiomqtt.Message) -> None:
         topic = str(message.topic)
         try:
@@ -441,8 +465,10 @@ class Bus:
                 self._gone_now(str(data["node"]))
                 return
             kind = topic.rsplit("/", 1)[-1]
-            if kind == "out" and not self._first_time(data["rid"]):
-                return  # a batch re-published after a broker reconnect: delivered already
+            if kind == "out":
+                if not self._first_time(data["rid"]):
+                    return  # a batch re-published after a broker reconnect: delivered already
+                self._check_gap(data)
             batch = data["batch"]
         except Exception:
             log.exception("bus: bad message on %s", topic)
@@ -479,8 +505,11 @@ class Bus:
         for owner, batch in reqs.items():
             self._publish(f"{PREFIX}/{owner}/req", _dumps({"batch": batch}))
         for origin, batch in relays.items():
-            self._publish(f"{PREFIX}/{origin}/out",
-                          _dumps({"rid": self._rid(), "batch": batch}))
+            n = self._relay_n[origin] = self._relay_n.get(origin, 0) + 1
+            self._publish(f"{PREFIX}/{origin}/out", _dumps(
+                {"rid": self._rid(), "from": self.node, "run": self._run_id, "n": n,
+                 "batch": batch}
+            ))
 
     # -- origin side: forwarding ------------------------------------------------------------------
     def _conn_id(self, conn: Connection) -> str:
