@@ -61,16 +61,18 @@ def _cpu_s(pid: int) -> float:
 
 
 class CpuQuota:
-    """One cgroup v1 ``cpu`` group limited to ``fraction`` of one core (CFS quota)."""
+    """One cgroup v1 ``cpu`` group: limited to ``fraction`` of one core (CFS quota), and/or
+    weighted ``shares`` against the machine's other processes (default weight 1024)."""
 
-    def __init__(self, name: str, fraction: float) -> None:
-        self.path = CGROUP_CPU / name
+    def __init__(self, name: str, fraction: float | None = None, shares: int | None = None,
+                 parent: CpuQuota | None = None) -> None:
+        self.path: Path = (parent.path if parent is not None else CGROUP_CPU) / name
         self.path.mkdir()
-        (self.path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-        (self.path / "cpu.cfs_quota_us").write_text(str(round(fraction * PERIOD_US)))
-
-    def add(self, pid: int) -> None:
-        (self.path / "cgroup.procs").write_text(str(pid))  # the whole process, all threads
+        if fraction is not None:
+            (self.path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (self.path / "cpu.cfs_quota_us").write_text(str(round(fraction * PERIOD_US)))
+        if shares is not None:
+            (self.path / "cpu.shares").write_text(str(shares))
 
     def stat(self) -> dict[str, int]:
         out = {}
@@ -78,6 +80,9 @@ class CpuQuota:
             key, value = line.split()
             out[key] = int(value)
         return out
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))  # the whole process, all threads
 
     def remove(self) -> None:
         for pid in (self.path / "cgroup.procs").read_text().split():
@@ -179,6 +184,8 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
     broker: asyncio.subprocess.Process | None = None
     nodes: list[Node] = []
     quotas: list[CpuQuota] = []
+    # --cpu-shares: everything of the benchmark in one weighted group (node quotas inside)
+    group = CpuQuota(f"{name}_all", shares=args.cpu_shares) if args.cpu_shares else None
     counting: asyncio.Task[None] | None = None
     workers: Workers | None = None
     try:
@@ -193,12 +200,17 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
             mosquitto, "-c", str(conf),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         )
+        if group is not None:
+            group.add(broker.pid)
+            group.add(os.getpid())
         cpus = args.cpus or [None] * n_nodes
         for i in range(n_nodes):
             quota = None
             if args.cpu_quota is not None:
-                quota = CpuQuota(f"{name}_n{i}", args.cpu_quota)
+                quota = CpuQuota(f"n{i}", args.cpu_quota, parent=group)
                 quotas.append(quota)
+            elif group is not None:
+                quota = group
             nodes.append(await _start_node(db, f"mqtt://127.0.0.1:{port}", f"n{i}",
                                            cpus[i % len(cpus)], quota))
         for node in nodes:  # every node on the bus before the first hello
@@ -211,6 +223,10 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
         workers = Workers(args, "moo", nodes[0].port, ports=[n.port for n in nodes],
                           split=split)
         await workers.start()
+        if group is not None:  # the load generators and the database's backends for it
+            for pid in [w.pid for w in workers.procs] + await _pg_backends(admin, name):
+                if pid is not None:
+                    group.add(pid)
         out: dict[str, Any] = {
             "nodes": n_nodes, "matches": args.matches, "split": split,
             "load_workers": args.workers, "cpus": args.cpus, "cpu_quota": args.cpu_quota,
@@ -222,6 +238,7 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
             backends = await _pg_backends(admin, name)
             assert broker is not None and workers is not None
             msgs0 = await counter.fresh()
+            commits0 = [await _healthz(n.port) for n in nodes]
             t0 = time.perf_counter()
             cpu0 = [n.cpu_s() for n in nodes]
             stat0 = [q.stat() for q in quotas]
@@ -232,11 +249,18 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
             pg, broker_cpu = sum(_cpu_s(p) for p in backends) - pg0, _cpu_s(broker.pid) - broker0
             elapsed = time.perf_counter() - t0
             msgs1 = await counter.fresh()  # (includes the ~1 s after the phase: idle)
+            commits1 = [await _healthz(n.port) for n in nodes]
+            commits = sum(h1["commits"] - h0["commits"] for h0, h1 in zip(commits0, commits1))
+            ops = sum(h1["committed_ops"] - h0["committed_ops"]
+                      for h0, h1 in zip(commits0, commits1))
             costs: dict[str, Any] = {
                 "node_cpu_s": [round(c, 2) for c in node_cpu],
                 "node_cpu_share": [round(c / elapsed, 3) for c in node_cpu],
                 "pg_backends_cpu_s": round(pg, 2),
                 "broker_cpu_s": round(broker_cpu, 2),
+                # PostgreSQL transactions of the nodes (group commits) and what they held
+                "pg_commits_per_s": round(commits / elapsed),
+                "pg_ops_per_commit": round(ops / max(1, commits), 1),
                 "broker_msgs_in_per_s": round(
                     (msgs1.get("publish/messages/received", 0)
                      - msgs0.get("publish/messages/received", 0)) / elapsed),
@@ -301,6 +325,8 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
                 await node.proc.wait()
         for quota in quotas:
             quota.remove()
+        if group is not None:
+            group.remove()
         if broker is not None and broker.returncode is None:
             broker.kill()
             await broker.wait()
@@ -365,6 +391,10 @@ def main() -> None:
     parser.add_argument("--cpus", nargs="*", help="taskset CPU list per node, e.g. 0 1")
     parser.add_argument("--cpu-quota", type=float, metavar="FRACTION",
                         help="cgroup v1 CPU quota per node, in cores (e.g. 0.2); needs root")
+    parser.add_argument("--cpu-shares", type=int, metavar="WEIGHT",
+                        help="cgroup v1 cpu.shares of everything the benchmark runs (nodes,"
+                        " broker, load workers, its database's backends, itself) against the"
+                        " machine's other jobs (their weight: 1024); needs root")
     parser.add_argument("--broker-nodelay", action=argparse.BooleanOptionalAction,
                         default=True, help="mosquitto set_tcp_nodelay (default on)")
     parser.add_argument("--seconds", type=float, default=10.0, help="saturation (0: skip)")
@@ -382,6 +412,9 @@ def main() -> None:
         parser.error("bounded: 1-8 nodes, 1-5000 matches, 1-16 workers, 1-10 repetitions")
     if any(split and n < 2 for n, split in configs):
         parser.error("split needs at least 2 nodes")
+    if args.cpu_shares is not None and not (
+            2 <= args.cpu_shares <= 262144 and os.access(CGROUP_CPU, os.W_OK)):
+        parser.error(f"--cpu-shares: 2-262144, and a writable {CGROUP_CPU} (cgroup v1, root)")
     if args.cpu_quota is not None:
         if not 0.01 <= args.cpu_quota <= os.cpu_count():  # type: ignore[operator]
             parser.error("--cpu-quota: a fraction of one core, 0.01 to the number of cores")
