@@ -28,11 +28,15 @@ class FakeClient:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict[str, Any], FakeInfo]] = []
+        self.written = 0  # how many had been handed over when the socket was last written
 
     def publish_now(self, topic: str, payload: bytes) -> FakeInfo:
         info = FakeInfo()
         self.sent.append((topic, json.loads(payload), info))
         return info
+
+    def write_now(self) -> None:
+        self.written = len(self.sent)
 
 
 class FakeConn:
@@ -76,6 +80,7 @@ async def test_requests_and_relays_of_one_turn_go_out_batched_in_order() -> None
     out = client.sent[2][1]
     assert [item["conn"] for item in out["batch"]] == ["conn1", "conn2"]
     assert out["n"] == 1 and out["from"] == "a"
+    assert client.written == 3  # written in the same turn, after the last of them
     bus.relay("b", "conn1", {"type": "event", "seq": 6})
     await asyncio.sleep(0)
     assert client.sent[3][1]["n"] == 2  # numbered per destination, for gap detection

@@ -47,6 +47,7 @@ import json
 import logging
 import secrets
 import socket
+import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -81,14 +82,39 @@ _SEEN_MAX = 20_000
 
 
 class _Client(aiomqtt.Client):
-    """aiomqtt's client, reading every MQTT packet that has arrived when its socket is ready.
+    """aiomqtt's client, with fewer turns of the event loop between a message and the wire.
 
-    aiomqtt's reader callback makes paho read one packet per call when no QoS 1 message of
-    ours is unacknowledged: on a busy event loop (hundreds of WebSockets) that is one relayed
-    batch per loop turn, so a burst of them queued up in the socket for hundreds of ms. This
-    one replaces that callback (same fd, registered after it) with one that goes on while the
-    socket has data, up to 1000 packets per turn.
+    Reading: aiomqtt's reader callback makes paho read one packet per call when no QoS 1
+    message of ours is unacknowledged: on a busy event loop (hundreds of WebSockets) that is one
+    relayed batch per loop turn, so a burst of them queued up in the socket for hundreds of ms.
+    This one replaces that callback (same fd, registered after it) with one that goes on while
+    the socket has data, up to 1000 packets per turn.
+
+    Writing: aiomqtt registers the socket's writer through ``call_soon_threadsafe`` (paho may
+    call it from the connecting thread), so a publish reached the socket two turns later. From
+    the loop's own thread the writer is registered at once, and :meth:`write_now` writes what
+    is queued in the same turn (the writer stays registered only for what the socket did not
+    take). Relies on aiomqtt 2.x internals (``_client``, ``_queue``, ``_disconnected``,
+    ``_loop``); the cluster tests exercise every one of them.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._thread = threading.get_ident()
+
+    def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        if threading.get_ident() != self._thread:
+            super()._on_socket_register_write(client, userdata, sock)
+            return
+        self._loop.add_writer(sock.fileno(), self.write_now)
+
+    def write_now(self) -> None:
+        """Write what paho has queued, as far as the socket takes it."""
+        try:
+            self._client.loop_write()
+        except Exception as exc:  # as aiomqtt's own callback: the connection is gone
+            if not self._disconnected.done():
+                self._disconnected.set_exception(exc)
 
     def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
         super()._on_socket_open(client, userdata, sock)
@@ -510,6 +536,8 @@ class Bus:
                 {"rid": self._rid(), "from": self.node, "run": self._run_id, "n": n,
                  "batch": batch}
             ))
+        if self._client is not None:
+            self._client.write_now()  # this turn, not at the socket's next writable event
 
     # -- origin side: forwarding ------------------------------------------------------------------
     def _conn_id(self, conn: Connection) -> str:
