@@ -4,18 +4,22 @@ A client may sit on any node; the match it plays or watches is run by its owner 
 (server/cluster/leases.py). When a node gets a ``guess``/``secret``/``resign``, ``resume``,
 ``watch`` or ``unwatch`` for a match it does not hold, it forwards the request to the owner:
 
-* topic ``moo-cluster/<owner>/req``, JSON ``{"rid", "from", "conn", "player", "op", "msg"}``:
-  ``rid`` is unique per request, so a request the broker delivers twice (QoS 1 after a
-  reconnect) is applied once; ``conn`` names the client's connection on the origin node and
-  ``player`` the name it said ``hello`` with there (nodes trust each other, not clients).
+* topic ``moo-cluster/<owner>/req``, JSON ``{"batch": [request, ...]}`` (every request to
+  one node during one event-loop turn, in order), each request ``{"rid", "from", "conn",
+  "player", "op", "msg"}``: ``rid`` is unique per request, so a request the broker delivers
+  twice (published again after a reconnect) is applied once; ``conn`` names the client's
+  connection on the origin node and ``player`` the name it said ``hello`` with there (nodes
+  trust each other, not clients).
 * The owner runs it exactly as for a local client, through a :class:`RemoteConn` standing for
   the client: the arena seats it, validates, commits, and only then "sends" the acknowledgement
   and every later event of the match to it. A :class:`RemoteConn` sends by publishing to
-  ``moo-cluster/<origin>/out`` ``{"rid", "batch": [{"conn", "from", "msg"}, ...]}`` (one MQTT
-  message per origin node and event-loop turn), in commit order (one publishing task, one
-  MQTT session, QoS 1, so the broker keeps the order), and the origin hands each message to the
-  client's real connection. So the client sees the same events, seq numbers, acknowledgements
-  and errors as from a single node.
+  ``moo-cluster/<origin>/out`` ``{"rid", "from", "run", "n", "batch": [{"conn", "from",
+  "msg"}, ...]}`` (one MQTT message per origin node and event-loop turn), in commit order (one
+  MQTT session, so the broker keeps the order), and the origin hands each message to the
+  client's real connection. ``n`` counts the batches per destination (``run`` names the
+  sending process): a gap means the broker dropped some, and the origin closes the clients
+  relayed to that node with 1012, so they ``resume`` from the seq they have. So the client
+  sees the same events, seq numbers, acknowledgements and errors as from a single node.
 * When the client disconnects, the origin sends ``op = "detach"``: the owner's seat starts its
   grace clock, as for a local disconnect.
 
@@ -29,11 +33,13 @@ Broker down: nothing is lost. Requests that cannot be handed to the broker are r
 with ``not_available`` ("try again"); messages whose publish was not acknowledged by the broker
 stay queued and are published again after the reconnect. Every message carries a ``rid``
 unique in the cluster and receivers drop one they already had, so a request is applied once
-and a relayed event reaches its client once. Matches whose
-clients all sit on the owner never touch the bus and go on.
+and a relayed event reaches its client once; relays the broker took but lost with its restart
+show up as a gap in their numbers (clients resume). Matches whose clients all sit on the owner
+never touch the bus and go on.
 
 MQTT features relied on (any MQTT 3.1.1 broker: Mosquitto, EMQX, VerneMQ, HiveMQ): QoS 1
-delivery, per-session in-order delivery for one publisher and topic, ``#`` and ``+`` wildcard
+publishing (nodes subscribe with QoS 0, see ``_supervise``), per-session in-order delivery for
+one publisher and topic, ``#`` and ``+`` wildcard
 subscriptions, the Last Will (``moo-cluster/gone/<node>``). No retained messages, no
 persistence, no MQTT 5 features.
 """
