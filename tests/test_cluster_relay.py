@@ -18,8 +18,11 @@ from server.cluster.bus import Bus
 class FakeInfo:
     def __init__(self) -> None:
         self.acked = False
+        self.rc_failed = False
 
     def is_published(self) -> bool:
+        if self.rc_failed:  # as paho for a publish that failed (e.g. no connection)
+            raise RuntimeError("Message publish failed")
         return self.acked
 
 
@@ -97,6 +100,8 @@ async def test_what_the_broker_did_not_acknowledge_is_kept_in_order() -> None:
     bus._publish("moo-cluster/b/req", json.dumps({"i": 4}).encode())
     # acknowledged ones at the head are forgotten; the rest stay, in order
     assert [json.loads(p)["i"] for _, _, p, _ in bus._unacked] == [2, 3, 4]
+    client.sent[2][2].rc_failed = True
+    assert [json.loads(p)["i"] for _, _, p, _ in bus._unacked] == [2, 3, 4]  # failed: kept
     bus._client = None  # no session: kept to be published in the next one
     bus._publish("moo-cluster/b/req", json.dumps({"i": 5}).encode())
     assert [json.loads(p)["i"] for _, _, p, _ in bus._unacked] == [2, 3, 4, 5]

@@ -169,6 +169,15 @@ class _NotSent:
 _NOT_SENT = _NotSent()
 
 
+def _acked(info: Any) -> bool:
+    """Whether the broker acknowledged a publish (paho raises for one that failed, e.g. handed
+    over just as the connection dropped: not acknowledged, so published again)."""
+    try:
+        return bool(info.is_published())
+    except (RuntimeError, ValueError):
+        return False
+
+
 class RemoteConn:
     """On the owner node: a client connected to another node, as the arena sees it."""
 
@@ -378,8 +387,8 @@ class Bus:
                     self.host, self.port, username=self.username, password=self.password,
                     identifier=f"moo-node-{self.node}-{secrets.token_hex(3)}",
                     timeout=5.0, keepalive=10,
-                    # no limit of 20 unacknowledged publishes (paho's default): _write
-                    # pipelines them, and a full window would hold every later message back
+                    # no limit of 20 unacknowledged publishes (paho's default): _publish
+                    # hands them over at once, and a full window would hold later ones back
                     max_inflight_messages=0,
                     # small messages go out at once, not after the previous one's TCP ACK
                     socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
@@ -395,13 +404,14 @@ class Bus:
                     # behind one another (p99 of a split match: hundreds of ms). It loses
                     # nothing more than QoS 1 does here: over one TCP connection both arrive
                     # in order, and after a reconnect (clean session) neither is resent;
-                    # publishing stays QoS 1 (resent after a reconnect, see _write).
+                    # publishing stays QoS 1 (resent after a reconnect, see _publish); and
+                    # relays are numbered, so what the broker drops is noticed (_check_gap).
                     await client.subscribe(f"{PREFIX}/{self.node}/#", qos=0)
                     await client.subscribe(f"{PREFIX}/gone/+", qos=1)
                     self._client = client
                     left, self._unacked = self._unacked, deque()
                     for info, topic, payload, _ in left:
-                        if not info.is_published():  # lost with the last session: again
+                        if not _acked(info):  # lost with the last session: again
                             self._publish(topic, payload)
                     self.connected.set()
                     self._announce()
@@ -446,7 +456,7 @@ class Bus:
         """
         while True:
             await asyncio.sleep(1.0)
-            while self._unacked and self._unacked[0][0].is_published():
+            while self._unacked and _acked(self._unacked[0][0]):
                 self._unacked.popleft()
             if self._unacked and time.monotonic() - self._unacked[0][3] > 5.0:
                 raise aiomqtt.MqttError("the broker did not acknowledge a publish in 5 s")
@@ -458,7 +468,7 @@ class Bus:
         if client is not None:
             info = client.publish_now(topic, payload)
         self._unacked.append((info or _NOT_SENT, topic, payload, time.monotonic()))
-        while self._unacked and self._unacked[0][0].is_published():  # the broker has it
+        while self._unacked and _acked(self._unacked[0][0]):  # the broker has it
             self._unacked.popleft()
 
     async def _read(self, client: _Client) -> None:
