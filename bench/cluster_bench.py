@@ -207,7 +207,8 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
         for i in range(n_nodes):
             quota = None
             if args.cpu_quota is not None:
-                quota = CpuQuota(f"n{i}", args.cpu_quota, parent=group)
+                quota = CpuQuota(f"n{i}" if group else f"{name}_n{i}", args.cpu_quota,
+                                 parent=group)
                 quotas.append(quota)
             elif group is not None:
                 quota = group
