@@ -71,8 +71,8 @@ async def test_requests_and_relays_of_one_turn_go_out_batched_in_order() -> None
     client = FakeClient()
     bus._client = client  # type: ignore[assignment]
     for i in range(3):
-        bus._send("b", {"rid": f"r{i}", "op": "act", "msg": {"i": i}})
-    bus._send("c", {"rid": "r9", "op": "act", "msg": {}})
+        bus._send("moo-cluster/b/req", {"rid": f"r{i}", "op": "act", "msg": {"i": i}})
+    bus._send("moo-cluster/c/req", {"rid": "r9", "op": "act", "msg": {}})
     bus.relay("b", "conn1", {"type": "ack", "ref": 1})
     bus.relay("b", "conn2", {"type": "event", "seq": 5})
     assert client.sent == []  # nothing before the end of the turn

@@ -234,7 +234,8 @@ class Bus:
         #: info, topic, payload, when); those not acknowledged when a session ends are
         #: published again, in order, in the next one (receivers drop repeats by ``rid``)
         self._unacked: deque[tuple[Any, str, bytes, float]] = deque()
-        #: requests (owner -> requests) and relays (origin -> relays) of this loop turn
+        #: requests (owner's req topic -> requests) and relays (origin -> relays) of this
+        #: loop turn
         self._reqs: dict[str, list[dict[str, Any]]] = {}
         self._relays: dict[str, list[dict[str, Any]]] = {}
         self._flush_due = False
@@ -524,12 +525,13 @@ class Bus:
             except Exception:
                 log.exception("bus: bad item on %s", topic)
 
-    def _send(self, owner: str, data: dict[str, Any]) -> None:
-        """Queue a request for ``owner``: every request to one node during one turn of the
-        event loop goes out as one MQTT message (``{"batch": [...]}``), in order."""
-        pending = self._reqs.get(owner)
+    def _send(self, topic: str, data: dict[str, Any]) -> None:
+        """Queue a request for a node (``topic`` is its ``moo-cluster/<node>/req``): every
+        request to one node during one turn of the event loop goes out as one MQTT message
+        (``{"batch": [...]}``), in order."""
+        pending = self._reqs.get(topic)
         if pending is None:
-            pending = self._reqs[owner] = []
+            pending = self._reqs[topic] = []
             self._flush_soon()
         pending.append(data)
 
@@ -544,8 +546,8 @@ class Bus:
         self._flush_due = False
         reqs, self._reqs = self._reqs, {}
         relays, self._relays = self._relays, {}
-        for owner, batch in reqs.items():
-            self._publish(f"{PREFIX}/{owner}/req", _dumps({"batch": batch}))
+        for topic, batch in reqs.items():
+            self._publish(topic, _dumps({"batch": batch}))
         for origin, batch in relays.items():
             n = self._relay_n[origin] = self._relay_n.get(origin, 0) + 1
             self._publish(f"{PREFIX}/{origin}/out", _dumps(
@@ -575,7 +577,7 @@ class Bus:
             self._sent_at[(cid, ref)] = time.perf_counter()
             self._awaiting[(cid, ref)] = (conn, owner, time.monotonic() + self.forward_timeout_s)
         self._send(
-            owner,
+            f"{PREFIX}/{owner}/req",
             {"rid": self._rid(), "from": self.node, "conn": cid,
              "player": conn.player, "op": op, "msg": msg},
         )
@@ -690,7 +692,7 @@ class Bus:
         self._detach(conn)
         for owner in set(relayed.values()):
             self._send(
-                owner,
+                f"{PREFIX}/{owner}/req",
                 {"rid": self._rid(), "from": self.node, "conn": cid,
                  "player": conn.player, "op": "detach", "msg": {}},
             )
@@ -761,7 +763,7 @@ class Bus:
             else:
                 seats.append({"node": self.node, "conn": self._conn_id(c), "player": c.player})
         self._send(
-            target,
+            f"{PREFIX}/{target}/req",
             {"rid": self._rid(), "from": self.node, "conn": "", "player": None,
              "op": "create", "msg": {"players": list(players), "seats": seats,
                                      "pacing": pacing, "bots": list(bots), "refs": list(refs),
