@@ -168,6 +168,26 @@ class BrokerCount:
         return dict(self.values)
 
 
+async def _commit_tail(port: int) -> dict[str, float]:
+    """Of the node's recent PostgreSQL commits (its /metrics window, up to 5000): the share
+    that took longer than 10, 25 and 50 ms (is a latency tail the database's?)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    async with asyncio.timeout(30):
+        data = (await reader.read()).decode()
+    writer.close()
+    below: dict[str, float] = {}
+    for line in data.splitlines():
+        if line.startswith("moo_storage_commit_seconds_bucket"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            below[le] = float(line.rsplit(" ", 1)[1])
+    total = below.get("+Inf", 0.0)
+    if not total:
+        return {}
+    return {f"over_{ms}ms": round(1 - below[bound] / total, 4)
+            for ms, bound in (("10", "0.01"), ("25", "0.025"), ("50", "0.05")) if bound in below}
+
+
 async def _pg_backends(admin: asyncpg.Connection, db: str) -> list[int]:
     rows = await admin.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", db)
     return [int(r[0]) for r in rows]
@@ -293,6 +313,7 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
                 # the owner; forwarded request -> ack back on the client's node
                 "server_ack_ms": [h.get("ack_latency_ms") for h in health],
                 "server_forward_ms": [h.get("bus_forward_ms") for h in health],
+                "pg_commits_slow": [await _commit_tail(n.port) for n in nodes],
                 **costs,
             }
         if args.seconds > 0:
