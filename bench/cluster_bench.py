@@ -60,6 +60,18 @@ def _cpu_s(pid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / TICK
 
 
+def _runqueue_wait_s(pid: int) -> float:
+    """Seconds the process's threads spent runnable but waiting for a CPU (schedstat)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total / 1e9
+
+
 class CpuQuota:
     """One cgroup v1 ``cpu`` group: limited to ``fraction`` of one core (CFS quota), and/or
     weighted ``shares`` against the machine's other processes (default weight 1024)."""
@@ -262,10 +274,12 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
             commits0 = [await _healthz(n.port) for n in nodes]
             t0 = time.perf_counter()
             cpu0 = [n.cpu_s() for n in nodes]
+            wait0 = [_runqueue_wait_s(n.proc.pid) for n in nodes]
             stat0 = [q.stat() for q in quotas]
             pg0, broker0 = sum(_cpu_s(p) for p in backends), _cpu_s(broker.pid)
             parts = await workers.phase(phase)
             node_cpu = [n.cpu_s() - c for n, c in zip(nodes, cpu0)]
+            node_wait = [_runqueue_wait_s(n.proc.pid) - w for n, w in zip(nodes, wait0)]
             stat1 = [q.stat() for q in quotas]
             pg, broker_cpu = sum(_cpu_s(p) for p in backends) - pg0, _cpu_s(broker.pid) - broker0
             elapsed = time.perf_counter() - t0
@@ -277,6 +291,9 @@ async def run_once(args: argparse.Namespace, n_nodes: int, split: bool) -> dict[
             costs: dict[str, Any] = {
                 "node_cpu_s": [round(c, 2) for c in node_cpu],
                 "node_cpu_share": [round(c / elapsed, 3) for c in node_cpu],
+                # time runnable but without a CPU, per second: the machine's other jobs (or
+                # the quota) holding the node back
+                "node_runqueue_wait_share": [round(w / elapsed, 3) for w in node_wait],
                 "pg_backends_cpu_s": round(pg, 2),
                 "broker_cpu_s": round(broker_cpu, 2),
                 # PostgreSQL transactions of the nodes (group commits) and what they held
