@@ -17,10 +17,16 @@ invocation, ``--repeat`` times, alternating, and prints each run and its ratios 
 configuration of the same repetition (the figures that matter on a shared machine).
 Everything is torn down at the end, the databases dropped and the cgroups removed.
 
-    python -m bench.cluster_bench --compare 1 2 --repeat 3 --cpu-quota 0.2 --matches 300 \\
-        --workers 3 --steady-seconds 0 --seconds 10                          # (b)
-    python -m bench.cluster_bench --compare 2 2split --matches 500 --seconds 0 \\
-        --steady-seconds 30 --interval 1 --workers 3                         # (c)
+    python -m bench.cluster_bench --compare 1 2 2split --repeat 3 --cpu-quota 0.25 \\
+        --cpu-shares 8192 --matches 300 --workers 4 --steady-seconds 0 --seconds 10   # (b)
+    python -m bench.cluster_bench --compare 2 2split --repeat 3 --matches 500 --workers 3 \\
+        --steady-seconds 20 --interval 1 --seconds 0 --cpu-shares 8192                # (c)
+
+``--cpu-shares`` puts everything the benchmark runs (nodes, broker, load workers, the
+PostgreSQL backends of its database, itself) in one cgroup weighted against the machine's
+other jobs: on a shared machine they otherwise decide the latency tail. Per phase it also
+reports each node's run-queue wait (``schedstat``) and, in the steady phase, the share of its
+recent PostgreSQL commits slower than 10/25/50 ms (``/metrics``).
 """
 
 from __future__ import annotations
