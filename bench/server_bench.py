@@ -294,11 +294,12 @@ def _pct(values: list[float], q: float) -> float:
 
 def _worker(
     index: int, kind: str, port: int, matches: int, args: argparse.Namespace,
-    barrier: Any, results: Any,
+    barrier: Any, results: Any, ports: list[int] | None = None, split: bool = False,
 ) -> None:
     async def run() -> None:
         server = ServerProc(kind, None, port, pid=-1)  # type: ignore[arg-type]
-        players = await setup(server, matches, args.subprotocol, name_prefix=f"w{index}b")
+        players = await setup(server, matches, args.subprotocol, name_prefix=f"w{index}b",
+                              ports=ports, split=split)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, barrier.wait)  # setup done
         if args.steady_seconds > 0:
@@ -317,6 +318,62 @@ def _worker(
     asyncio.run(run())
 
 
+class Workers:
+    """The load-generator processes of one scenario, lined up phase by phase.
+
+    ``args`` carries ``workers``, ``matches``, ``subprotocol``, ``steady_seconds``,
+    ``interval`` and ``seconds``; the workers run the phases whose length is > 0, in that
+    order (steady, then saturation), and the caller measures the server around each
+    :meth:`phase`. With ``ports`` (bench/cluster_bench.py) the players spread over several
+    nodes as :func:`setup` says.
+    """
+
+    def __init__(
+        self, args: argparse.Namespace, kind: str, port: int,
+        ports: list[int] | None = None, split: bool = False,
+    ) -> None:
+        import multiprocessing as mp
+
+        self.args = args
+        ctx = mp.get_context("spawn")  # a forked child would inherit this running loop
+        self.barrier = ctx.Barrier(args.workers + 1)
+        self.results: Any = ctx.Queue()
+        shares = [args.matches // args.workers + (i < args.matches % args.workers)
+                  for i in range(args.workers)]
+        self.procs = [
+            ctx.Process(target=_worker, args=(i, kind, port, share, args, self.barrier,
+                                              self.results, ports, split))
+            for i, share in enumerate(shares)
+        ]
+
+    async def _sync(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.barrier.wait, 600)
+
+    async def start(self) -> None:
+        """Start the workers and wait until every player is connected and paired."""
+        for proc in self.procs:
+            proc.start()
+        await self._sync()
+
+    async def phase(self, kind: str) -> list[Any]:
+        """Run the next phase (``steady`` or ``saturation``); each worker's result."""
+        def collect() -> list[Any]:
+            got = [self.results.get(timeout=60) for _ in self.procs]
+            assert all(k == kind for k, _, _ in got)
+            return [v for _, _, v in got]
+
+        await self._sync()
+        parts = await asyncio.get_running_loop().run_in_executor(None, collect)
+        await self._sync()
+        return parts
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+
+
 async def _healthz(port: int) -> dict[str, Any]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
@@ -329,34 +386,12 @@ async def _healthz(port: int) -> dict[str, Any]:
 
 
 async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
-    import multiprocessing as mp
-
     server = await start(kind, args.synchronous, args.attach, args.db)
-    ctx = mp.get_context("spawn")  # a forked child would inherit this running loop
-    barrier = ctx.Barrier(args.workers + 1)
-    results: Any = ctx.Queue()
-    shares = [args.matches // args.workers + (i < args.matches % args.workers)
-              for i in range(args.workers)]
-    loop = asyncio.get_running_loop()
-
-    async def sync() -> None:
-        await loop.run_in_executor(None, barrier.wait, 600)
-
-    def collect(kind_: str) -> list[Any]:
-        got = [results.get(timeout=60) for _ in range(args.workers)]
-        assert all(k == kind_ for k, _, _ in got)
-        return [v for _, _, v in got]
-
-    procs = []
+    workers = Workers(args, kind, server.port)
     try:
         rss0 = server.rss_kib()
         t0 = time.perf_counter()
-        for i, share in enumerate(shares):
-            proc = ctx.Process(target=_worker, args=(i, kind, server.port, share, args,
-                                                     barrier, results))
-            proc.start()
-            procs.append(proc)
-        await sync()
+        await workers.start()
         setup_s = time.perf_counter() - t0
         rss_setup = server.rss_kib()
         connections = 2 * args.matches
@@ -365,10 +400,7 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                                "load_workers": args.workers, "setup_s": round(setup_s, 1)}
         if args.steady_seconds > 0:
             cpu0 = server.cpu_s()
-            await sync()
-            lat = [x for part in await loop.run_in_executor(None, collect, "steady")
-                   for x in part]
-            await sync()
+            lat = [x for part in await workers.phase("steady") for x in part]
             cpu = server.cpu_s() - cpu0
             out["steady"] = {
                 "guesses": len(lat),
@@ -384,9 +416,7 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         rss1 = server.rss_kib()
         if args.seconds > 0:
             cpu0 = server.cpu_s()
-            await sync()
-            parts = await loop.run_in_executor(None, collect, "saturation")
-            await sync()
+            parts = await workers.phase("saturation")
             cpu = server.cpu_s() - cpu0
             acked = sum(a for a, _ in parts)
             elapsed = max(e for _, e in parts)
@@ -403,10 +433,7 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         out["kib_per_connection_after_setup"] = round((rss_setup - rss0) / connections, 1)
         return out
     finally:
-        for proc in procs:
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.kill()
+        workers.close()
         await server.stop()
 
 

@@ -245,6 +245,10 @@ class App:
                     "epoch": self.leases.epoch,
                     "takeovers": self.leases.takeovers,
                     "bus": self.bus.state if self.bus is not None else None,
+                    # forwarded request -> its acknowledgement back here (recent ones)
+                    "bus_forward_ms": _percentiles(
+                        self.bus.forward_latency if self.bus is not None else ()
+                    ),
                 }
                 if self.leases is not None
                 else {}

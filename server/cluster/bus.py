@@ -4,18 +4,22 @@ A client may sit on any node; the match it plays or watches is run by its owner 
 (server/cluster/leases.py). When a node gets a ``guess``/``secret``/``resign``, ``resume``,
 ``watch`` or ``unwatch`` for a match it does not hold, it forwards the request to the owner:
 
-* topic ``moo-cluster/<owner>/req``, JSON ``{"rid", "from", "conn", "player", "op", "msg"}``:
-  ``rid`` is unique per request, so a request the broker delivers twice (QoS 1 after a
-  reconnect) is applied once; ``conn`` names the client's connection on the origin node and
-  ``player`` the name it said ``hello`` with there (nodes trust each other, not clients).
+* topic ``moo-cluster/<owner>/req``, JSON ``{"batch": [request, ...]}`` (every request to
+  one node during one event-loop turn, in order), each request ``{"rid", "from", "conn",
+  "player", "op", "msg"}``: ``rid`` is unique per request, so a request the broker delivers
+  twice (published again after a reconnect) is applied once; ``conn`` names the client's
+  connection on the origin node and ``player`` the name it said ``hello`` with there (nodes
+  trust each other, not clients).
 * The owner runs it exactly as for a local client, through a :class:`RemoteConn` standing for
   the client: the arena seats it, validates, commits, and only then "sends" the acknowledgement
   and every later event of the match to it. A :class:`RemoteConn` sends by publishing to
-  ``moo-cluster/<origin>/out`` ``{"rid", "batch": [{"conn", "from", "msg"}, ...]}`` (one MQTT
-  message per origin node and event-loop turn), in commit order (one publishing task, one
-  MQTT session, QoS 1, so the broker keeps the order), and the origin hands each message to the
-  client's real connection. So the client sees the same events, seq numbers, acknowledgements
-  and errors as from a single node.
+  ``moo-cluster/<origin>/out`` ``{"rid", "from", "run", "n", "batch": [{"conn", "from",
+  "msg"}, ...]}`` (one MQTT message per origin node and event-loop turn), in commit order (one
+  MQTT session, so the broker keeps the order), and the origin hands each message to the
+  client's real connection. ``n`` counts the batches per destination (``run`` names the
+  sending process): a gap means the broker dropped some, and the origin closes the clients
+  relayed to that node with 1012, so they ``resume`` from the seq they have. So the client
+  sees the same events, seq numbers, acknowledgements and errors as from a single node.
 * When the client disconnects, the origin sends ``op = "detach"``: the owner's seat starts its
   grace clock, as for a local disconnect.
 
@@ -29,11 +33,13 @@ Broker down: nothing is lost. Requests that cannot be handed to the broker are r
 with ``not_available`` ("try again"); messages whose publish was not acknowledged by the broker
 stay queued and are published again after the reconnect. Every message carries a ``rid``
 unique in the cluster and receivers drop one they already had, so a request is applied once
-and a relayed event reaches its client once. Matches whose
-clients all sit on the owner never touch the bus and go on.
+and a relayed event reaches its client once; relays the broker took but lost with its restart
+show up as a gap in their numbers (clients resume). Matches whose clients all sit on the owner
+never touch the bus and go on.
 
 MQTT features relied on (any MQTT 3.1.1 broker: Mosquitto, EMQX, VerneMQ, HiveMQ): QoS 1
-delivery, per-session in-order delivery for one publisher and topic, ``#`` and ``+`` wildcard
+publishing (nodes subscribe with QoS 0, see ``_supervise``), per-session in-order delivery for
+one publisher and topic, ``#`` and ``+`` wildcard
 subscriptions, the Last Will (``moo-cluster/gone/<node>``). No retained messages, no
 persistence, no MQTT 5 features.
 """
@@ -46,8 +52,10 @@ import itertools
 import json
 import logging
 import secrets
+import socket
+import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
@@ -85,6 +93,97 @@ _REMATCH_MAX = 1000
 FORWARD_TIMEOUT_S = 5.0
 #: requests remembered for de-duplication
 _SEEN_MAX = 20_000
+
+
+class _Client(aiomqtt.Client):
+    """aiomqtt's client, with fewer turns of the event loop between a message and the wire.
+
+    Reading: aiomqtt's reader callback makes paho read one packet per call when no QoS 1
+    message of ours is unacknowledged: on a busy event loop (hundreds of WebSockets) that is one
+    relayed batch per loop turn, so a burst of them queued up in the socket for hundreds of ms.
+    This one replaces that callback (same fd, registered after it) with one that goes on while
+    the socket has data, up to 1000 packets per turn.
+
+    Writing: aiomqtt registers the socket's writer through ``call_soon_threadsafe`` (paho may
+    call it from the connecting thread), so a publish reached the socket two turns later. From
+    the loop's own thread the writer is registered at once, and :meth:`write_now` writes what
+    is queued in the same turn (the writer stays registered only for what the socket did not
+    take). Relies on aiomqtt 2.x internals (``_client``, ``_queue``, ``_disconnected``,
+    ``_loop``); the cluster tests exercise every one of them.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._thread = threading.get_ident()
+
+    def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        if threading.get_ident() != self._thread:
+            super()._on_socket_register_write(client, userdata, sock)
+            return
+        self._loop.add_writer(sock.fileno(), self.write_now)
+
+    def write_now(self) -> None:
+        """Write what paho has queued, as far as the socket takes it."""
+        try:
+            self._client.loop_write()
+        except Exception as exc:  # as aiomqtt's own callback: the connection is gone
+            if not self._disconnected.done():
+                self._disconnected.set_exception(exc)
+
+    def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
+        super()._on_socket_open(client, userdata, sock)
+
+        def drain() -> None:
+            try:
+                for _ in range(1000):
+                    if client.loop_read() != 0 or client.socket() is None:
+                        break
+                    try:  # more waiting? (MSG_PEEK leaves it for the next read)
+                        if not sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                            break
+                    except (BlockingIOError, InterruptedError):
+                        break
+            except Exception as exc:  # as aiomqtt's own callback: the connection is gone
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(self._loop.add_reader, sock.fileno(), drain)
+
+    def publish_now(self, topic: str, payload: bytes) -> Any:
+        """Publish (QoS 1) without waiting: the packet is queued in order at once and written
+        when the socket is ready; the returned info says when the broker acknowledged it."""
+        return self._client.publish(topic, payload, qos=1)
+
+    def received(self) -> list[aiomqtt.Message]:
+        """The messages received and not yet handed out (taken off the queue)."""
+        out = []
+        while not self._queue.empty():
+            out.append(self._queue.get_nowait())
+        return out
+
+
+def _dumps(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+class _NotSent:
+    """Stands for the publish info of a message queued while no session was up."""
+
+    @staticmethod
+    def is_published() -> bool:
+        return False
+
+
+_NOT_SENT = _NotSent()
+
+
+def _acked(info: Any) -> bool:
+    """Whether the broker acknowledged a publish (paho raises for one that failed, e.g. handed
+    over just as the connection dropped: not acknowledged, so published again)."""
+    try:
+        return bool(info.is_published())
+    except (RuntimeError, ValueError):
+        return False
 
 
 class RemoteConn:
@@ -137,9 +236,21 @@ class Bus:
         self.node = node
         self.check_s = lease_ms / 10000
         self.connected = asyncio.Event()
-        self._out: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
-        self._inflight: list[tuple[str, bytes]] = []
-        self._relays: dict[str, list[dict[str, Any]]] = {}  # origin -> relays this turn
+        #: the MQTT session's client while connected (publishes go straight to it)
+        self._client: _Client | None = None
+        #: handed to the MQTT client, in order, until the broker acknowledged them (publish
+        #: info, topic, payload, when); those not acknowledged when a session ends are
+        #: published again, in order, in the next one (receivers drop repeats by ``rid``)
+        self._unacked: deque[tuple[Any, str, bytes, float]] = deque()
+        #: requests (owner's req topic -> requests) and relays (origin -> relays) of this
+        #: loop turn
+        self._reqs: dict[str, list[dict[str, Any]]] = {}
+        self._relays: dict[str, list[dict[str, Any]]] = {}
+        self._flush_due = False
+        #: relay batches numbered per destination (sender side) and the last number seen
+        #: per sending process (receiver side): a gap means the broker lost relays
+        self._relay_n: dict[str, int] = {}
+        self._relay_last: dict[str, int] = {}
         self._rids = itertools.count(1)
         self._run_id = secrets.token_hex(4)
         self._tasks: list[asyncio.Task[None]] = []
@@ -420,10 +531,15 @@ class Bus:
         backoff = 0.1
         while not self._stopping:
             try:
-                async with aiomqtt.Client(
+                async with _Client(
                     self.host, self.port, username=self.username, password=self.password,
                     identifier=f"moo-node-{self.node}-{secrets.token_hex(3)}",
                     timeout=5.0, keepalive=10,
+                    # no limit of 20 unacknowledged publishes (paho's default): _publish
+                    # hands them over at once, and a full window would hold later ones back
+                    max_inflight_messages=0,
+                    # small messages go out at once, not after the previous one's TCP ACK
+                    socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
                     # the broker announces this node's death as soon as its connection drops
                     will=aiomqtt.Will(
                         f"{PREFIX}/gone/{self.node}",
@@ -431,8 +547,21 @@ class Bus:
                                     "epoch": self._epoch()}).encode(), qos=1,
                     ),
                 ) as client:
-                    await client.subscribe(f"{PREFIX}/{self.node}/#", qos=1)
+                    # QoS 0 from the broker to this node: QoS 1 on that leg would add a
+                    # PUBACK per message and the broker's window of 20 unacknowledged
+                    # messages per subscriber (max_inflight_messages), which queued relays
+                    # behind one another (p99 of a split match: hundreds of ms). It loses
+                    # nothing more than QoS 1 does here: over one TCP connection both arrive
+                    # in order, and after a reconnect (clean session) neither is resent;
+                    # publishing stays QoS 1 (resent after a reconnect, see _publish); and
+                    # relays are numbered, so what the broker drops is noticed (_check_gap).
+                    await client.subscribe(f"{PREFIX}/{self.node}/#", qos=0)
                     await client.subscribe(f"{PREFIX}/gone/+", qos=1)
+                    self._client = client
+                    left, self._unacked = self._unacked, deque()
+                    for info, topic, payload, _ in left:
+                        if not _acked(info):  # lost with the last session: again
+                            self._publish(topic, payload)
                     self.connected.set()
                     self._announce()
                     backoff = 0.1
@@ -462,48 +591,119 @@ class Bus:
                     log.warning("bus: connection lost: %s", exc)
             finally:
                 self.connected.clear()
+                self._client = None
             await asyncio.sleep(backoff)
             backoff = min(2.0, backoff * 2)
 
     async def _write(self, client: aiomqtt.Client) -> None:
-        """Publish what is queued, in order, many at a time.
+        """End the session when the broker stops acknowledging what it was sent.
 
-        QoS 1 makes every publish wait for the broker's acknowledgement; awaited one by one that
-        is one round trip per message (a few hundred messages/s). So everything queued goes out
-        together: the publishes start in queue order (each hands its packet to the socket
-        before its first wait), then all their acknowledgements are awaited at once. If the
-        session fails, the whole unacknowledged batch is published again in the next session;
-        receivers drop what they already had (``rid``).
+        Publishing itself is :meth:`_publish`: straight into the MQTT client, in order, never
+        waiting for the broker (QoS 1 acknowledgements awaited one by one, or batch by batch
+        as before, put a round trip through the broker and this busy event loop in front of
+        every later message: hundreds of ms of latency tail for a split match).
         """
         while True:
-            if not self._inflight:
-                batch = [await self._out.get()]
-                while len(batch) < 1000 and not self._out.empty():
-                    batch.append(self._out.get_nowait())
-                self._inflight = batch
-            await asyncio.gather(
-                *(client.publish(t, p, qos=1, timeout=5.0) for t, p in self._inflight)
-            )
-            self._inflight = []
+            await asyncio.sleep(1.0)
+            while self._unacked and _acked(self._unacked[0][0]):
+                self._unacked.popleft()
+            if self._unacked and time.monotonic() - self._unacked[0][3] > 5.0:
+                raise aiomqtt.MqttError("the broker did not acknowledge a publish in 5 s")
 
-    async def _read(self, client: aiomqtt.Client) -> None:
-        async for message in client.messages:
+    def _publish(self, topic: str, payload: bytes) -> None:
+        """Hand one message to the MQTT client (or keep it for the next session)."""
+        client = self._client
+        info = None
+        if client is not None:
+            info = client.publish_now(topic, payload)
+        self._unacked.append((info or _NOT_SENT, topic, payload, time.monotonic()))
+        while self._unacked and _acked(self._unacked[0][0]):  # the broker has it
+            self._unacked.popleft()
+
+    async def _read(self, client: _Client) -> None:
+        async for first in client.messages:
+            # aiomqtt hands out one message per two turns of the event loop (a task and a
+            # wait each); on a busy node that, not the broker, was the relay's latency tail.
+            # So everything already received is taken at once.
+            for message in (first, *client.received()):
+                await self._handle(message)
+
+    def _check_gap(self, data: dict[str, Any]) -> None:
+        """Relays from one node arrive numbered 1, 2, 3...; one missing (lost by the broker:
+        its connection to this node dropped, or its queue for this node overflowed) means a
+        client here may have missed an event or an acknowledgement. Those clients are closed
+        with 1012, so they reconnect and ``resume`` from the last seq they have: no gap."""
+        run, n, sender = data.get("run"), data.get("n"), data.get("from")
+        if not isinstance(run, str) or not isinstance(n, int):
+            return
+        last = self._relay_last.get(run)
+        self._relay_last[run] = n if last is None else max(last, n)
+        if last is None or n <= last + 1:
+            return
+        log.warning("bus: relays %d..%d from node %s lost; its clients here resume",
+                    last + 1, n - 1, sender)
+        for cid, relayed in list(self._relayed.items()):
+            if sender in relayed.values():
+                conn = self._local.get(cid)
+                if conn is not None:
+                    conn.close(CLOSE_RESTART, "relay interrupted; resume")
+
+    async def _handle(self, message: aiomqtt.Message) -> None:
+        topic = str(message.topic)
+        try:
+            data = json.loads(bytes(message.payload))  # type: ignore[arg-type]
+            if topic.startswith(f"{PREFIX}/gone/"):
+                self._gone_now(str(data["node"]), data.get("epoch"))
+                return
+            kind = topic.rsplit("/", 1)[-1]
+            if kind == "out":
+                if not self._first_time(data["rid"]):
+                    return  # a batch re-published after a broker reconnect: delivered already
+                self._check_gap(data)
+            batch = data["batch"]
+        except Exception:
+            log.exception("bus: bad message on %s", topic)
+            return
+        for item in batch:  # one bad item does not cost the others theirs
             try:
-                data = json.loads(bytes(message.payload))  # type: ignore[arg-type]
-                kind = str(message.topic).rsplit("/", 1)[-1]
-                if str(message.topic).startswith(f"{PREFIX}/gone/"):
-                    self._gone_now(str(data["node"]), data.get("epoch"))
-                elif kind == "req":
-                    await self._serve(data)
-                elif kind == "out" and self._first_time(data["rid"]):
-                    # (a batch re-published after a broker reconnect is dropped: delivered)
-                    for item in data["batch"]:
-                        self._deliver(item)
+                if kind == "req":
+                    await self._serve(item)  # (each request has its own rid)
+                elif kind == "out":
+                    self._deliver(item)
             except Exception:
-                log.exception("bus: bad message on %s", message.topic)
+                log.exception("bus: bad item on %s", topic)
 
     def _send(self, topic: str, data: dict[str, Any]) -> None:
-        self._out.put_nowait((topic, json.dumps(data, separators=(",", ":")).encode()))
+        """Queue a request for a node (``topic`` is its ``moo-cluster/<node>/req``): every
+        request to one node during one turn of the event loop goes out as one MQTT message
+        (``{"batch": [...]}``), in order."""
+        pending = self._reqs.get(topic)
+        if pending is None:
+            pending = self._reqs[topic] = []
+            self._flush_soon()
+        pending.append(data)
+
+    def _flush_soon(self) -> None:
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Publish this turn's requests, then its relays (the order they had before they
+        were batched: requests went out at once, relays at the end of the turn)."""
+        self._flush_due = False
+        reqs, self._reqs = self._reqs, {}
+        relays, self._relays = self._relays, {}
+        for topic, batch in reqs.items():
+            self._publish(topic, _dumps({"batch": batch}))
+        for origin, batch in relays.items():
+            n = self._relay_n[origin] = self._relay_n.get(origin, 0) + 1
+            self._publish(f"{PREFIX}/{origin}/out", _dumps(
+                {"rid": self._rid(), "from": self.node, "run": self._run_id, "n": n,
+                 "batch": batch}
+            ))
+        if self._client is not None:
+            self._client.write_now()  # this turn, not at the socket's next writable event
 
     # -- origin side: forwarding ------------------------------------------------------------------
     def _cid(self, conn: Connection) -> str:
@@ -1243,14 +1443,8 @@ class Bus:
         pending = self._relays.get(origin)
         if pending is None:
             pending = self._relays[origin] = []
-            if len(self._relays) == 1:
-                asyncio.get_running_loop().call_soon(self._flush_relays)
+            self._flush_soon()
         pending.append(data)
-
-    def _flush_relays(self) -> None:
-        relays, self._relays = self._relays, {}
-        for origin, batch in relays.items():
-            self._send(f"{PREFIX}/{origin}/out", {"rid": self._rid(), "batch": batch})
 
     # -- keeping both sides honest --------------------------------------------------------------
     async def _watchdog(self) -> None:

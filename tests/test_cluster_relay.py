@@ -1,0 +1,124 @@
+"""The bus's publishing path in isolation (server/cluster/bus.py): batching per node and loop
+turn, order, re-publishing what the broker never acknowledged, and relay gap detection.
+
+The end-to-end behaviour (real nodes, broker, PostgreSQL) is in tests/test_cluster_bus.py;
+these pin the parts whose failure would only show as a rare lost or reordered message there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from server.cluster.bus import Bus
+
+
+class FakeInfo:
+    def __init__(self) -> None:
+        self.acked = False
+        self.rc_failed = False
+
+    def is_published(self) -> bool:
+        if self.rc_failed:  # as paho for a publish that failed (e.g. no connection)
+            raise RuntimeError("Message publish failed")
+        return self.acked
+
+
+class FakeClient:
+    """Records what the bus hands to the MQTT client, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any], FakeInfo]] = []
+        self.written = 0  # how many had been handed over when the socket was last written
+
+    def publish_now(self, topic: str, payload: bytes) -> FakeInfo:
+        info = FakeInfo()
+        self.sent.append((topic, json.loads(payload), info))
+        return info
+
+    def write_now(self) -> None:
+        self.written = len(self.sent)
+
+
+class FakeConn:
+    def __init__(self) -> None:
+        self.closed: tuple[int, str] | None = None
+        self.closing = False
+        self.player = "ann"
+
+    def close(self, code: int, reason: str) -> None:
+        self.closed = (code, reason)
+
+
+def _bus() -> Bus:
+    def anything(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    arena = SimpleNamespace(act=anything, resume=anything, watch=anything, unwatch=anything,
+                            detach=anything, create=anything, player_matches=anything, live={})
+    lobby = SimpleNamespace(arrive=anything, leave=anything, enqueue=anything,
+                            unqueue=anything, challenge=anything, answer=anything,
+                            room_create=anything, room_join=anything)
+    app: Any = SimpleNamespace(arena=arena, lobby=lobby,
+                               store=SimpleNamespace(player_by_token=anything))
+    return Bus(app, "mqtt://127.0.0.1:1", "a", 10_000)
+
+
+async def test_requests_and_relays_of_one_turn_go_out_batched_in_order() -> None:
+    bus = _bus()
+    client = FakeClient()
+    bus._client = client  # type: ignore[assignment]
+    for i in range(3):
+        bus._send("moo-cluster/b/req", {"rid": f"r{i}", "op": "act", "msg": {"i": i}})
+    bus._send("moo-cluster/c/req", {"rid": "r9", "op": "act", "msg": {}})
+    bus.relay("b", "conn1", {"type": "ack", "ref": 1})
+    bus.relay("b", "conn2", {"type": "event", "seq": 5})
+    assert client.sent == []  # nothing before the end of the turn
+    await asyncio.sleep(0)
+    topics = [t for t, _, _ in client.sent]
+    assert topics == ["moo-cluster/b/req", "moo-cluster/c/req", "moo-cluster/b/out"]
+    assert [r["rid"] for r in client.sent[0][1]["batch"]] == ["r0", "r1", "r2"]
+    out = client.sent[2][1]
+    assert [item["conn"] for item in out["batch"]] == ["conn1", "conn2"]
+    assert out["n"] == 1 and out["from"] == "a"
+    assert client.written == 3  # written in the same turn, after the last of them
+    bus.relay("b", "conn1", {"type": "event", "seq": 6})
+    await asyncio.sleep(0)
+    assert client.sent[3][1]["n"] == 2  # numbered per destination, for gap detection
+
+
+async def test_what_the_broker_did_not_acknowledge_is_kept_in_order() -> None:
+    bus = _bus()
+    client = FakeClient()
+    bus._client = client  # type: ignore[assignment]
+    for i in range(4):
+        bus._publish("moo-cluster/b/req", json.dumps({"i": i}).encode())
+    client.sent[0][2].acked = True
+    client.sent[1][2].acked = True
+    bus._publish("moo-cluster/b/req", json.dumps({"i": 4}).encode())
+    # acknowledged ones at the head are forgotten; the rest stay, in order
+    assert [json.loads(p)["i"] for _, _, p, _ in bus._unacked] == [2, 3, 4]
+    client.sent[2][2].rc_failed = True
+    assert [json.loads(p)["i"] for _, _, p, _ in bus._unacked] == [2, 3, 4]  # failed: kept
+    bus._client = None  # no session: kept to be published in the next one
+    bus._publish("moo-cluster/b/req", json.dumps({"i": 5}).encode())
+    assert [json.loads(p)["i"] for _, _, p, _ in bus._unacked] == [2, 3, 4, 5]
+    assert not bus._unacked[-1][0].is_published()
+
+
+def test_a_gap_in_relays_closes_the_clients_relayed_to_that_node() -> None:
+    bus = _bus()
+    ann, bob = FakeConn(), FakeConn()
+    bus._local = {"c1": ann, "c2": bob}  # type: ignore[dict-item]
+    bus._relayed = {"c1": {"m1": "b"}, "c2": {"m2": "c"}}
+    for n in (1, 2, 3):
+        bus._check_gap({"run": "x", "from": "b", "n": n})
+    assert ann.closed is None and bob.closed is None
+    bus._check_gap({"run": "x", "from": "b", "n": 5})  # 4 was lost
+    assert ann.closed is not None and ann.closed[0] == 1012
+    assert bob.closed is None  # relayed to another node
+    bus._check_gap({"run": "y", "from": "b", "n": 7})  # a new process of b: no history
+    bus._check_gap({"run": "y", "from": "b", "n": 8})
+    assert bob.closed is None
