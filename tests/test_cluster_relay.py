@@ -57,10 +57,12 @@ def _bus() -> Bus:
         return None
 
     arena = SimpleNamespace(act=anything, resume=anything, watch=anything, unwatch=anything,
-                            detach=anything, create=anything, player_matches=anything, live={})
+                            detach=anything, create=anything, player_matches=anything, live={},
+                            _storage_failed=anything, listing=anything)
     lobby = SimpleNamespace(arrive=anything, leave=anything, enqueue=anything,
                             unqueue=anything, challenge=anything, answer=anything,
-                            room_create=anything, room_join=anything)
+                            room_create=anything, room_join=anything, room_cancel=anything,
+                            rematch=anything, _free=anything)
     app: Any = SimpleNamespace(arena=arena, lobby=lobby,
                                store=SimpleNamespace(player_by_token=anything))
     return Bus(app, "mqtt://127.0.0.1:1", "a", 10_000)
