@@ -15,9 +15,9 @@ import sys
 from collections import OrderedDict
 from typing import Any
 
-from moo.errors import NoSuchMatch, NotAvailable, NotFinished
-from moo.match import Match
+from moo.errors import NotAvailable, NotFinished
 from moo.variants import is_words
+from server.history import finished_log
 from server.storage import Store
 
 __all__ = ["CACHE_SIZE", "TIME_LIMIT_S", "MatchAnalysis"]
@@ -48,17 +48,7 @@ class MatchAnalysis:
         return {"type": "analysis", "match_id": match_id, "players": players}
 
     async def _record(self, match_id: str) -> dict[str, Any]:
-        events = await self.store.match_events(match_id) if len(match_id) <= 40 else None
-        if not events:
-            raise NoSuchMatch(f"no match {match_id!r}")
-        prefix = []
-        for i, event in enumerate(events, start=1):
-            if event.get("seq") != i:
-                break
-            prefix.append(event)
-        match = Match.replay(prefix, keep_log=False)
-        if not match.finished:
-            raise NotFinished(f"match {match_id!r} has not finished")
+        match, _ = await finished_log(self.store, match_id)
         if is_words(match.config.rules):
             raise NotAvailable("word MOO matches are not analysed (no exact solver for words)")
         seats = match.seats

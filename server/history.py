@@ -76,6 +76,27 @@ def history_item(row: HistoryRow) -> dict[str, Any]:
     }
 
 
+async def finished_log(store: Store, match_id: str) -> tuple[Match, list[Event]]:
+    """A finished match rebuilt from its stored log, with the events it was rebuilt from.
+
+    Only the unbroken run of events from seq 1 counts: a failed commit can only cut the tail,
+    and a match whose stored run does not reach its end is not finished (``not_finished``).
+    Shared by ``match_record`` and the ``analysis`` request (server/analysis.py).
+    """
+    events = await store.match_events(match_id) if len(match_id) <= 40 else None
+    if not events:
+        raise NoSuchMatch(f"no match {match_id!r}")
+    prefix = []
+    for i, event in enumerate(events, start=1):
+        if event.get("seq") != i:
+            break
+        prefix.append(event)
+    match = Match.replay(prefix, keep_log=False)
+    if not match.finished:
+        raise NotFinished(f"match {match_id!r} has not finished")
+    return match, prefix
+
+
 class History:
     """The ``history``, ``match_record`` and ``player`` requests and the leaderboard's extras."""
 
@@ -126,17 +147,7 @@ class History:
     async def match_record(self, match_id: str, live: bool) -> dict[str, Any]:
         if live:
             raise NotFinished(f"match {match_id!r} is still being played")
-        events = await self.store.match_events(match_id)
-        if not events:
-            raise NoSuchMatch(f"no match {match_id!r}")
-        prefix = []
-        for i, event in enumerate(events, start=1):  # a failed commit can only cut the tail
-            if event.get("seq") != i:
-                break
-            prefix.append(event)
-        match = Match.replay(prefix, keep_log=False)
-        if not match.finished:
-            raise NotFinished(f"match {match_id!r} has not finished")
+        match, prefix = await finished_log(self.store, match_id)
         views = [v for v in (match.view(e, "spectator") for e in prefix) if v is not None]
         return {
             "type": "match_record",
