@@ -55,6 +55,9 @@ log = logging.getLogger("moo.arena")
 
 #: Matches one connection may watch at once (each adds to every event's fan-out).
 MAX_WATCHING = 32
+#: seconds a match dropped by a failed write is still answered "being restored; try again"
+#: after the store is back (see Arena.restoring)
+RESTORING_S = 60.0
 
 
 def bot_player_name(strategy: str) -> str:
@@ -156,6 +159,11 @@ class Arena:
         self.recent: dict[str, LiveMatch] = {}
         #: player -> ids of the live matches they sit in (a short list: usually one)
         self.by_player: dict[str, list[str]] = {}
+        #: matches dropped because a write failed -> when (monotonic s). They come back by
+        #: replay once the store answers again, so until then (and for a while after, in case
+        #: the match moved to another node instead) a request for one is refused with
+        #: ``storage_unavailable``, which clients retry, not ``unknown_match``, which they do not
+        self.restoring: dict[str, float] = {}
         #: called with (match, events) once events are durable and sent (ratings, MQTT)
         self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
@@ -247,6 +255,7 @@ class Arena:
 
     def _register(self, lm: LiveMatch) -> None:
         self.live[lm.id] = lm
+        self.restoring.pop(lm.id, None)
         for name in lm.match.players:
             ids = self.by_player.setdefault(name, [])
             if lm.id not in ids:
@@ -359,6 +368,23 @@ class Arena:
                 msg["match_id"] = lm.id
             conn.send(msg)
         self._drop(lm)
+        now = time.monotonic()
+        if len(self.restoring) > 10_000:  # bounded: forget the oldest drops first
+            for old in sorted(self.restoring, key=self.restoring.__getitem__)[:5_000]:
+                del self.restoring[old]
+        self.restoring[lm.id] = now
+
+    def _restoring(self, match_id: str) -> bool:
+        """Is ``match_id`` one of this server's matches waiting to be replayed after a failed
+        write? While the store is down, yes; once it is back, for one more minute (the
+        re-adoption is a matter of seconds; after that the match lives elsewhere or nowhere)."""
+        since = self.restoring.get(match_id)
+        if since is None:
+            return False
+        if not self.store.available or time.monotonic() - since < RESTORING_S:
+            return True
+        del self.restoring[match_id]
+        return False
 
     def _stats(self, match: Match) -> list[StatDelta]:
         result = match.result or {}
@@ -499,6 +525,10 @@ class Arena:
     def get(self, match_id: str) -> LiveMatch:
         lm = self.live.get(match_id)
         if lm is None or lm.broken:
+            if self._restoring(match_id):
+                raise StorageError(
+                    f"match {match_id!r} is being restored after a storage failure; try again"
+                )
             raise UnknownMatch(f"no live match {match_id!r}")
         return lm
 

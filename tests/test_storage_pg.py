@@ -482,6 +482,11 @@ async def test_database_down_refuses_with_storage_unavailable_then_heals(
         refused = await ann.request({"type": "guess", "match_id": mid, "guess": "6789"})
         assert refused["type"] == "error" and refused["code"] == "storage_unavailable"
         assert app.health()["db"] == "unavailable"
+        # the match is out of memory until it is replayed, but it is not gone: a request for
+        # it meanwhile is refused as retryable, not as an unknown match
+        again = await bob.request({"type": "guess", "match_id": mid, "guess": "0123"})
+        assert again["type"] == "error" and again["code"] == "storage_unavailable", again
+        assert "being restored" in again["message"]
         newcomer = await Client.open(app.port)
         hello = await newcomer.request({"type": "hello", "name": "cat"})
         assert hello["type"] == "error" and hello["code"] == "storage_unavailable"
