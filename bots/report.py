@@ -414,10 +414,17 @@ def _plots(
 # -- observed players: moo report --games FILE.jsonl --player NAME ------------------------------
 
 
-def observed_outcomes(path: str | Path, player: str) -> tuple[list[str], list[tuple[int, bool]]]:
+def observed_outcomes(
+    path: str | Path, player: str, skipped: list[int] | None = None
+) -> tuple[list[str], list[tuple[int, bool]]]:
     """The names matching ``player`` (a name, case-insensitive, or a shell pattern such as
-    ``t1-strongest-*``) and their ``(guesses made, solved?)`` in every match of an export."""
+    ``t1-strongest-*``) and their ``(guesses made, solved?)`` in every match of an export
+    that can be set against the minimum strategy (classic 4-of-10 MOO without the assistant,
+    ``moo.variants.against_minimum``); the player's other matches are counted in
+    ``skipped[0]`` when a list is given."""
     import fnmatch
+
+    from moo.variants import against_minimum
 
     pattern = player.casefold()
     names: dict[str, None] = {}
@@ -435,14 +442,18 @@ def observed_outcomes(path: str | Path, player: str) -> tuple[list[str], list[tu
             counts = record["result"]["counts"]
             solved = record["result"]["solved"]
             pairs = [(str(players[s]), int(counts[s]), bool(solved[s])) for s in (0, 1)]
-        except (ValueError, KeyError, TypeError, IndexError):
+            comparable = against_minimum(record.get("config"))
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
             raise ValueError(
                 f"{path}:{number}: not a 'moo export' record (docs/export.md)"
             ) from None
         for name, count, ok in pairs:
             if fnmatch.fnmatchcase(name.casefold(), pattern):
                 names[name] = None
-                outcomes.append((count, ok))
+                if comparable:
+                    outcomes.append((count, ok))
+                elif skipped is not None:
+                    skipped[0] += 1
     return list(names), outcomes
 
 
@@ -451,15 +462,19 @@ def player_report(path: str | Path, player: str) -> dict[str, Any]:
     from bots.estimator import estimate, tally
     from bots.tree import shipped_distribution
 
-    names, outcomes = observed_outcomes(path, player)
+    skipped = [0]
+    names, outcomes = observed_outcomes(path, player, skipped)
     if not outcomes:
-        raise ValueError(f"no match of a player named {player!r} in {path}")
+        other = (f" ({skipped[0]} of other variants or assisted, which are not set against"
+                 " minimum)") if skipped[0] else ""
+        raise ValueError(f"no classic match of a player named {player!r} in {path}{other}")
     t = tally(outcomes)
     est = estimate(t, shipped_distribution(BASELINE))
     return {
         "player": player,
         "names": names,
         "matches": t.n,
+        "other_matches": skipped[0],
         "solved": t.n_solved,
         "distribution": {str(k): n for k, n in sorted(t.solved.items())},
         "unsolved_after": {str(k): n for k, n in sorted(t.unsolved.items())},
@@ -475,7 +490,10 @@ def _print_player(data: dict[str, Any]) -> None:
     shown = data["names"][:4]
     names = ", ".join(shown) + (f", ... ({len(data['names'])} names)"
                                 if len(data["names"]) > len(shown) else "")
-    print(f"{data['player']} ({names}): {data['matches']} matches, {data['solved']} solved")
+    other = (f" ({data['other_matches']} matches of other variants or assisted left out)"
+             if data.get("other_matches") else "")
+    print(f"{data['player']} ({names}): {data['matches']} matches, {data['solved']} solved"
+          + other)
     solved = ", ".join(f"{k}: {n}" for k, n in data["distribution"].items()) or "none"
     print(f"solved in k guesses: {solved}")
     vs = data["vs_minimum"]

@@ -35,6 +35,7 @@ __all__ = [
     "CLASSIC_SPEC",
     "DEFAULT_VARIANTS",
     "GameRules",
+    "against_minimum",
     "is_classic",
     "is_words",
     "parse_rules",
@@ -79,6 +80,26 @@ WORD_LENGTH = 5
 def is_classic(rules: object) -> bool:
     """4 of 10 MOO without the 1971 rule: today's game, today's rating."""
     return rules == DEFAULT_RULES
+
+
+def against_minimum(config: dict[str, Any] | None) -> bool:
+    """Whether a match played under ``config`` (a stored ``MatchConfig`` dict) can be set
+    against the minimum strategy: classic 4-of-10 MOO played without the assistant.
+
+    The minimum strategy's distribution is a 4-of-10 figure, and an assisted player's guesses
+    are partly the machine's, so any other match would make a person's score against it
+    meaningless. A config from before variants (no ``rules``) is classic.
+    """
+    config = config or {}
+    if config.get("assist"):
+        return False
+    raw = config.get("rules")
+    if not raw:
+        return True
+    try:
+        return is_classic(rules_from_dict(dict(raw)))
+    except (ValueError, TypeError, KeyError):
+        return False
 
 
 def is_words(rules: object) -> bool:

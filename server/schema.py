@@ -123,6 +123,26 @@ _RESULTS_UPSERT = (
 RESULTS_UPSERT_SQLITE = _RESULTS_UPSERT.format(", ".join("?" * 7))
 RESULTS_UPSERT_PG = _RESULTS_UPSERT.format(", ".join(f"${i}" for i in range(1, 8)))
 
+#: ``results`` rows whose match counts against the minimum strategy, the SQL form of
+#: ``moo.variants.against_minimum`` over the row's ``summary.config`` (absent fields: classic)
+_CLASSIC_FIELDS = (
+    ("assist", "false"),
+    ("rules.game", "'moo'"),
+    ("rules.length", "4"),
+    ("rules.alphabet", "'0123456789'"),
+    ("rules.repeats_in_guess", "false"),
+)
+CLASSIC_RESULTS_SQLITE = " AND ".join(
+    f"COALESCE(json_extract(summary, '$.config.{path}'), {default.replace('false', '0')})"
+    f" = {default.replace('false', '0')}"
+    for path, default in _CLASSIC_FIELDS
+)
+CLASSIC_RESULTS_PG = " AND ".join(
+    "COALESCE(summary::jsonb #>> '{config," + path.replace(".", ",") + "}', '"
+    + default.strip("'") + "') = '" + default.strip("'") + "'"
+    for path, default in _CLASSIC_FIELDS
+)
+
 
 def result_rows(
     match_id: str, first_body: str | None, last_body: str | None, meta_body: str | None

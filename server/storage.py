@@ -33,7 +33,12 @@ from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 from moo.errors import NameTaken, StorageError
-from server.schema import RESULTS_UPSERT_SQLITE, result_rows, upgrade_sqlite
+from server.schema import (
+    CLASSIC_RESULTS_SQLITE,
+    RESULTS_UPSERT_SQLITE,
+    result_rows,
+    upgrade_sqlite,
+)
 
 __all__ = [
     "Account",
@@ -210,7 +215,9 @@ class Store(ABC):
 
     @abstractmethod
     async def guess_outcomes(self, names: Sequence[str]) -> dict[str, Counter[tuple[int, bool]]]:
-        """casefolded name -> ``(guesses made, solved?)`` -> matches, over finished matches."""
+        """casefolded name -> ``(guesses made, solved?)`` -> matches, over the finished matches
+        that can be set against the minimum strategy (``moo.variants.against_minimum``:
+        classic 4-of-10 MOO without the assistant)."""
 
     @abstractmethod
     async def known_player(self, name: str) -> str | None:
@@ -675,7 +682,8 @@ class SQLiteStore(Store):
                 marks = ",".join("?" * len(chunk))
                 for player, guesses, solved, count in conn.execute(
                     "SELECT player, guesses, solved, COUNT(*) FROM results"
-                    f" WHERE player IN ({marks}) GROUP BY player, guesses, solved",
+                    f" WHERE player IN ({marks}) AND {CLASSIC_RESULTS_SQLITE}"
+                    " GROUP BY player, guesses, solved",
                     chunk,
                 ):
                     out.setdefault(player.casefold(), Counter())[(guesses, bool(solved))] += count

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from moo.errors import NameTaken, StorageError
-from server.schema import RESULTS_UPSERT_PG, result_rows, upgrade_postgres
+from server.schema import CLASSIC_RESULTS_PG, RESULTS_UPSERT_PG, result_rows, upgrade_postgres
 from server.storage import (
     Account,
     Done,
@@ -579,7 +579,8 @@ class PostgresStore(Store):
             out: dict[str, Counter[tuple[int, bool]]] = {n: Counter() for n in wanted}
             for player, guesses, solved, count in await conn.fetch(
                 "SELECT player, guesses, solved, count(*) FROM results"
-                " WHERE player = ANY($1::text[]) GROUP BY player, guesses, solved",
+                f" WHERE player = ANY($1::text[]) AND {CLASSIC_RESULTS_PG}"
+                " GROUP BY player, guesses, solved",
                 wanted,
             ):
                 out.setdefault(player.casefold(), Counter())[(guesses, bool(solved))] += count

@@ -179,3 +179,27 @@ def test_cli_mistakes_get_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "none.sqlite3" in err[0] and "junk.sqlite3" in err[1] and "not a MOO Arena" in err[2]
     assert "directory" in err[3] and "yesterday" in err[4] and "bad.jsonl:1" in err[6]
     assert not Path(out).exists()
+
+
+def test_report_games_counts_classic_unassisted_matches_only(
+    exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Records of other variants and assisted practice matches are left out, and said so."""
+    first = json.loads(exported.read_text().splitlines()[0])
+    mastermind = json.loads(json.dumps(first))
+    mastermind["config"]["rules"] = {"game": "mastermind", "length": 4, "alphabet": "123456",
+                                     "repeats_in_guess": True}
+    assisted = json.loads(json.dumps(first))
+    assisted["config"]["assist"] = True
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join(json.dumps(r) for r in (first, mastermind, assisted)) + "\n")
+    name = first["players"][0]
+    capsys.readouterr()
+    assert moo_main(["report", "--games", str(mixed), "--player", name, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["matches"] == 1 and data["other_matches"] == 2
+    only_other = tmp_path / "other.jsonl"
+    only_other.write_text(json.dumps(mastermind) + "\n")
+    assert moo_main(["report", "--games", str(only_other), "--player", name]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no classic match" in err[0] and "1 of other variants" in err[0]

@@ -103,6 +103,47 @@ async def test_history_record_and_player_after_a_match(tmp_path: Path, enc: str)
         assert rows["bob"]["vs_minimum"] is None
 
 
+async def _room_match_with(a: Client, b: Client, extra: dict[str, Any], secrets: tuple[str, str],
+                           guesses: tuple[str, str]) -> str:
+    """A room made with ``extra`` (rules, assist): one lockstep round, ann solves."""
+    room = await a.request({"type": "room_create", **extra})
+    assert room["type"] == "room", room
+    mid = str((await b.request({"type": "room_join", "code": room["code"]}))["match_id"])
+    await a.of_type("match")
+    await a.request({"type": "secret", "match_id": mid, "secret": secrets[0]})
+    await b.request({"type": "secret", "match_id": mid, "secret": secrets[1]})
+    await a.event(mid, "started")
+    await a.request({"type": "guess", "match_id": mid, "guess": guesses[0]})
+    await b.request({"type": "guess", "match_id": mid, "guess": guesses[1]})
+    fin = await a.event(mid, "finished")
+    assert fin["winner"] == 0
+    return mid
+
+
+async def test_score_against_minimum_counts_classic_unassisted_matches_only(
+    tmp_path: Path, enc: str
+) -> None:
+    """A Mastermind match and an assisted practice match are in the history but not in the
+    distribution or ``vs_minimum``: the minimum strategy's figures are for 4 of 10 MOO."""
+    async with running(server_settings(tmp_path)) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        b = await Client.hello(app.port, "bob", enc)
+        await _room_match(a, b)  # classic: ann solves in 1
+        await _room_match_with(
+            a, b, {"rules": {"game": "mastermind", "length": 4, "alphabet": "123456"}},
+            ("1122", "3456"), ("3456", "1111"),
+        )
+        await _room_match_with(
+            a, b, {"rated": False, "assist": True}, ("0123", "4567"), ("4567", "9876"),
+        )
+        hist = await a.request({"type": "history"})
+        assert len(hist["matches"]) == 3  # every match is in the history
+        ann = await b.request({"type": "player", "name": "ann"})
+        assert ann["distribution"] == {"1": 1} and ann["vs_minimum"]["n"] == 1, ann
+        bob = await a.request({"type": "player", "name": "bob"})
+        assert bob["vs_minimum"] is None and bob["distribution"] == {}
+
+
 async def test_history_pages_are_stable(tmp_path: Path, enc: str) -> None:
     async with running(server_settings(tmp_path)) as app:
         a = await Client.hello(app.port, "ann", enc)
