@@ -82,7 +82,9 @@ _TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false", dict: 
 
 _MATCH = Field(str, max_len=40)
 _PACING = Field(str, required=False, choices=PACINGS)
-_CODE = Field(str, max_len=16)
+#: a secret or guess: no cap of its own below the message size, so that the rules answer
+#: ``wrong_length`` with the characters actually sent, however many (docs/protocol.md)
+_CODE = Field(str, max_len=MAX_MESSAGE_BYTES)
 _RATED = Field(bool, required=False)
 #: the match's rules; its contents are checked by moo.variants.parse_rules (code bad_rules)
 _RULES = Field(dict, required=False)
@@ -94,7 +96,9 @@ MAX_ID = 2**53 - 1
 #: type -> fields. Every client message may also carry ``id`` (echoed back as ``ref``).
 CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     "hello": {
-        "name": Field(str, max_len=64),
+        # required unless a token names the player (checked by the session, which says so
+        # with the same words as a missing required field)
+        "name": Field(str, required=False, max_len=64),
         "token": Field(str, required=False, max_len=128),
         "password": Field(str, required=False, max_len=128),
         "bot": Field(bool, required=False),

@@ -161,8 +161,10 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
 
 
 async def _hello(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:
-    name = msg["name"].strip()
     token = msg.get("token")
+    if "name" not in msg and token is None:  # a token alone names the player
+        raise SchemaError("'hello' needs field 'name'")
+    name = str(msg.get("name", "")).strip()
     password = msg.get("password")
     bot = bool(msg.get("bot", False))
     new_token_: str | None = None

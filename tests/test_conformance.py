@@ -242,6 +242,14 @@ async def test_subprotocol_selects_the_encoding_and_frame_type(tmp_path: Path, e
         await bare.send('{"type":"ping","id":"p"}')
         assert json.loads(await asyncio.wait_for(bare.recv(), WAIT)) == {"type": "pong", "ref": "p"}
         await bare.close()
+        # only unknown subprotocols offered: opened anyway, none selected, JSON spoken
+        future = await connect(f"ws://127.0.0.1:{app.port}/",
+                               subprotocols=[Subprotocol("moo.v2.json")])
+        assert future.subprotocol is None
+        await future.send('{"type":"ping","id":"q"}')
+        assert json.loads(await asyncio.wait_for(future.recv(), WAIT)) == {"type": "pong",
+                                                                           "ref": "q"}
+        await future.close()
 
 
 async def test_origin_policy_and_connection_cap(tmp_path: Path, enc: str) -> None:
@@ -365,6 +373,13 @@ async def test_hello_welcome_and_names(tmp_path: Path, enc: str) -> None:
         pong = await peer.request({"type": "ping", "id": "early"})  # any time: before hello too
         assert pong == {"type": "pong", "ref": "early"}
         await peer.error({"type": "queue"}, "not_hello")
+        # a malformed message gets the error it would get after hello: checked first
+        await peer.error({"type": "teleport"}, "unknown_type")
+        await peer.error({"type": "queue", "pool": "robots"}, "bad_field")
+        await peer.error({"type": "hello"}, "bad_field")  # no name and no token
+        # string caps count the text as sent, surrounding whitespace included
+        err = await peer.error({"type": "hello", "name": " " * 62 + "ann"}, "bad_field")
+        assert "longer than 64 characters" in err["message"]
         await peer.error({"type": "hello", "name": "no spaces"}, "invalid_name")
         await peer.error({"type": "hello", "name": "x" * 25}, "invalid_name")
         await peer.error({"type": "hello", "name": "Random-Bot"}, "name_taken")  # hosted bot
@@ -383,6 +398,11 @@ async def test_hello_welcome_and_names(tmp_path: Path, enc: str) -> None:
         again = await other.request({"type": "hello", "name": "ignored", "token": welcome["token"]})
         assert again["type"] == "welcome" and again["name"] == "ann" and "token" not in again
         assert await peer.closed() == 4001
+        # the token alone names the player: no name needed
+        third = await Peer.open(app.port, enc)
+        alone = await third.request({"type": "hello", "token": welcome["token"]})
+        assert alone["type"] == "welcome" and alone["name"] == "ann"
+        assert await other.closed() == 4001
 
 
 # -- a whole match ---------------------------------------------------------------------------------
@@ -523,6 +543,11 @@ async def test_seat_and_match_errors(tmp_path: Path, enc: str) -> None:
         assert err["match_id"] == "nope"
         await eve.error({"type": "watch", "match_id": "nope"}, "unknown_match")
         await eve.error({"type": "rematch", "match_id": "nope"}, "unknown_match")
+        # wrong_length counts the characters actually sent, however many
+        for sent in ("0" * 3, "1234567890" * 2, "9" * 600):
+            err = await _p0.error({"type": "secret", "match_id": mid, "secret": sent},
+                                  "wrong_length")
+            assert err["message"].endswith(f"got {len(sent)}"), err
 
 
 # -- lobby -----------------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ async def test_history_record_and_player_after_a_match(tmp_path: Path, enc: str)
 
         rec = await b.request({"type": "match_record", "match_id": mid})
         assert rec["type"] == "match_record" and rec["players"] == ["ann", "bob"]
+        assert rec["config"]["pacing"] == "lockstep" and rec["config"]["rules"]["length"] == 4
         kinds = [e["kind"] for e in rec["events"]]
         assert kinds[0] == "created" and kinds[-1] == "finished" and "round" in kinds
         assert [e["seq"] for e in rec["events"]] == sorted(e["seq"] for e in rec["events"])
