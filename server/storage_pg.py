@@ -60,7 +60,11 @@ T = TypeVar("T")
 #: errors that mean "this row is refused", not "the database is gone"
 _DATA_ERRORS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
 #: errors that make an operation fail with ``storage_unavailable``
-_UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresError)
+_UNAVAILABLE = (
+    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresError,
+    # not an InterfaceError in asyncpg, but the same thing to us: this session is unusable
+    asyncpg.InternalClientError,
+)
 #: of those, the ones that mean the database itself is unreachable or refusing work (as
 #: opposed to one bad statement): they flip /healthz to "unavailable" and start the probe
 _OUTAGE = (
@@ -221,12 +225,17 @@ class PostgresStore(Store):
                 await asyncio.sleep(self.probe_interval_s)
                 if self._available:
                     break
+                # a session of its own: the writer's may be in use by a commit at this very
+                # moment, and one asyncpg connection takes one operation at a time
+                conn = None
                 try:
-                    conn = await self._writer()
+                    conn = await self._connect("moo-probe")
                     await conn.fetchval("SELECT 1")
                 except _UNAVAILABLE:
-                    await self._drop_writer()
                     continue
+                finally:
+                    if conn is not None:
+                        conn.terminate()
                 self._back()
                 break
         finally:
@@ -400,12 +409,18 @@ class PostgresStore(Store):
         for attempt in (1, 2):
             try:
                 async with self._pool.acquire() as conn:
-                    return await fn(conn)
+                    try:
+                        return await fn(conn)
+                    except asyncpg.InternalClientError:
+                        # the session's protocol state is broken (seen after a database
+                        # restart: an operation interrupted mid-way): never hand it out again
+                        conn.terminate()
+                        raise
             except (NameTaken, *_DATA_ERRORS):
                 raise
             except _UNAVAILABLE as exc:
                 if attempt == 2 or not isinstance(
-                    exc, asyncpg.InterfaceError | ConnectionError
+                    exc, asyncpg.InterfaceError | ConnectionError | asyncpg.InternalClientError
                 ):
                     if isinstance(exc, _OUTAGE):
                         self._lost(exc)

@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from tests.cluster_support import Node, nodes, query, until
 from tests.mqtt_support import Broker
@@ -145,10 +146,30 @@ async def test_broker_down_gives_a_retryable_error_and_heals(
             await broker.start()  # same port: the nodes reconnect by themselves
             await until(lambda: _bus(b, "ok"), 15, "node b to reconnect")
             await until(lambda: _bus(a, "ok"), 15, "node a to reconnect")
-            again = await bob.request({"type": "guess", "match_id": mid, "guess": "9876"})
-            assert again["kind"] == "guess" and again["guess"] == "9876", again
+            guess = {"type": "guess", "match_id": mid, "guess": "9876"}
+            try:
+                again = await bob.request(guess)
+                assert again["kind"] == "guess" and again["guess"] == "9876", again
+                seq = again["seq"]
+            except ConnectionClosed as closed:
+                # documented (docs/cluster.md, Failures): ann's guess was relayed while the
+                # broker was down and lost, and the next relay shows the gap: bob is closed
+                # with 1012 and resumes; whether his guess was applied, the log says
+                assert closed.rcvd is not None and closed.rcvd.code == 1012, closed
+                bob = await Client.hello(b.port, "x", token=bob0.token)
+                await bob.request({"type": "resume", "match_id": mid, "last_seq": 0})
+                logged = await query(
+                    pg_url, "SELECT seq FROM events WHERE match_id = $1 AND body LIKE $2",
+                    mid, '%"guess":"9876"%',
+                )
+                if logged:
+                    seq = logged[0][0]
+                else:
+                    again = await bob.request(guess)
+                    assert again["kind"] == "guess" and again["guess"] == "9876", again
+                    seq = again["seq"]
             seen = await ann.event(mid, "guess", seat=1)
-            assert seen["seq"] == again["seq"]
+            assert seen["seq"] == seq
             rows = await query(
                 pg_url, "SELECT count(*) FROM events WHERE match_id = $1 AND body LIKE $2",
                 mid, '%"guess":"9876"%',

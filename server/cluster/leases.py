@@ -157,12 +157,17 @@ class Leases:
         return left
 
     async def _every(self, seconds: float, step: Callable[[], Any]) -> None:
+        """Run ``step`` every ``seconds`` until stopped. Nothing it raises may end the loop: a
+        node whose renewals stopped would lose every match it runs one lease later."""
         while not self._stopping:
             await asyncio.sleep(seconds)
             try:
                 await step()
             except (StorageError, *_UNAVAILABLE) as exc:
                 log.warning("node %s: %s failed: %s", self.node, step.__name__, exc)
+            except Exception:
+                log.exception("node %s: %s failed unexpectedly; retried", self.node,
+                              step.__name__)
 
     async def readopt(self) -> int:
         """After a database outage: matches this node still owns but dropped, back by replay."""
