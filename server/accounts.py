@@ -29,6 +29,7 @@ import ipaddress
 import secrets
 import time
 from collections.abc import Callable
+from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -44,6 +45,7 @@ __all__ = [
     "MIN_PASSWORD",
     "Accounts",
     "FailureBudget",
+    "SharedFailureBudget",
     "address_key",
     "hash_token",
     "new_token",
@@ -115,6 +117,14 @@ class FailureBudget:
         excess = self._level(key, self.clock()) + 1.0 - self.limit
         return excess / self.rate if excess > 1e-9 else 0.0
 
+    async def wait_s(self, key: str) -> float:
+        """:meth:`retry_after_s`, with the shared budget's (awaitable) signature."""
+        return self.retry_after_s(key)
+
+    async def record(self, key: str) -> None:
+        """:meth:`fail`, with the shared budget's (awaitable) signature."""
+        self.fail(key)
+
     def fail(self, key: str) -> None:
         now = self.clock()
         self._levels[key] = (self._level(key, now) + 1.0, now)
@@ -122,6 +132,44 @@ class FailureBudget:
             self._levels = {
                 k: v for k, v in self._levels.items() if self._level(k, now) > 0.0
             }
+
+
+class SharedFailureBudget:
+    """:class:`FailureBudget` kept in PostgreSQL (``signin_failures``), so that a cluster's
+    nodes count one budget per name and per address, not one per node.
+
+    The same rule (a level rising by one per failure, draining ``limit / window_s`` per
+    second), computed in the database from each node's wall clock: the limits tolerate the
+    few milliseconds nodes' clocks differ by. ``prefix`` keeps the name and address budgets
+    apart in the one table.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        prefix: str,
+        limit: int,
+        window_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.limit = limit
+        self.window_s = window_s
+        self.rate = limit / window_s
+        self.clock = clock
+
+    async def wait_s(self, key: str) -> float:
+        level = await self.store.failure_level(
+            self.prefix + key, self.rate, int(self.clock() * 1000)
+        )
+        excess = float(level) + 1.0 - self.limit
+        return excess / self.rate if excess > 1e-9 else 0.0
+
+    async def record(self, key: str) -> None:
+        await self.store.add_failure(
+            self.prefix + key, self.rate, int(self.clock() * 1000), int(self.window_s * 2000)
+        )
 
 
 class Accounts:
@@ -136,12 +184,22 @@ class Accounts:
             memory_cost=settings.argon2_memory_kib,
             parallelism=settings.argon2_parallelism,
         )
-        self.by_name = FailureBudget(
-            settings.signin_failures_per_name, settings.signin_window_s, clock
-        )
-        self.by_address = FailureBudget(
-            settings.signin_failures_per_address, settings.signin_window_s, clock
-        )
+        self.by_name: FailureBudget | SharedFailureBudget
+        self.by_address: FailureBudget | SharedFailureBudget
+        if hasattr(store, "add_failure"):  # PostgreSQL: one budget for every node
+            self.by_name = SharedFailureBudget(
+                store, "name:", settings.signin_failures_per_name, settings.signin_window_s
+            )
+            self.by_address = SharedFailureBudget(
+                store, "addr:", settings.signin_failures_per_address, settings.signin_window_s
+            )
+        else:
+            self.by_name = FailureBudget(
+                settings.signin_failures_per_name, settings.signin_window_s, clock
+            )
+            self.by_address = FailureBudget(
+                settings.signin_failures_per_address, settings.signin_window_s, clock
+            )
         self._slots: asyncio.Semaphore | None = None
         self._dummy: str | None = None
 
@@ -168,18 +226,18 @@ class Accounts:
         return self._dummy
 
     # -- the limits ---------------------------------------------------------------------------
-    def _check_limits(self, name: str, address: str) -> None:
-        wait = max(self.by_name.retry_after_s(name.casefold()),
-                   self.by_address.retry_after_s(address_key(address)))
+    async def _check_limits(self, name: str, address: str) -> None:
+        wait = max(await self.by_name.wait_s(name.casefold()),
+                   await self.by_address.wait_s(address_key(address)))
         if wait > 0:
             raise TooManyAttempts(
                 "too many failed sign-ins for this name or from this address; try again later",
                 retry_after_ms=max(1, int(wait * 1000 + 0.999)),
             )
 
-    def _failed(self, name: str, address: str) -> None:
-        self.by_name.fail(name.casefold())
-        self.by_address.fail(address_key(address))
+    async def _failed(self, name: str, address: str) -> None:
+        await self.by_name.record(name.casefold())
+        await self.by_address.record(address_key(address))
 
     async def _check_password(self, account: Account | None, password: str) -> bool:
         if account is not None and account.password_hash is not None:
@@ -194,10 +252,10 @@ class Accounts:
     # -- requests -------------------------------------------------------------------------------
     async def sign_in(self, name: str, password: str, address: str) -> tuple[Account, str]:
         """``hello`` with a password: the account and a fresh token for this device."""
-        self._check_limits(name, address)
+        await self._check_limits(name, address)
         account = await self.store.account(name)
         if not await self._check_password(account, password) or account is None:
-            self._failed(name, address)
+            await self._failed(name, address)
             raise BadCredentials("wrong name or password")
         token = new_token()
         await self.store.add_token(account.name, hash_token(token), MAX_TOKENS_PER_NAME)
@@ -215,11 +273,11 @@ class Accounts:
         if account is None:
             raise NotAvailable(f"{name!r} is not a registered name")
         if account.password_hash is not None:
-            self._check_limits(name, address)
+            await self._check_limits(name, address)
             if old_password is None or not await self._verify(
                 account.password_hash, old_password
             ):
-                self._failed(name, address)
+                await self._failed(name, address)
                 raise BadCredentials("old_password is missing or wrong")
         await self.store.set_password_hash(account.name, await self._hash(password))
 

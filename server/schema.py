@@ -419,6 +419,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             ){without_rowid}""",
         ),
     ),
+    Migration(
+        6,
+        "failed sign-in budgets shared by a cluster's nodes",
+        (
+            # One row per budget key ("name:<casefolded name>", "addr:<address or /64>"): the
+            # level a continuous drain leaves (server/accounts.py SharedFailureBudget), so a
+            # name's limit holds across every node of a cluster instead of per node. A single
+            # node on SQLite keeps its budgets in memory: there the table stays empty.
+            """CREATE TABLE IF NOT EXISTS signin_failures (
+                key TEXT PRIMARY KEY,
+                level DOUBLE PRECISION NOT NULL,
+                stamp_ms {bigint} NOT NULL
+            ){without_rowid}""",
+        ),
+    ),
 )
 
 #: the version a database has once every migration here is applied

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -533,6 +534,40 @@ class PostgresStore(Store):
                     " FROM tokens WHERE name = $1 ORDER BY created_ms DESC, seq DESC LIMIT $2)",
                     name,
                     keep,
+                )
+
+        await self._run(write)
+
+    # -- failed sign-in budgets, shared by the nodes (server/accounts.py) -----------------------
+    async def failure_level(self, key: str, rate: float, now_ms: int) -> float:
+        """The budget ``key``'s level at ``now_ms``, drained at ``rate`` per second."""
+
+        async def read(conn: Any) -> float:
+            level = await conn.fetchval(
+                "SELECT GREATEST(0.0, level - GREATEST(0, $2 - stamp_ms) / 1000.0 * $3)"
+                " FROM signin_failures WHERE key = $1",
+                key, now_ms, rate,
+            )
+            return float(level or 0.0)
+
+        return await self._run(read)
+
+    async def add_failure(self, key: str, rate: float, now_ms: int, forget_ms: int) -> None:
+        """One more failure on ``key`` (drained first, in the same statement, so two nodes
+        counting at once both count); rows untouched for ``forget_ms`` (drained to zero by
+        then) are deleted now and then."""
+
+        async def write(conn: Any) -> None:
+            await conn.execute(
+                "INSERT INTO signin_failures AS f (key, level, stamp_ms) VALUES ($1, 1.0, $2)"
+                " ON CONFLICT (key) DO UPDATE SET level = GREATEST(0.0, f.level"
+                " - GREATEST(0, $2 - f.stamp_ms) / 1000.0 * $3) + 1.0,"
+                " stamp_ms = GREATEST(f.stamp_ms, $2)",
+                key, now_ms, rate,
+            )
+            if secrets.randbelow(50) == 0:
+                await conn.execute(
+                    "DELETE FROM signin_failures WHERE stamp_ms < $1", now_ms - forget_ms
                 )
 
         await self._run(write)
