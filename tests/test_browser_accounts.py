@@ -107,7 +107,7 @@ def test_password_sign_in_on_a_second_browser_brings_everything_back(
     second.wait_for_selector("body[data-view=play]")
     assert second.text_content("#me-name") == "rosa"
     # The first browser's connection was replaced by this one.
-    first.wait_for_selector("#banner:has-text('another window')")
+    first.wait_for_selector("#banner:has-text('signed in somewhere else')")
 
     # Rating, history and the match itself are all there.
     assert board_rating(second, "rosa") == rating
@@ -139,7 +139,7 @@ def test_change_password_and_sign_out_everywhere(
     phone = new_page(browser, shared_server.url)
     sign_in_with_password(phone, "sam", "first-password")
     phone.wait_for_selector("#conn[data-state=online]")
-    laptop.wait_for_selector("#banner:has-text('another window')")
+    laptop.wait_for_selector("#banner:has-text('signed in somewhere else')")
 
     # Changing it needs the current one.
     set_password(phone, "second-password", old="not-the-password")
@@ -162,7 +162,7 @@ def test_change_password_and_sign_out_everywhere(
     laptop.wait_for_selector("#conn[data-state=online]")
     assert laptop.text_content("#me-name") == "sam"
     # The phone, signed out in turn by the laptop's new sign-in, is told why.
-    phone.wait_for_selector("#banner:has-text('another window')")
+    phone.wait_for_selector("#banner:has-text('signed in somewhere else')")
     assert laptop.moo_errors == [] and phone.moo_errors == []
 
 

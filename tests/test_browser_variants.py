@@ -101,7 +101,7 @@ def test_two_players_play_mastermind_from_the_lobby(browser: Any, server: MooSer
     for seat, figures in expected.items():
         shown = ann.eval_on_selector_all(
             f"#result-analysis .analysis-player[data-seat='{seat}'] tbody tr",
-            "rs => rs.map(r => [r.children[1].textContent, r.children[6].textContent])")
+            "rs => rs.map(r => [r.children[1].textContent, r.children[4].textContent])")
         assert shown == [[a.guess, f"{a.loss:.3f}"] for a in figures]
     # the leaderboard of the Mastermind family has both; the classic one has neither
     ann.click("#btn-leave")

@@ -194,7 +194,7 @@ function connect() {
     if (e.code === 4001) {
       S.stopReconnect = true;
       setConn("offline");
-      banner("This name is now playing in another window or tab.", true);
+      banner("This name was signed in somewhere else (another tab, window or device), which took over its matches. Retry takes it back here.", true);
       return;
     }
     if (e.code === 4003) {
@@ -305,7 +305,12 @@ function handle(msg) {
       return renderLobby();
     case "declined":
       // Also the decliner's own confirmation (a reply with ref): nothing more to show then.
-      if (S.challenge && S.challenge.id === msg.challenge_id) S.challenge.state = "declined";
+      if (S.challenge && S.challenge.id === msg.challenge_id) {
+        S.challenge.state = "declined";
+        renderLobby();
+        $("#challenge-status").scrollIntoView({ block: "nearest" });
+        return;
+      }
       return renderLobby();
     default:
       return; // pong, challenge_sent and anything newer: nothing to show
@@ -635,7 +640,9 @@ function onError(msg, ctx) {
   if (type === "queue" || type === "play_bot" || type === "room_create" || type === "room_join"
       || type === "accept") {
     S.queued = false;
-    lobbyError(text);
+    lobbyError(msg.code === "unknown_room" && ctx.code
+      ? `No open room has the code ${ctx.code}: it was cancelled or already joined, or the code is mistyped.`
+      : text);
     renderLobby();
     return;
   }
@@ -902,18 +909,26 @@ function renderAnalyses() {
         el("td", { class: "mono", text: g.guess }),
         el("td", { class: "mono", text: g.response }),
         el("td", { class: "num", text: String(g.candidates) }),
-        el("td", { class: "num", text: g.best_expected.toFixed(3) }),
-        el("td", { class: "num", text: g.played_expected.toFixed(3) }),
         el("td", { class: "num loss", text: g.loss.toFixed(3) }),
+        el("td", { class: `mark ${g.mark || ""}`, text: g.mark || "" }),
         el("td", { class: "mono", text: g.best_guess }),
-        el("td", { class: `mark ${g.mark || ""}`, text: g.mark || "" })));
+        el("td", { class: "num", text: g.best_expected.toFixed(3) }),
+        el("td", { class: "num", text: g.played_expected.toFixed(3) })));
       return el("section", { class: "analysis-player", "data-seat": seat },
         el("h3", { text: `${p.name}: ${p.guesses.length} guesses, ${lost.toFixed(3)} expected guesses lost` }),
         el("div", { class: "table-wrap" }, el("table", { class: "board analysis-table" },
-          el("thead", {}, el("tr", {}, ...["#", "guess", "answer", "left", "best", "played",
-            "loss", "best guess", "mark"].map((h) => el("th", { scope: "col", text: h })))),
-          el("tbody", {}, ...rows))));
+          el("thead", {}, el("tr", {}, ...["#", "guess", "answer", "left", "loss", "mark",
+            "best guess", "best", "played"].map((h) => el("th", { scope: "col", text: h })))),
+          el("tbody", {}, ...rows))),
+        el("p", { class: "hint scroll-hint", hidden: true,
+          text: "Swipe the table sideways for more columns →" }));
     }));
+    // a table wider than its box says so (it scrolls sideways), as the leaderboard does
+    requestAnimationFrame(() => {
+      for (const wrap of node.querySelectorAll(".analysis-player .table-wrap")) {
+        wrap.nextElementSibling.hidden = wrap.scrollWidth <= wrap.clientWidth + 1;
+      }
+    });
   }
 }
 
@@ -1847,9 +1862,11 @@ function renderPlayer() {
     const v = d.vs_minimum;
     setText($("#vsmin-text"), v ? pct(v.score) : "Not enough solved matches yet.");
     $("#vsmin-text").classList.toggle("none", !v);
-    setText($("#vsmin-range"), v
-      ? `95 % interval ${(100 * v.low).toFixed(1)}–${pct(v.high)}, from ${v.n} solved match${v.n === 1 ? "" : "es"}`
-      : "");
+    const matches = v ? `${v.n} solved match${v.n === 1 ? "" : "es"}` : "";
+    setText($("#vsmin-range"), !v ? ""
+      : v.high - v.low < 0.0005
+        ? `from ${matches}: too few to say how sure (no interval yet)`
+        : `95 % interval ${(100 * v.low).toFixed(1)}–${pct(v.high)}, from ${matches}`);
     const bar = $("#vsmin-bar");
     bar.hidden = !v;
     if (v) {
@@ -2253,7 +2270,7 @@ function wire() {
     }
     if (!requireOnline() || !requireFree()) return;
     lobbyError("");
-    send({ type: "room_join", code });
+    send({ type: "room_join", code }, { code });
   });
   $("#challenge-form").addEventListener("submit", (e) => {
     e.preventDefault();
