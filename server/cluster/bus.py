@@ -82,6 +82,8 @@ _LOBBY_METHODS = {
     "rematch": "rematch",
 }
 _LOBBY_OPS = frozenset({*_LOBBY_METHODS, "arrive", "requeue", "restore"})
+#: forwarded requests that need the match running on this node (they wait for its replay)
+_MATCH_OPS = frozenset({"act", "resume", "watch"})
 #: lobby requests that would seat the player in a match (a person may sit in one at a time)
 _SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
 #: how long the leader keeps a challenge to a registered player it does not see online yet
@@ -283,6 +285,9 @@ class Bus:
         self._rematches: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._rematched: OrderedDict[str, None] = OrderedDict()
         self._waiting: dict[str, list[Callable[[str | None], None]]] = {}
+        #: forwarded act/resume/watch requests for a match this node is not running (yet):
+        #: match_id -> requests in arrival order, served once its replay here is done
+        self._until_live: dict[str, list[dict[str, Any]]] = {}
         #: counters for /metrics
         self.forwarded = 0
         self.served = 0
@@ -1199,6 +1204,49 @@ class Bus:
     async def _serve(self, data: dict[str, Any]) -> None:
         if not self._first_time(data["rid"]):
             return  # delivered twice: applied once
+        op, msg = data["op"], data["msg"]
+        match_id = msg.get("match_id") if isinstance(msg, dict) else None
+        if op in _MATCH_OPS and isinstance(match_id, str) and (
+            match_id not in self.app.arena.live or match_id in self._until_live
+        ):
+            # The requester's node saw this node in the owners table, which happens as soon
+            # as this node claims a match and before its replay here is done: a request that
+            # overtakes the replay waits for it (queued per match, in order) instead of
+            # getting "unknown match", and never stalls this reader (other matches go on).
+            queued = self._until_live.get(match_id)
+            if queued is not None:
+                queued.append(data)
+                return
+            self._until_live[match_id] = [data]
+            asyncio.get_running_loop().create_task(self._serve_when_live(match_id))
+            return
+        await self._serve_item(data)
+
+    async def _serve_when_live(self, match_id: str) -> None:
+        refuse: MooError | None = None
+        try:
+            arena = self.app.arena
+            if (
+                match_id not in arena.live
+                and match_id not in arena.recent
+                and await self._remote_owner(match_id) is not None
+            ):
+                refuse = NotAvailable("the match is moving to another node; try again")
+        except MooError as exc:  # still between owners after the wait, or no database
+            refuse = exc
+        except Exception:
+            log.exception("bus: waiting for match %s to be live here", match_id)
+            refuse = NotAvailable("the match is moving to another node; try again")
+        # served in arrival order; requests that arrive meanwhile join the queue
+        while self._until_live.get(match_id):
+            data = self._until_live[match_id].pop(0)
+            try:
+                await self._serve_item(data, refuse)
+            except Exception:
+                log.exception("bus: bad item for match %s", match_id)
+        self._until_live.pop(match_id, None)
+
+    async def _serve_item(self, data: dict[str, Any], refuse: MooError | None = None) -> None:
         key = (data["from"], data["conn"])
         op, msg = data["op"], data["msg"]
         if op == "create":
@@ -1214,6 +1262,8 @@ class Bus:
                 remote.closing = True
                 del self._remotes[key]
                 self._sync_lobby()
+            for queued in self._until_live.values():  # nobody left to answer or seat
+                queued[:] = [d for d in queued if (d["from"], d["conn"]) != key]
             return
         remote = self._remote(key, data["player"])
         conn = cast(Connection, remote)
@@ -1224,6 +1274,8 @@ class Bus:
         if busy is not None and remote.player is not None:
             self._busy_now[remote.player.casefold()] = str(busy)
         try:
+            if refuse is not None:
+                raise refuse
             if op == "arrive":
                 old = self._arrive(conn, msg["player"], bool(msg.get("bot")))
                 if old is not None:
