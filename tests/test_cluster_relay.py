@@ -124,3 +124,65 @@ def test_a_gap_in_relays_closes_the_clients_relayed_to_that_node() -> None:
     bus._check_gap({"run": "y", "from": "b", "n": 7})  # a new process of b: no history
     bus._check_gap({"run": "y", "from": "b", "n": 8})
     assert bob.closed is None
+
+
+async def test_a_request_that_overtakes_the_new_owners_replay_waits_for_it() -> None:
+    """A node that has just claimed a match is named by the owners table before its replay is
+    done: forwarded requests for the match reaching it then must wait (in order) and be served
+    once it runs, not be answered "unknown match" (players gave up, and forfeited, on that)."""
+    bus = _bus()
+    arena: Any = bus.app.arena
+    arena.recent = {}
+    served: list[tuple[str, Any]] = []
+    replayed = asyncio.Event()
+
+    async def owner_once_replayed(match_id: str) -> str | None:
+        await replayed.wait()
+        return None  # it runs here now
+
+    def act(conn: Any, msg: dict[str, Any], received: float | None = None) -> None:
+        served.append(("act", msg["guess"]))
+
+    async def resume(conn: Any, match_id: str, last_seq: int, ref: Any) -> None:
+        served.append(("resume", last_seq))
+
+    bus._remote_owner = owner_once_replayed  # type: ignore[method-assign]
+    bus._act, bus._resume = act, resume
+    base = {"from": "b", "conn": "c1", "player": "ann"}
+    await bus._serve({**base, "rid": "r1", "op": "resume",
+                      "msg": {"type": "resume", "match_id": "m1", "last_seq": 3}})
+    await bus._serve({**base, "rid": "r2", "op": "act",
+                      "msg": {"type": "guess", "match_id": "m1", "guess": "0123"}})
+    await bus._serve({**base, "rid": "r2", "op": "act",  # delivered twice: applied once
+                      "msg": {"type": "guess", "match_id": "m1", "guess": "0123"}})
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert served == [] and len(bus._until_live["m1"]) == 2  # held, nobody refused
+    arena.live["m1"] = object()
+    replayed.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert served == [("resume", 3), ("act", "0123")]  # in arrival order
+    assert "m1" not in bus._until_live
+
+
+async def test_a_request_for_a_match_that_went_elsewhere_is_refused_as_retryable() -> None:
+    bus = _bus()
+    arena: Any = bus.app.arena
+    arena.recent = {}
+    relayed: list[dict[str, Any]] = []
+
+    async def elsewhere(match_id: str) -> str | None:
+        return "c"
+
+    def relay(origin: str, conn_id: str, msg: dict[str, Any], **kwargs: Any) -> None:
+        relayed.append(msg)
+
+    bus._remote_owner = elsewhere  # type: ignore[method-assign]
+    bus.relay = relay  # type: ignore[method-assign,assignment]
+    await bus._serve({"from": "b", "conn": "c1", "player": "ann", "rid": "r1", "op": "act",
+                      "msg": {"type": "guess", "match_id": "m1", "guess": "0123", "id": 7}})
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert [(m["code"], m["ref"]) for m in relayed] == [("not_available", 7)]
+    assert "try again" in relayed[0]["message"]
