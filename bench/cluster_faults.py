@@ -77,6 +77,9 @@ class ClusterNode:
         self.args = args
         self.proc: asyncio.subprocess.Process | None = None
         self.log: deque[bytes] = deque(maxlen=20000)
+        #: also appended to this file when set (MOO_FAULTS_LOGS=DIR: one file per node)
+        logs = os.environ.get("MOO_FAULTS_LOGS")
+        self.log_file = Path(logs) / f"{name}.log" if logs else None
         self._drain: asyncio.Task[None] | None = None
 
     @property
@@ -113,8 +116,17 @@ class ClusterNode:
 
         async def drain() -> None:
             assert proc.stderr is not None
-            while line := await proc.stderr.readline():
-                self.log.append(line)
+            out = open(self.log_file, "ab") if self.log_file is not None else None  # noqa: SIM115
+            try:
+                if out is not None:
+                    out.write(b"".join(self.log))
+                while line := await proc.stderr.readline():
+                    self.log.append(line)
+                    if out is not None:
+                        out.write(line)
+            finally:
+                if out is not None:
+                    out.close()
 
         self._drain = asyncio.get_running_loop().create_task(drain())
         return time.monotonic() - t0

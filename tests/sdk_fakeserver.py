@@ -55,6 +55,9 @@ class FakeServer:
         self.received: list[dict[str, Any]] = []
         self.hellos = 0
         self.duplicate_events = False
+        #: answer this many ``resume`` requests with a retryable refusal first (a cluster still
+        #: handing a dead node's matches over: ``not_available`` "... try again")
+        self.refuse_resumes = 0
         self._ids = itertools.count(1)
         self._server: Server | None = None
         self.url = ""
@@ -252,6 +255,11 @@ class FakeServer:
             hosted, seat = self.hosted(name, msg["match_id"])
             await self.emit(msg["match_id"], hosted.match.resign(seat, now_ms()), name, ref)
         elif kind == "resume":
+            if self.refuse_resumes > 0:
+                self.refuse_resumes -= 1
+                await reply({"type": "error", "code": "not_available",
+                             "message": "the match is moving to another node; try again"})
+                return
             hosted, seat = self.hosted(name, msg["match_id"])
             last = msg.get("last_seq", 0)
             for event in hosted.match.events[last:]:

@@ -131,6 +131,31 @@ async def test_duplicated_events_are_seen_once():
         assert state.last_seq == len(server.matches[announced.match_id].match.events)
 
 
+async def test_a_refused_reconnect_resume_is_sent_again():
+    """After a reconnect the SDK resumes its matches by itself; a retryable refusal (a cluster
+    still moving a dead node's matches) must not leave the match unresumed, waiting for events
+    that never come while the seat's grace clock runs out."""
+    async with FakeServer() as server:
+        client = Client(server.url, "rex", backoff_initial=0.01)
+        await client.connect()
+        announced = await client.play_bot("random")
+        mid = announced.match_id
+        await client.set_secret(mid, "0123")
+        state = client.states[mid]
+        await client.guess(mid, "4567")
+        await server.wait_until(lambda: state.rounds_done == 1 and state.owes_guess)
+        server.refuse_resumes = 2
+        server.drop("rex")
+        await server.wait_until(
+            lambda: sum(m["type"] == "resume" for m in server.received) == 3, timeout=15
+        )
+        assert server.refuse_resumes == 0
+        outcome = await play_match(client, announced, StrategyPlayer(create("random")),
+                                   random.Random(3), timeout=20)
+        assert outcome.outcome in ("win", "loss", "draw")
+        await client.close()
+
+
 async def test_reconnect_resumes_mid_match_and_finishes():
     async with FakeServer() as server:
         client = Client(server.url, "rex", backoff_initial=0.01)
@@ -156,7 +181,10 @@ async def test_reconnect_resumes_mid_match_and_finishes():
         assert client.token == token
         await server.wait_until(lambda: any(m["type"] == "resume" for m in server.received))
         resumes = [m for m in server.received if m["type"] == "resume"]
-        assert resumes == [{"type": "resume", "match_id": mid, "last_seq": seq_at_drop}]
+        # with an id of its own, so that a refusal is seen (and a retryable one retried)
+        assert [{k: v for k, v in m.items() if k != "id"} for m in resumes] == [
+            {"type": "resume", "match_id": mid, "last_seq": seq_at_drop}
+        ] and isinstance(resumes[0].get("id"), int)
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
                                    random.Random(3), timeout=20)
         assert outcome.outcome in ("win", "loss", "draw")

@@ -193,6 +193,10 @@ class Client:
         self._codec = Codec(ENCODINGS[encoding])
         self._events: asyncio.Queue[Message | _End] = asyncio.Queue()
         self._pending: dict[int, asyncio.Future[Message]] = {}
+        #: ids of the ``resume`` requests the client sends by itself after a reconnect: their
+        #: ``match`` replies are not new matches
+        self._resume_ids: set[int] = set()
+        self._resuming: set[asyncio.Task[None]] = set()
         self._next_id = 0
         self._watching: set[str] = set()
         self._reader: asyncio.Task[None] | None = None
@@ -326,11 +330,51 @@ class Client:
             if state.finished:
                 continue
             if state.seat is not None:
-                await self._send({"type": "resume", "match_id": match_id,
-                                  "last_seq": state.last_seq})
+                await self._send(self._resume_request(match_id, state.last_seq))
             elif match_id in self._watching:
                 await self._send({"type": "watch", "match_id": match_id,
                                   "last_seq": state.last_seq})
+
+    def _resume_request(self, match_id: str, last_seq: int) -> dict[str, Any]:
+        """A ``resume`` with an id of its own, so a refusal is seen: one that is retryable (a
+        cluster whose node died is still handing its matches over: ``not_available`` "try
+        again", ``storage_unavailable``) is sent again shortly, instead of leaving the seat
+        away until the grace clock forfeits it while this client waits for events."""
+        self._next_id += 1
+        msg_id = self._next_id
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._pending[msg_id] = fut
+        self._resume_ids.add(msg_id)
+
+        def done(f: asyncio.Future[Message]) -> None:
+            self._resume_ids.discard(msg_id)
+            self._pending.pop(msg_id, None)
+            if f.cancelled() or f.exception() is not None:
+                return  # the connection went: the next reconnect resumes again
+            reply = f.result()
+            if isinstance(reply, ErrorReply) and retryable(reply) and not self._closing:
+                task = asyncio.get_running_loop().create_task(self._resume_again(match_id))
+                self._resuming.add(task)
+                task.add_done_callback(self._resuming.discard)
+
+        fut.add_done_callback(done)
+        return {"type": "resume", "match_id": match_id, "last_seq": last_seq, "id": msg_id}
+
+    async def _resume_again(self, match_id: str) -> None:
+        """Re-send a refused reconnect ``resume`` until it is taken (bounded, with backoff)."""
+        for attempt in range(60):
+            await asyncio.sleep(min(5.0, 0.5 * (attempt + 1)) * self._rng.uniform(0.8, 1.2))
+            state = self.states.get(match_id)
+            if self._closing or state is None or state.finished or not self.online:
+                return
+            try:
+                await self._request_once("resume", match_id=match_id, last_seq=state.last_seq)
+                return
+            except ServerError as exc:
+                if not retryable(exc.reply):
+                    return
+            except (ConnectionLost, TimeoutError):
+                return  # the next reconnect resumes again
 
     async def _run(self) -> None:
         """Reader task: read until closed, reconnect if allowed, repeat; then end the stream."""
@@ -430,9 +474,10 @@ class Client:
             state = self.states.get(msg.match_id)
             if state is None:
                 state = self.states[msg.match_id] = MatchState(msg.match_id)
-            elif state.last_seq > 0 and msg.ref is None:
-                # The server answers a (re)connect's ``resume`` with ``match`` again; it is not
-                # a new match, and ``wait_match`` must not mistake it for one.
+            elif state.last_seq > 0:
+                # The server answers a ``resume`` (after a reconnect, or a retry's catch-up)
+                # with ``match`` again; it is not a new match, and ``wait_match`` must not
+                # mistake it for one. The request's own future still gets the reply.
                 fresh = False
             state.seat = msg.seat
             state.config = msg.config

@@ -302,6 +302,8 @@ class Bus:
         #: nodes whose broker connection dropped (MQTT will) -> until when to skip them as
         #: lobby leader; the alive nodes (valid lease) as of the last check
         self._gone: dict[str, float] = {}
+        #: node -> the epoch of its process whose will the broker published
+        self._dead_epochs: dict[str, int] = {}
         self._alive: set[str] = set()
         arena = app.arena
         self._act, self._resume = arena.act, arena.resume
@@ -355,6 +357,7 @@ class Bus:
         log.warning("bus: node %s disconnected from the broker", node)
         self._gone[node] = time.monotonic() + self.check_s * 10  # = one lease
         if isinstance(epoch, int):
+            self._dead_epochs[node] = epoch
             # the dead process's epoch, for matches cached before their first check: an owner
             # in any other epoch (that node restarted at once, or another node) is a move
             for match_id, owner in self._owners.items():
@@ -1142,13 +1145,27 @@ class Bus:
             if match_id in self.app.arena.live:
                 break
             if owner is not None and owner != self.node:
-                return owner
-            if owner is None and not await self._unfinished(match_id):
+                if not self._died(owner, match_id):
+                    return owner
+                # its process is dead (the broker published its will) but its lease still
+                # runs: forwarding would only wait for an answer that cannot come; wait for
+                # the takeover instead, like for a match with no owner
+            elif owner is None and not await self._unfinished(match_id):
                 break  # finished or unknown: answered here, from the log
             if time.monotonic() > deadline:
                 raise NotAvailable("the match is moving to another node; try again")
             await asyncio.sleep(self.check_s / 2)
         return None
+
+    def _died(self, owner: str, match_id: str) -> bool:
+        """Whether ``owner``'s process that holds ``match_id`` is known dead: the broker
+        published its will (within the last lease) for the very epoch the owners row names."""
+        dead = self._dead_epochs.get(owner)
+        return (
+            dead is not None
+            and self._gone.get(owner, 0.0) > time.monotonic()
+            and self._owner_epochs.get(match_id) == dead
+        )
 
     async def _unfinished(self, match_id: str) -> bool:
         async def read(conn: Any) -> Any:
