@@ -58,6 +58,8 @@ class FakeServer:
         #: answer this many ``resume`` requests with a retryable refusal first (a cluster still
         #: handing a dead node's matches over: ``not_available`` "... try again")
         self.refuse_resumes = 0
+        #: names whose match events are silently not sent (until removed)
+        self.lose_events_for: set[str] = set()
         self._ids = itertools.count(1)
         self._server: Server | None = None
         self.url = ""
@@ -87,6 +89,8 @@ class FakeServer:
         ws = self.conns.get(name)
         if ws is None:
             return
+        if name in self.lose_events_for and msg.get("type") == "event":
+            return  # as a relay a cluster lost: the connection stays, the event never comes
         with contextlib.suppress(ConnectionClosed):
             await ws.send(self.codecs[name].encode(msg))
 

@@ -156,6 +156,31 @@ async def test_a_refused_reconnect_resume_is_sent_again():
         await client.close()
 
 
+async def test_a_match_gone_quiet_is_resumed_again():
+    """Events a server lost on the way (the connection stayed up) must not leave the client
+    waiting forever: after ``resync_after`` seconds without an event it resumes the match."""
+    async with FakeServer() as server:
+        client = Client(server.url, "rex", backoff_initial=0.01, resync_after=0.3)
+        await client.connect()
+        announced = await client.play_bot("random")
+        mid = announced.match_id
+        await client.set_secret(mid, "0123")
+        state = client.states[mid]
+        server.lose_events_for.add("rex")
+        await client.send("guess", match_id=mid, guess="4567")  # its events are lost
+        await server.wait_until(
+            lambda: len(server.matches[mid].match.seats[0].guesses) == 1, timeout=5
+        )
+        assert state.counts[0] == 0  # the client never heard of its own guess
+        server.lose_events_for.clear()
+        await server.wait_until(lambda: state.counts[0] == 1, timeout=5)  # resynced
+        assert any(m["type"] == "resume" for m in server.received)
+        outcome = await play_match(client, announced, StrategyPlayer(create("random")),
+                                   random.Random(4), timeout=20)
+        assert outcome.outcome in ("win", "loss", "draw")
+        await client.close()
+
+
 async def test_reconnect_resumes_mid_match_and_finishes():
     async with FakeServer() as server:
         client = Client(server.url, "rex", backoff_initial=0.01)

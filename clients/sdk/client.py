@@ -161,6 +161,7 @@ class Client:
         rate_per_s: float | None = 18.0,
         rate_burst: int = 30,
         buffer_events: bool = True,
+        resync_after: float | None = 15.0,
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {sorted(ENCODINGS)}, got {encoding!r}")
@@ -184,6 +185,14 @@ class Client:
         #: False for programs that only await replies and read :attr:`states`: then server
         #: messages are not queued for :meth:`events`, which nobody would drain.
         self.buffer_events = buffer_events
+        #: Seconds without any event of an unfinished match we play before the client asks
+        #: for it again (``resume`` from the last seq: a no-op when nothing was missed). A
+        #: cluster that moved the match after a node died could leave a player's seat without
+        #: a connection while nothing tells the client; this re-seats it well inside the
+        #: server's grace period. None: never.
+        self.resync_after = resync_after
+        self._heard: dict[str, float] = {}
+        self._resync: asyncio.Task[None] | None = None
         #: match_id -> what we know about it (matches we sit in or watch).
         self.states: dict[str, MatchState] = {}
         self.welcome: Welcome | None = None
@@ -247,11 +256,35 @@ class Client:
         # Matches left unfinished by an earlier process (same token): pick them up.
         await self._resume_all(welcome)
         self._reader = asyncio.create_task(self._run(), name=f"moo-sdk-reader-{self.name}")
+        if self.resync_after is not None:
+            self._resync = asyncio.create_task(self._resync_quiet_matches())
         return welcome
+
+    async def _resync_quiet_matches(self) -> None:
+        """Every few seconds: re-``resume`` unfinished matches we play that went quiet."""
+        assert self.resync_after is not None
+        every = max(0.5, self.resync_after / 3)
+        while not self._closing:
+            await asyncio.sleep(every)
+            if not self.online:
+                continue
+            now = time.monotonic()
+            for match_id, state in list(self.states.items()):
+                if state.finished or state.seat is None:
+                    self._heard.pop(match_id, None)
+                    continue
+                heard = self._heard.setdefault(match_id, now)
+                if now - heard < self.resync_after:
+                    continue
+                self._heard[match_id] = now
+                with contextlib.suppress(ConnectionClosed, ConnectionLost, OSError):
+                    await self._send(self._resume_request(match_id, state.last_seq))
 
     async def close(self) -> None:
         """Close for good: no reconnect; the event stream ends."""
         self._closing = True
+        if self._resync is not None:
+            self._resync.cancel()
         was_online = self._online.is_set()
         self._online.clear()
         ws = self._ws
@@ -463,6 +496,7 @@ class Client:
                 state = self.states[msg.match_id] = MatchState(msg.match_id)
             # A replay of something already applied: nobody needs to see it twice.
             fresh = state.apply(msg)
+            self._heard[msg.match_id] = time.monotonic()
         elif isinstance(msg, Watching):
             state = self.states.setdefault(msg.match_id, MatchState(msg.match_id))
             if len(msg.players) == 2:
