@@ -257,7 +257,9 @@ function handle(msg) {
   if (msg.ref !== undefined) S.pending.delete(msg.ref);
   switch (msg.type) {
     case "welcome": return onWelcome(msg);
-    case "event": return onEvent(msg, ctx);
+    case "event":
+      if (S.m && msg.match_id === S.m.id) S.m.heardAt = Date.now();
+      return onEvent(msg, ctx);
     case "match": return onMatch(msg);
     case "error": return onError(msg, ctx);
     case "queued":
@@ -574,6 +576,9 @@ function onError(msg, ctx) {
     }
     render();
     return;
+  }
+  if (ctx && ctx.resync && !retryable(msg)) {
+    return; // the quiet-match check's own resume (below): its refusal changes nothing here
   }
   if ((type === "resume" || type === "watch") && retryable(msg)) {
     // Not refused, only not possible yet: a cluster node died or is draining and another one
@@ -2439,3 +2444,16 @@ if (S.name) {
 
 // A read-only handle for debugging from the console.
 window.moo = { state: S };
+
+// A match we play that stays quiet resumes itself from its last event (docs/web.md): behind a
+// cluster, the events meant for this page can be lost while its connection stays up (a node
+// died and its matches moved); the server's answer is a no-op when nothing was missed.
+const RESYNC_MS = 15000;
+setInterval(() => {
+  const m = S.m;
+  if (!m || m.watch || m.phase === "finished" || !S.welcomed || !S.ws) return;
+  if (!m.heardAt) m.heardAt = Date.now();
+  if (Date.now() - m.heardAt < RESYNC_MS) return;
+  m.heardAt = Date.now();
+  send({ type: "resume", match_id: m.id, last_seq: m.lastSeq }, { matchId: m.id, resync: true });
+}, 5000);
