@@ -206,7 +206,6 @@ class App:
         lm = self.arena.live.get(match_id)
         if lm is not None:
             self.arena._storage_failed(lm, exc, None)
-            self.arena.restoring.pop(match_id, None)  # it lives elsewhere, not to be replayed here
 
     # -- hooks -----------------------------------------------------------------------------------
     async def _handler(self, ws: ServerConnection) -> None:

@@ -368,6 +368,8 @@ class Arena:
                 msg["match_id"] = lm.id
             conn.send(msg)
         self._drop(lm)
+        if getattr(exc, "moved", False):
+            return  # another node runs it now (a lost lease): nothing to restore here
         now = time.monotonic()
         if len(self.restoring) > 10_000:  # bounded: forget the oldest drops first
             for old in sorted(self.restoring, key=self.restoring.__getitem__)[:5_000]:

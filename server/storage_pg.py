@@ -83,6 +83,9 @@ _OUTAGE = (
 class LeaseLost(StorageError):
     """This node no longer owns the match (its lease passed to another node): refused."""
 
+    #: the match lives on elsewhere: the arena does not wait to replay it here
+    moved = True
+
 
 #: the database's clock in ms: every lease is judged by it, never by a node's own clock
 DB_NOW_MS = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"

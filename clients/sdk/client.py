@@ -202,9 +202,6 @@ class Client:
         self._codec = Codec(ENCODINGS[encoding])
         self._events: asyncio.Queue[Message | _End] = asyncio.Queue()
         self._pending: dict[int, asyncio.Future[Message]] = {}
-        #: ids of the ``resume`` requests the client sends by itself after a reconnect: their
-        #: ``match`` replies are not new matches
-        self._resume_ids: set[int] = set()
         self._resuming: set[asyncio.Task[None]] = set()
         self._next_id = 0
         self._watching: set[str] = set()
@@ -377,10 +374,8 @@ class Client:
         msg_id = self._next_id
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[msg_id] = fut
-        self._resume_ids.add(msg_id)
 
         def done(f: asyncio.Future[Message]) -> None:
-            self._resume_ids.discard(msg_id)
             self._pending.pop(msg_id, None)
             if f.cancelled() or f.exception() is not None:
                 return  # the connection went: the next reconnect resumes again

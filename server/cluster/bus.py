@@ -1111,8 +1111,6 @@ class Bus:
 
         here = [c for c in lm.conns if isinstance(c, Connection) and not c.closing]
         self._storage_failed(lm, exc, actor, askers)
-        if isinstance(exc, LeaseLost):  # moved, not waiting here to be replayed
-            self.app.arena.restoring.pop(lm.id, None)
         # not while this node drains: it is about to close these connections with 1012 and
         # the clients resume by themselves (a resume sent for them as well could reach the
         # new owner after theirs and take their seat back for a connection about to close)
