@@ -20,6 +20,8 @@ from typing import Any
 
 import asyncpg
 
+from tests.server_support import Client
+
 ROOT = Path(__file__).resolve().parent.parent
 LISTENING = re.compile(rb"listening on ws://[^:]+:(\d+)/")
 
@@ -114,3 +116,14 @@ async def until(
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(poll)
     return loop.time() - start
+
+
+async def challenge_match(port: int) -> tuple[Client, Client, str]:
+    """ann (JSON) challenges bob (MessagePack) on the node at ``port`` to a free match, which
+    that node then owns: returns ann, bob and the match id (secrets not set yet)."""
+    ann = await Client.hello(port, "ann")
+    bob = await Client.hello(port, "bob", "moo.v1.msgpack")
+    sent = await ann.request({"type": "challenge", "opponent": "bob", "pacing": "free"})
+    offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
+    accepted = await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]})
+    return ann, bob, str(accepted["match_id"])

@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from tests.cluster_support import Node, nodes, query, until
+from tests.cluster_support import Node, challenge_match, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_server import PrivatePostgres
 from tests.server_support import Client
@@ -73,13 +73,7 @@ async def test_a_real_database_restart_under_a_cluster(tmp_path: Any) -> None:
         await broker.start()
         async with nodes(db, "a", "b", bus=broker.url, lease_ms=4000) as (a, b):
             # ann (JSON) on a, bob (MessagePack) on b; the match is made on a, so a owns it
-            ann = await Client.hello(a.port, "ann")
-            bob0 = await Client.hello(a.port, "bob", "moo.v1.msgpack")
-            sent = await ann.request({"type": "challenge", "opponent": "bob", "pacing": "free"})
-            offer = await bob0.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
-            mid = (await bob0.request({"type": "accept", "challenge_id": offer["challenge_id"]}))[
-                "match_id"
-            ]
+            ann, bob0, mid = await challenge_match(a.port)
             await bob0.close()
             bob = await _resume(b, bob0.token, mid, "moo.v1.msgpack", then="back")
             await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.cluster_support import Node, nodes, query, until
+from tests.cluster_support import Node, challenge_match, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server_support import Client
@@ -41,14 +41,7 @@ async def test_each_event_is_published_once_by_the_owner(pg_url: str, tmp_path: 
 
                 await until(connected, 20, f"node {node.name}'s publisher connected")
             async with Subscriber(broker.port) as sub:
-                ann = await Client.hello(a.port, "ann")
-                bob0 = await Client.hello(a.port, "bob", "moo.v1.msgpack")
-                sent = await ann.request({"type": "challenge", "opponent": "bob",
-                                          "pacing": "free"})
-                offer = await bob0.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
-                accepted = await bob0.request({"type": "accept",
-                                               "challenge_id": offer["challenge_id"]})
-                mid = accepted["match_id"]
+                ann, bob0, mid = await challenge_match(a.port)
                 await bob0.close()
                 bob = await Client.hello(b.port, "x", "moo.v1.msgpack", token=bob0.token)
                 resumed = await bob.request({"type": "resume", "match_id": mid, "last_seq": 0})

@@ -131,19 +131,24 @@ async def test_duplicated_events_are_seen_once():
         assert state.last_seq == len(server.matches[announced.match_id].match.events)
 
 
+async def _one_round_in(server: FakeServer) -> tuple[Client, MatchAnnounced, MatchState]:
+    """rex plays the random bot, its secret set and its first round answered."""
+    client = Client(server.url, "rex", backoff_initial=0.01)
+    await client.connect()
+    announced = await client.play_bot("random")
+    await client.set_secret(announced.match_id, "0123")
+    state = client.states[announced.match_id]
+    await client.guess(announced.match_id, "4567")
+    await server.wait_until(lambda: state.rounds_done == 1 and state.owes_guess)
+    return client, announced, state
+
+
 async def test_a_refused_reconnect_resume_is_sent_again():
     """After a reconnect the SDK resumes its matches by itself; a retryable refusal (a cluster
     still moving a dead node's matches) must not leave the match unresumed, waiting for events
     that never come while the seat's grace clock runs out."""
     async with FakeServer() as server:
-        client = Client(server.url, "rex", backoff_initial=0.01)
-        await client.connect()
-        announced = await client.play_bot("random")
-        mid = announced.match_id
-        await client.set_secret(mid, "0123")
-        state = client.states[mid]
-        await client.guess(mid, "4567")
-        await server.wait_until(lambda: state.rounds_done == 1 and state.owes_guess)
+        client, announced, _ = await _one_round_in(server)
         server.refuse_resumes = 2
         server.drop("rex")
         await server.wait_until(
@@ -183,14 +188,8 @@ async def test_a_match_gone_quiet_is_resumed_again():
 
 async def test_reconnect_resumes_mid_match_and_finishes():
     async with FakeServer() as server:
-        client = Client(server.url, "rex", backoff_initial=0.01)
-        await client.connect()
-        announced = await client.play_bot("random")
+        client, announced, state = await _one_round_in(server)
         mid = announced.match_id
-        await client.set_secret(mid, "0123")
-        state = client.states[mid]
-        await client.guess(mid, "4567")
-        await server.wait_until(lambda: state.rounds_done == 1 and state.owes_guess)
         token = client.token
         seq_at_drop = state.last_seq
         server.drop("rex")
