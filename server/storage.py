@@ -176,6 +176,10 @@ class Store(ABC):
     async def unfinished_matches(self) -> list[StoredMatch]: ...
 
     @abstractmethod
+    async def stored_match(self, match_id: str) -> StoredMatch | None:
+        """One match with its metadata and log, finished or not (None: no such match)."""
+
+    @abstractmethod
     async def match_events(self, match_id: str, after: int = 0) -> list[Event] | None:
         """The match's committed events with ``seq > after`` in order; None if no such match."""
 
@@ -528,6 +532,17 @@ class SQLiteStore(Store):
             ).fetchall():
                 out.append(StoredMatch(match_id, json.loads(meta), _events(conn, match_id)))
             return out
+
+        return await self._call(read)
+
+    async def stored_match(self, match_id: str) -> StoredMatch | None:
+        def read(conn: sqlite3.Connection) -> StoredMatch | None:
+            row = conn.execute(
+                "SELECT meta FROM matches WHERE match_id = ?", (match_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            return StoredMatch(match_id, json.loads(row[0]), _events(conn, match_id))
 
         return await self._call(read)
 

@@ -52,7 +52,7 @@ from server.storage import (
     describe_db,
 )
 
-__all__ = ["DB_NOW_MS", "LeaseLost", "PostgresStore"]
+__all__ = ["DB_NOW_MS", "UNAVAILABLE_ERRORS", "LeaseLost", "PostgresStore"]
 
 log = logging.getLogger("moo.storage")
 
@@ -66,6 +66,8 @@ _UNAVAILABLE = (
     # not an InterfaceError in asyncpg, but the same thing to us: this session is unusable
     asyncpg.InternalClientError,
 )
+#: (public: the cluster's lease loops treat them as "try again next time")
+UNAVAILABLE_ERRORS = _UNAVAILABLE
 #: of those, the ones that mean the database itself is unreachable or refusing work (as
 #: opposed to one bad statement): they flip /healthz to "unavailable" and start the probe
 _OUTAGE = (
@@ -169,7 +171,7 @@ class PostgresStore(Store):
             max_size=self.pool_size,
             timeout=self.connect_timeout_s,
             command_timeout=self.op_timeout_s,
-            server_settings={"application_name": "moo-reader"},
+            server_settings={"application_name": self.session_label("moo-reader")},
         )
         await self._pool
         self._available = True
@@ -200,12 +202,19 @@ class PostgresStore(Store):
             except (TimeoutError, *_UNAVAILABLE):
                 self._pool.terminate()
 
+    def session_label(self, role: str) -> str:
+        """The ``application_name`` of this store's sessions of ``role`` (writer, reader,
+        probe): what ``pg_stat_activity`` shows for them."""
+        return role
+
     async def _connect(self, name: str) -> Any:
         return await asyncpg.connect(
             self.url,
             timeout=self.connect_timeout_s,
             command_timeout=self.op_timeout_s,
-            server_settings={"application_name": name, "synchronous_commit": "on"},
+            server_settings={
+                "application_name": self.session_label(name), "synchronous_commit": "on"
+            },
         )
 
     # -- availability -----------------------------------------------------------------------
@@ -457,6 +466,18 @@ class PostgresStore(Store):
                 StoredMatch(row["match_id"], json.loads(row["meta"]), events[row["match_id"]])
                 for row in matches
             ]
+
+        return await self._run(read)
+
+    async def stored_match(self, match_id: str) -> StoredMatch | None:
+        async def read(conn: Any) -> StoredMatch | None:
+            meta = await conn.fetchval("SELECT meta FROM matches WHERE match_id = $1", match_id)
+            if meta is None:
+                return None
+            rows = await conn.fetch(
+                "SELECT body FROM events WHERE match_id = $1 ORDER BY seq", match_id
+            )
+            return StoredMatch(match_id, json.loads(meta), [json.loads(r[0]) for r in rows])
 
         return await self._run(read)
 
