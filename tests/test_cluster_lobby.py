@@ -224,7 +224,7 @@ class _Arena:
     def __init__(self) -> None:
         self.created: list[tuple[str, str]] = []
 
-    def live_match_of(self, player: str) -> None:
+    def busy(self, player: str) -> None:
         return None
 
     def create(self, players: tuple[str, str], *args: Any, **kwargs: Any) -> None:

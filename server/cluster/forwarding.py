@@ -44,6 +44,7 @@ from server.cluster.wire import (
     Close,
     Deliver,
     Detach,
+    Dropped,
     Follow,
     Followed,
     Message,
@@ -303,6 +304,11 @@ class Forwarding:
                 conn.close(item.code, item.reason)
         elif isinstance(item, NotHere):
             self._not_here(sender, item)
+        elif isinstance(item, Dropped):
+            for sub in list(self.subs.get(item.conn, {}).values()):
+                if sub.owner is not None and sub.owner[0] == sender:
+                    self.reattached += 1
+                    self._follow(sub)
 
     def _deliver(self, sender: str, epoch: int, cid: str, msg: dict[str, Any]) -> None:
         conn = self.local.get(cid)

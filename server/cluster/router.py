@@ -44,6 +44,7 @@ from server.cluster.wire import (
     Create,
     Deliver,
     Detach,
+    Dropped,
     Follow,
     Followed,
     LobbyCall,
@@ -341,7 +342,7 @@ class Router:
         if isinstance(item, Deliver):
             self.lobby.note_reply(item.conn, item.msg)
             self.forwarding.received(sender, epoch, item)
-        elif isinstance(item, Followed | Close | NotHere):
+        elif isinstance(item, Followed | Close | NotHere | Dropped):
             self.forwarding.received(sender, epoch, item)
         elif isinstance(item, Act | Follow | Unwatch | Detach):
             if isinstance(item, Detach) and not item.replaced:
@@ -467,9 +468,8 @@ class Router:
         self.lobby.expire()
         alive = await self.directory.refresh()
         self.lobby.elect()
-        for key in [k for k in self.serving.standins if k[0] not in alive]:
-            s = self.serving.drop(key)
-            if s is not None:
+        for node in {k[0] for k in self.serving.standins if k[0] not in alive}:
+            for s in self.serving.origin_gone(node):
                 self.lobby.left(s)
         followed = self.forwarding.matches()
         owners = await self.store.owners_of(list(followed))

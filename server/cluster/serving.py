@@ -29,6 +29,7 @@ from server.cluster.wire import (
     Close,
     Deliver,
     Detach,
+    Dropped,
     Follow,
     Followed,
     Message,
@@ -120,17 +121,22 @@ class Serving:
             s = self.standins[key] = StandIn(origin, cid, player or None, self.send)
         return s
 
-    def drop(self, key: tuple[str, str]) -> StandIn | None:
+    def drop(self, key: tuple[str, str], *, notify: bool = False) -> StandIn | None:
+        """Let go of a stand-in: its seats start their grace window. With ``notify`` (its
+        node only *looked* dead), that node is told, so a client still there re-attaches."""
         s = self.standins.pop(key, None)
         if s is not None:
             self.arena.detach(s)
             s.closing = True
+            if notify:
+                self.send(key[0], Dropped(key[1]))
         return s
 
     def origin_gone(self, node: str) -> list[StandIn]:
-        """``node`` died: its clients' seats here start their grace window."""
+        """``node`` is dead (or its lease ran out): its clients' seats here start their
+        grace window; if it was only paused, its clients re-attach when it wakes."""
         return [s for key in [k for k in self.standins if k[0] == node]
-                if (s := self.drop(key)) is not None]
+                if (s := self.drop(key, notify=True)) is not None]
 
     # -- adoption ----------------------------------------------------------------------------
     def claiming(self, match_ids: list[str]) -> None:

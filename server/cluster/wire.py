@@ -28,6 +28,7 @@ __all__ = [
     "Create",
     "Deliver",
     "Detach",
+    "Dropped",
     "Envelope",
     "Follow",
     "Followed",
@@ -149,6 +150,15 @@ class NotHere(Message):
     request: list[Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Dropped(Message):
+    """The owner let go of its stand-in for client ``conn`` (its node looked dead): if the
+    client is in fact still there, its node re-attaches it."""
+
+    TAG: ClassVar[int] = 14
+    conn: str
+
+
 # -- the lobby ---------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class LobbyCall(Message):
@@ -220,8 +230,8 @@ class Gone(Message):
 
 _TYPES: dict[int, type[Message]] = {
     cls.TAG: cls
-    for cls in (Act, Follow, Unwatch, Detach, Deliver, Close, Followed, NotHere, LobbyCall,
-                LobbyState, Create, Adopted, Tick, Gone)
+    for cls in (Act, Follow, Unwatch, Detach, Deliver, Close, Followed, NotHere, Dropped,
+                LobbyCall, LobbyState, Create, Adopted, Tick, Gone)
 }
 
 
