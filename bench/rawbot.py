@@ -501,7 +501,7 @@ class ServerProcess:
         """Start and wait for "listening"; returns the seconds it took."""
         t0 = time.monotonic()
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "moo", "serve", "--port", str(self.port), "--db",
+            sys.executable, "-m", "cli", "serve", "--port", str(self.port), "--db",
             str(self.db), *self.extra,
             cwd=ROOT,
             stdout=asyncio.subprocess.DEVNULL,

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from bots.base import create
 from bots.playout import Progress, play_all
+from bots.registry import create
 from bots.tree import read_dump
 from moo.errors import MooError, UnknownStrategy
 from moo.rules import DEFAULT_RULES, Rules

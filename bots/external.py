@@ -17,8 +17,8 @@ Two faces, one implementation:
   itself is inside an event loop.
 
 It lives with the bots (not with the clients) because it is a strategy like the others:
-:func:`bots.base.create` builds it for ``cmd:`` specs, and imports point clients -> server ->
-bots -> moo only. ``clients.external`` re-exports it for code written against the old path.
+:func:`bots.registry.create` builds it for ``cmd:`` specs, and imports point clients -> server ->
+bots -> moo only.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, NoReturn, TypeVar
 
-from bots.base import Strategy, create
+from bots.base import Strategy
 from moo.errors import InvalidCode
 from moo.rules import DEFAULT_RULES, Response, Rules
 from moo.variants import GameRules
@@ -42,7 +42,6 @@ __all__ = [
     "BotFailure",
     "ExternalBot",
     "ExternalStrategy",
-    "create_strategy",
     "split_command",
 ]
 
@@ -311,10 +310,3 @@ class ExternalStrategy(Strategy):
         with contextlib.suppress(Exception):
             if not self._loop.is_closed() and not self._loop.is_running():
                 self._loop.close()
-
-
-def create_strategy(spec: str, *, move_timeout: float = DEFAULT_MOVE_TIMEOUT) -> Strategy:
-    """:func:`bots.base.create`, with a move time limit for ``cmd:PROGRAM ARGS`` programs."""
-    if spec.startswith("cmd:"):
-        return ExternalStrategy(spec, move_timeout=move_timeout)
-    return create(spec)

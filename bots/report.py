@@ -36,7 +36,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from bots.base import Strategy, available, close_strategy, create, display_names
+from bots.base import Strategy
+from bots.registry import available, close_strategy, create, display_names
 from moo.errors import MooError
 from moo.rules import DEFAULT_RULES, Rules
 
@@ -220,7 +221,7 @@ def _is_adaptive(spec: str) -> bool:
     if spec.startswith(("cmd:", "dist:", "file:")) or ".py:" in spec:
         return False
     try:
-        from bots.base import create
+        from bots.registry import create
 
         return bool(create(spec, relabel=False).adaptive)
     except (MooError, TypeError, ImportError, AttributeError):

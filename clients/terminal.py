@@ -51,11 +51,10 @@ from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
 from clients.wordplay import describe_answer, play_words
 from moo.assist import assist
-from moo.cli import rules_arg
 from moo.errors import InvalidCode
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response
-from moo.variants import GameRules
+from moo.variants import GameRules, rules_arg
 from moo.words import NoDictionary, WordRules
 
 __all__ = ["Entry", "configure", "main", "parse_entry", "rules_page"]

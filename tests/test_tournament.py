@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cli.main import main as moo_main
 from clients.tournament import stats
 from clients.tournament.cli import format_standings, standings_json
 from clients.tournament.remote import RemoteEngine
@@ -27,7 +28,6 @@ from clients.tournament.runner import (
     make_plan,
     run_tournament,
 )
-from moo.cli import main as moo_main
 from moo.match import MatchConfig
 from moo.rules import Rules, score
 from tests.server_support import running, server_settings
@@ -355,7 +355,7 @@ def test_cli_through_a_moo_serve_process(
 
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "moo", "serve", "--port", str(port), "--db",
+        [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db",
          str(tmp_path / "s.sqlite3"), "--log-level", "WARNING"],
         stderr=subprocess.DEVNULL,
     )

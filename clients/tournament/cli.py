@@ -41,11 +41,10 @@ from clients.tournament.runner import (
     run_tournament,
 )
 from clients.tournament.stats import SprtSpec
-from moo.cli import rules_arg
 from moo.errors import MooError
 from moo.match import MatchConfig
 from moo.rules import DEFAULT_RULES
-from moo.variants import CLASSIC_SPEC, rules_spec
+from moo.variants import CLASSIC_SPEC, rules_arg, rules_spec
 
 __all__ = ["configure", "format_standings", "main", "standings_json"]
 

@@ -33,7 +33,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.typing import Subprotocol
 
-from bots.base import Strategy, close_strategy
+from bots.base import Strategy
+from bots.registry import close_strategy
 from clients.tournament.results import MatchRecord
 from clients.tournament.runner import (
     Job,

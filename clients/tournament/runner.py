@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: the secrets of words:N)
-from bots.base import Strategy, available, close_strategy, create, display_names
+from bots.base import Strategy
+from bots.registry import available, close_strategy, create, display_names
 from bots.variants import VARIANT_BOTS, check_bot, create_for, prepare
 from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
 from clients.tournament.stats import SprtResult, SprtSpec, sprt
@@ -130,7 +131,7 @@ def make_plan(
 def make_strategy(
     spec: str, *, relabel: bool = True, rules: GameRules | None = None
 ) -> Strategy:
-    """A strategy from any spec (:func:`bots.base.create`, the loader every command shares).
+    """A strategy from any spec (:func:`bots.registry.create`, the loader every command shares).
 
     For rules other than classic 4 of 10, only the bots of :func:`bots.variants.bots_for`
     (``BotUnsupported`` otherwise), built for those rules."""
