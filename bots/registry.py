@@ -15,12 +15,14 @@ import importlib
 import importlib.util
 import os
 import re
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from bots.base import Strategy, StrategyFactory
-from bots.external import DEFAULT_MOVE_TIMEOUT, ExternalStrategy
+from bots.external import DEFAULT_MOVE_TIMEOUT, ExternalStrategy, split_command
 from bots.relabel import relabelled
 from moo.errors import MooError, UnknownStrategy
 
@@ -143,13 +145,31 @@ def create(spec: str, *, relabel: bool = True,
     """
     if spec.startswith("cmd:"):
         try:
-            return ExternalStrategy(spec, move_timeout=move_timeout)
+            argv = split_command(spec)
         except ValueError as exc:  # an empty or unparsable command line
             raise UnknownStrategy(f"{spec!r}: {exc}") from None
+        _check_program(spec, argv[0])
+        return ExternalStrategy(argv, move_timeout=move_timeout)
     strategy = _create(spec)
     if not relabel:
         return strategy
     return relabelled(strategy)
+
+
+def _check_program(spec: str, program: str) -> None:
+    """A ``cmd:`` program that is not there or not executable: one line now, naming the spec,
+    rather than a failure in the first match (a person's typo, so a usage error)."""
+    if "/" in program or os.sep in program:
+        if not os.path.exists(program):
+            raise UnknownStrategy(f"{spec!r}: no such program {program!r}")
+        if os.path.isdir(program):
+            raise UnknownStrategy(f"{spec!r}: {program!r} is a directory, not a program")
+        if not os.access(program, os.X_OK):
+            raise UnknownStrategy(f"{spec!r}: {program!r} is not executable "
+                                  f"(chmod +x {shlex.quote(program)})")
+    elif shutil.which(program) is None:
+        raise UnknownStrategy(f"{spec!r}: no program {program!r} on the PATH "
+                              f"(a program in this folder is ./{program})")
 
 
 def _create(spec: str) -> Strategy:

@@ -122,7 +122,8 @@ def _play_every_secret(spec: str, rules: Rules, seed: int) -> Distribution:
     return Distribution(_label(spec), spec, dict(sorted(counts.items())), method)
 
 
-def distribution_of(spec: str, rules: Rules = DEFAULT_RULES, seed: int = 0) -> Distribution:
+def distribution_of(spec: str, rules: Rules = DEFAULT_RULES, seed: int = 0,
+                    progress: bool = False) -> Distribution:
     """The guess-count distribution of ``spec``, from ``bots.evaluate`` when it applies."""
     if not spec.startswith("cmd:"):
         try:
@@ -132,7 +133,7 @@ def distribution_of(spec: str, rules: Rules = DEFAULT_RULES, seed: int = 0) -> D
         evaluate = getattr(evaluate_module, "evaluate", None)
         if evaluate is not None:
             try:
-                ev = evaluate(spec, rules, seed=seed, show_progress=False)
+                ev = evaluate(spec, rules, seed=seed, show_progress=progress)
                 return Distribution(
                     _label(spec), spec, {int(k): int(v) for k, v in ev.distribution.items()},
                     str(ev.method),
@@ -171,7 +172,7 @@ def write_report(
     for spec in specs:
         t0 = time.monotonic()
         try:
-            dists.append(distribution_of(spec, rules, seed))
+            dists.append(distribution_of(spec, rules, seed, progress))
         except MooError as exc:
             if spec not in optional and spec != baseline:
                 raise

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 import traceback
@@ -101,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.print_help()
         return 2
     name, rest = argv[0], argv[1:]
+    # asyncio's warnings about the children it reaps (a bot program that exited at once) are
+    # not a person's business; its errors still show.
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
     module_name, text = COMMANDS[name]
     module = importlib.import_module(module_name)
     parser = _Parser(prog=f"moo {name}", description=text)

@@ -584,6 +584,9 @@ def main(args: argparse.Namespace) -> int:
     if args.wait <= 0:
         print("moo bot: --wait must be positive", file=sys.stderr)
         return 2
+    if args.move_timeout <= 0:
+        print("moo bot: --move-timeout must be positive", file=sys.stderr)
+        return 2
     try:
         player = _make_player(args)
     except (UnknownStrategy, BotUnsupported, ValueError) as exc:
