@@ -550,6 +550,9 @@ def main(args: argparse.Namespace) -> int:
     if not specs:
         print("moo report: no strategies to report on", file=sys.stderr)
         return 2
+    for spec in args.strategies:  # a typo is told at once, not after every shipped bot's run
+        if not spec.startswith(("cmd:", "dist:", "file:")):
+            close_strategy(create(spec, relabel=False))
     command = "moo report " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "moo report"
     try:
         data = write_report(specs, args.out, baseline=baseline, seed=args.seed,

@@ -870,7 +870,7 @@ async def play_online(args: argparse.Namespace) -> int:
     try:
         password = read_password(args)
     except ValueError as exc:
-        screen.say(f"moo play: {exc}")
+        print(f"moo play: {exc}", file=sys.stderr)
         return 2
     # A person is waiting: retry often (every 2 s at most) for about a minute, the server's
     # default grace window, rather than backing off to long silences.
@@ -894,7 +894,8 @@ async def play_online(args: argparse.Namespace) -> int:
                        " OTHERWISE CHOOSE ANOTHER WITH --name.")
         return 1
     except (OSError, TimeoutError) as exc:
-        screen.say(f"CANNOT REACH {', '.join(urls)}: {exc}")
+        print(f"moo play: cannot reach {', '.join(urls)}: {exc or type(exc).__name__}",
+              file=sys.stderr)
         return 1
     if client.token:
         tokens.put(urls[0], client.name, client.token)
