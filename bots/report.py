@@ -551,7 +551,7 @@ def main(args: argparse.Namespace) -> int:
         print("moo report: no strategies to report on", file=sys.stderr)
         return 2
     for spec in args.strategies:  # a typo is told at once, not after every shipped bot's run
-        if not spec.startswith(("cmd:", "dist:", "file:")):
+        if not spec.startswith(("dist:", "file:")):
             close_strategy(create(spec, relabel=False))
     command = "moo report " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "moo report"
     try:

@@ -503,7 +503,6 @@ async def run_tournament(
         for record in check_resumable(out, jobs):
             if record.key in keys:
                 done[record.key] = record
-    out.open(append=resume)
     todo = [job for job in jobs if job.key not in done]
     skipped = len(jobs) - len(todo)
     progress = progress or Progress(len(jobs), enabled=False)
@@ -542,7 +541,9 @@ async def run_tournament(
 
     try:
         if todo and not stop:
-            await engine.start(todo)
+            await engine.start(todo)  # a bot that cannot play is told before --out is touched
+        out.open(append=resume)
+        if todo and not stop:
             workers = [asyncio.create_task(worker()) for _ in range(max(1, concurrency))]
             try:
                 await asyncio.gather(*workers)
