@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from clients.tournament.runner import make_plan
-from tests.cluster_support import Node, nodes, query, start_node, until
+from tests.cluster_support import Node, client_resync_off, nodes, query, start_node, until  # noqa: F401
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.test_client_failover import FORFEITS, _lines, _moo
