@@ -33,12 +33,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from moo.errors import NotAvailable
 from moo.match import Viewer
 from server.cluster.directory import Placement
+from server.cluster.subscription import DELIVER, GAP, Subscription
 from server.cluster.wire import (
     Act,
     Close,
@@ -69,50 +69,6 @@ ACT_PATIENCE_S = 5.0
 ORPHAN_PATIENCE_S = 30.0
 #: a follow unanswered this long is sent again
 FOLLOW_PATIENCE_S = 5.0
-
-_OWN_KINDS = {"secret": "secret", "guess": "guess", "resign": "resign"}
-
-
-@dataclass(slots=True)
-class PendingAct:
-    """A move forwarded for a client and not yet acknowledged (or refused)."""
-
-    ref: Any
-    kind: str
-    value: str | None
-    #: the cursor when it was sent: its event comes after it
-    after: int
-    #: the subscription's follow generation when it was sent
-    gen: int
-    sent: float
-
-
-@dataclass(eq=False, slots=True)
-class Subscription:
-    conn: Connection
-    cid: str
-    match_id: str
-    #: the seat, or "spectator"; None until the owner's ``match`` names the seat
-    viewer: Viewer | None
-    #: the last seq this client was sent (None: not known yet; the first event sets it)
-    cursor: int | None
-    #: where the subscription is attached (None: nowhere yet / owner gone)
-    owner: Owner | None = None
-    #: follows sent; the generation of the one in flight (events dropped until its marker)
-    gen: int = 0
-    joining: int | None = None
-    join_cursor: int = 0
-    join_sent: float = 0.0
-    #: the follow in flight was the client's own (resume/watch): its marker is passed on
-    announce: bool = False
-    #: generations of follows in flight that the client asked for (their markers are replies)
-    announced: set[int] = field(default_factory=set)
-    acts: deque[PendingAct] = field(default_factory=deque)
-    #: requests waiting for an owner (no live owner known)
-    waiting: list[Message] = field(default_factory=list)
-    #: since when it has had no owner to follow (monotonic), 0 while it has one
-    orphaned: float = 0.0
-
 
 class Forwarding:
     """Forwards this node's clients' requests to owners; delivers what owners send back."""
@@ -173,12 +129,7 @@ class Forwarding:
         self._check_up()
         match_id = msg["match_id"]
         sub = self._sub(conn, match_id, None, None)
-        ref = msg.get("id")
-        if ref is not None:
-            kind = _OWN_KINDS[msg["type"]]
-            value = msg.get("guess") if kind == "guess" else None
-            sub.acts.append(PendingAct(ref, kind, value, sub.cursor or 0, sub.gen,
-                                       time.monotonic()))
+        sub.sent_act(msg, time.monotonic())
         self._request(sub, Act(sub.cid, conn.player or "", msg))
 
     def follow(
@@ -360,30 +311,23 @@ class Forwarding:
                 conn.send(msg)
 
     def _event(self, sub: Subscription, msg: dict[str, Any]) -> None:
-        if sub.joining is not None:
-            return  # the replay after the pending follow's marker covers it
-        seq = msg["seq"]
-        if sub.cursor is not None:
-            if seq <= sub.cursor:
-                return
-            if seq > sub.cursor + 1:
-                self.gaps += 1
-                log.warning("bus: %s missed %s seq %d..%d; re-attaching", sub.conn.player,
-                            sub.match_id, sub.cursor + 1, seq - 1)
-                self._follow(sub)
-                return
+        verdict = sub.admit(msg["seq"])
+        if verdict == GAP:
+            self.gaps += 1
+            log.warning("bus: %s missed %s after seq %s; re-attaching", sub.conn.player,
+                        sub.match_id, sub.cursor)
+            self._follow(sub)
+            return
+        if verdict != DELIVER:
+            return  # a repeat, or (joining) what the pending follow's replay covers
         ref = msg.get("ref")
+        if ref is None:
+            ref = sub.replayed_ack(msg)
+            if ref is not None:
+                msg = msg | {"ref": ref}  # an acknowledgement replayed from the log
         if ref is not None:
             self._acknowledged(sub, ref)
-        elif sub.acts and msg.get("seat") == sub.viewer:
-            head = sub.acts[0]
-            if (
-                msg.get("kind") == head.kind and seq > head.after
-                and (head.value is None or msg.get("guess") == head.value)
-            ):
-                msg = msg | {"ref": head.ref}  # an acknowledgement replayed from the log
-                self._acknowledged(sub, head.ref)
-        sub.cursor = seq
+        sub.cursor = msg["seq"]
         sub.conn.send(msg)
         if msg.get("kind") == "finished":
             self.subs.get(sub.cid, {}).pop(sub.match_id, None)
@@ -391,14 +335,12 @@ class Forwarding:
                 sub.conn.spectating.remove(sub.match_id)
 
     def _acknowledged(self, sub: Subscription, ref: Any) -> None:
-        for act in sub.acts:
-            if act.ref == ref:
-                sub.acts.remove(act)
-                latency = time.monotonic() - act.sent
-                self.latency.append(latency)
-                for hook in self.latency_hooks:
-                    hook(latency)
-                return
+        act = sub.acknowledged(ref)
+        if act is not None:
+            latency = time.monotonic() - act.sent
+            self.latency.append(latency)
+            for hook in self.latency_hooks:
+                hook(latency)
 
     def _followed(self, sender: str, epoch: int, item: Followed) -> None:
         sub = self.subs.get(item.conn, {}).get(item.match_id)
@@ -412,15 +354,12 @@ class Forwarding:
             else:  # not followable at all (e.g. not your seat): the client heard why
                 self.subs.get(sub.cid, {}).pop(sub.match_id, None)
             return
-        seen = set(item.seen)
-        for act in list(sub.acts):
-            if act.gen < item.gen and act.ref not in seen:
-                # sent before this follow and never received by the owner, nor acknowledged
-                # in its replay: it was not applied
-                sub.acts.remove(act)
-                sub.conn.send(error_message(
-                    NotAvailable("the match moved to another node; try again"), act.ref
-                ) | {"match_id": sub.match_id})
+        for act in sub.unapplied(item.gen, item.seen):
+            # sent before this follow and never received by the owner, nor acknowledged in
+            # its replay: it was not applied
+            sub.conn.send(error_message(
+                NotAvailable("the match moved to another node; try again"), act.ref
+            ) | {"match_id": sub.match_id})
 
     def _not_here(self, sender: str, item: NotHere) -> None:
         sub = self.subs.get(item.conn, {}).get(item.match_id)

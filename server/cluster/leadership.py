@@ -29,15 +29,16 @@ from collections.abc import Callable
 from typing import Any
 
 from moo.errors import MooError, NotAvailable, UnknownPlayer
-from moo.variants import rules_from_dict
 from server.arena import Arena
 from server.background import spawn
 from server.cluster.directory import Directory
 from server.cluster.forwarding import Forwarding
+from server.cluster.records import EMPTY as _EMPTY
+from server.cluster.records import open_entries, restore_entries
 from server.cluster.serving import Serving, StandIn
 from server.cluster.wire import Deliver, LobbyCall, LobbyState, Message
 from server.connection import CLOSE_REPLACED, Connection, error_message
-from server.lobby import Challenge, Lobby, Room, Waiting
+from server.lobby import Lobby
 from server.matches import Follower, MatchService
 
 __all__ = ["ClusterLobby"]
@@ -50,7 +51,6 @@ CHALLENGE_HOLD_S = 3.0
 #: a forwarded lobby request unanswered this long gets not_available ("try again")
 LOBBY_PATIENCE_S = 5.0
 
-_EMPTY: dict[str, Any] = {"challenges": [], "rooms": [], "queue": None, "wishes": []}
 
 
 class ClusterLobby:
@@ -364,46 +364,15 @@ class ClusterLobby:
     # -- records of open entries -----------------------------------------------------------------
     def _entries(self) -> dict[tuple[str, str], dict[str, Any]]:
         """What each client has open at this (leading) node, by (node, conn id)."""
-        lobby = self.lobby
-        out: dict[tuple[str, str], dict[str, Any]] = {}
 
-        def record(conn: Follower) -> dict[str, Any] | None:
-            if conn.closing:
-                return None
+        def key(conn: Follower) -> tuple[str, str] | None:
             if isinstance(conn, StandIn):
-                key = (conn.origin, conn.cid)
-            elif isinstance(conn, Connection):
-                key = (self.node, self.forwarding.cid(conn))
-            else:
-                return None
-            return out.setdefault(key, {"challenges": [], "rooms": [], "queue": None,
-                                        "wishes": []})
+                return (conn.origin, conn.cid)
+            if isinstance(conn, Connection):
+                return (self.node, self.forwarding.cid(conn))
+            return None
 
-        for ch in lobby.challenges.values():
-            entry = record(ch.source)
-            if entry is not None:
-                entry["challenges"].append({
-                    "id": ch.challenge_id, "target": ch.target, "pacing": ch.pacing,
-                    "rated": ch.rated, "rules": ch.rules.to_dict(), "assist": ch.assist,
-                })
-        for room in lobby.rooms.values():
-            entry = record(room.owner)
-            if entry is not None:
-                entry["rooms"].append({
-                    "code": room.code, "pacing": room.pacing, "rated": room.rated,
-                    "rules": room.rules.to_dict(), "assist": room.assist,
-                })
-        for w in lobby.queue:
-            entry = record(w.conn)
-            if entry is not None:
-                entry["queue"] = {"pool": w.pool, "pacing": w.pacing, "rated": w.rated,
-                                  "rules": w.rules.to_dict(), "assist": w.assist}
-        for match_id, who in lobby.wishers().items():
-            for conn in who:
-                entry = record(conn)
-                if entry is not None:
-                    entry["wishes"].append(match_id)
-        return out
+        return open_entries(self.lobby, key)
 
     def sync(self) -> None:
         """Leader: tell each node what its clients have open here, when it changed."""
@@ -423,33 +392,7 @@ class ClusterLobby:
         self._synced = state
 
     def _restore(self, conn: Follower, state: dict[str, Any]) -> None:
-        """Leader: put back what a client had open at the former leader, under the same ids
-        and codes (the players were told them); nobody is told again."""
-        lobby = self.lobby
-        player = conn.player
-        if player is None:
-            return
-        for c in state.get("challenges", ()):
-            if c["id"] not in lobby.challenges:
-                lobby.challenges[c["id"]] = Challenge(
-                    c["id"], conn, player, c["target"], c["pacing"], bool(c["rated"]),
-                    rules_from_dict(c["rules"]), bool(c.get("assist", False)),
-                )
-        for r in state.get("rooms", ()):
-            if r["code"] not in lobby.rooms:
-                lobby.rooms[r["code"]] = Room(
-                    r["code"], conn, player, r["pacing"], bool(r["rated"]),
-                    rules_from_dict(r["rules"]), bool(r.get("assist", False)),
-                )
-        q = state.get("queue")
-        if q is not None and all(w.conn is not conn for w in lobby.queue):
-            lobby.queue.append(Waiting(
-                conn, player, lobby.is_bot(player), q["pool"], q["pacing"], bool(q["rated"]),
-                rules_from_dict(q["rules"]), bool(q.get("assist", False)),
-            ))
-        for match_id in state.get("wishes", ()):
-            lobby.restore_wish(match_id, conn)
-        lobby.pair_waiting()
+        restore_entries(self.lobby, conn, state)
 
     # -- leadership ----------------------------------------------------------------------------
     def elect(self) -> None:
