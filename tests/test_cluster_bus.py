@@ -1,4 +1,4 @@
-"""Cross-node play over the MQTT bus (server/cluster/bus.py): real nodes, a real Mosquitto.
+"""Cross-node play over the MQTT bus (server/cluster/): real nodes, a real Mosquitto.
 
 The players of one match sit on different nodes and a spectator on a third; every request for
 the match is forwarded to its owner and every event relayed back, so each client sees what it
