@@ -10,7 +10,10 @@ acknowledged is lost and nothing half-done is acknowledged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import stat
 import socket
 import time
 from collections.abc import Iterable, Sequence
@@ -18,7 +21,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import Server, ServerConnection, serve, unix_serve
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
@@ -82,6 +85,7 @@ class App:
         self.connections: set[Connection] = set()
         self.http = HttpFront(settings.static_dir or None, self.health)
         self.server: Server | None = None
+        self.unix_server: Server | None = None
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
         self._warm: asyncio.Task[None] | None = None
@@ -114,10 +118,7 @@ class App:
             if restored:
                 log.info("restored %d unfinished matches", len(restored))
         s = self.settings
-        self.server = await serve(
-            self._handler,
-            s.host,
-            s.port,
+        options: dict[str, Any] = dict(
             subprotocols=[Subprotocol(p) for p in SUBPROTOCOLS],
             select_subprotocol=_select_subprotocol,
             process_request=self._process_request,
@@ -134,6 +135,15 @@ class App:
             close_timeout=2,
             server_header=None,
         )
+        self.server = await serve(self._handler, s.host, s.port, **options)
+        if s.unix:
+            # a reverse proxy on this host connects here; only this process's user may
+            # (mode 0600), so no other local process can claim a client address through it
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISSOCK(os.stat(s.unix).st_mode):  # a stale socket, never a file
+                    os.unlink(s.unix)
+            self.unix_server = await unix_serve(self._handler, s.unix, **options)
+            os.chmod(s.unix, 0o600)
         self.heartbeat.start()
         # word MOO's list, read in a thread while the server already answers (server/arena.py)
         self._warm = asyncio.create_task(self.arena.warm_dictionary())
@@ -162,6 +172,10 @@ class App:
             await asyncio.gather(self._warm, return_exceptions=True)
         if self.server is not None:
             self.server.close(close_connections=False)
+        if self.unix_server is not None:
+            self.unix_server.close(close_connections=False)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.settings.unix)
         if self.router is not None:
             # the matches move to the other nodes before the clients are sent there
             await self.router.leases.hand_over()
@@ -171,6 +185,8 @@ class App:
             try:
                 async with asyncio.timeout(5):
                     await self.server.wait_closed()
+                    if self.unix_server is not None:
+                        await self.unix_server.wait_closed()
             except TimeoutError:
                 log.warning("some connections did not close in time")
         if self.router is not None:

@@ -50,7 +50,7 @@ from server.connection import (
     error_message,
 )
 from server.context import ServerContext
-from server.proxy import client_address
+from server.proxy import UNIX_PEER, client_address
 from server.ratelimit import TokenBucket
 from server.storage import PlayerRecord
 
@@ -317,7 +317,10 @@ def _address(app: ServerContext, conn: Connection) -> str:
     when the peer is a trusted proxy (``trusted_proxies``), the one its X-Forwarded-For names
     (server/proxy.py)."""
     peer = getattr(conn.ws, "remote_address", None)
-    address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+    if isinstance(peer, tuple) and peer:
+        address = str(peer[0])
+    else:  # a Unix socket (``--unix``) has no peer address: the proxy on this host
+        address = UNIX_PEER if isinstance(peer, str) else "?"
     if app.settings.trusted_proxies:
         request = getattr(conn.ws, "request", None)
         headers = getattr(request, "headers", None)
