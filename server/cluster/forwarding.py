@@ -279,6 +279,10 @@ class Forwarding:
             ref = msg.get("ref")
             if ref is not None:
                 self._acknowledged(sub, ref)
+            if sub.viewer is None and sub.joining is None and not sub.acts:
+                # a move on a match this client never followed (finished, unknown): refused,
+                # and nothing to follow
+                self.subs.get(cid, {}).pop(sub.match_id, None)
             conn.send(msg)
             return
         if kind not in ("event", "match", "watching"):
