@@ -385,3 +385,17 @@ def test_nobody_to_follow_for_long_closes_the_client_to_resume() -> None:
     sub.orphaned -= 3600  # (as if an hour had passed)
     net.fw.check({})
     assert ann.closed is not None and ann.closed[0] == 1012
+
+
+def test_the_clients_resume_is_answered_by_the_new_owner_after_a_takeover() -> None:
+    net, ann = Net(), FakeConn()
+    net.fw.follow(ann, "m1", None, 0, announce=True, ref=3)  # type: ignore[arg-type]
+    cid = net.fw.cid(ann)  # type: ignore[arg-type]
+    net.fw.owner_gone("b", 1)  # b died before it answered
+    net.fw.moved("m1", ("c", 1))
+    follow = net.follows()[-1]
+    assert net.out[-1][0] == "c" and follow.announce and follow.ref == 3
+    net.deliver(cid, {**_marker(follow.gen), "ref": 3}, sender="c")
+    assert [m.get("ref") for m in ann.sent if m["type"] == "match"] == [3]
+    net.fw.lost("c")  # answered: a later re-attachment is quiet again
+    assert net.follows()[-1].announce is False

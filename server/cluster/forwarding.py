@@ -181,6 +181,10 @@ class Forwarding:
         return sub
 
     def _follow(self, sub: Subscription, *, announce: bool = False, ref: Any = None) -> None:
+        if announce:
+            sub.owed = (ref,)
+        elif sub.owed is not None:  # the client's own follow is not answered yet: go on
+            announce, ref = True, sub.owed[0]
         sub.gen += 1
         sub.joining = sub.gen
         sub.join_cursor = sub.cursor or 0
@@ -301,6 +305,8 @@ class Forwarding:
                 msg = {k: v for k, v in msg.items() if k != "_gen"}
             client_asked = gen in sub.announced
             sub.announced.discard(gen)
+            if client_asked and (sub.owed is None or msg.get("ref") == sub.owed[0]):
+                sub.owed = None
             if sub.joining is not None and gen == sub.joining:
                 # the marker: the owner's replay of the events after join_cursor follows
                 sub.joining = None
@@ -352,6 +358,7 @@ class Forwarding:
             return
         sub.joining = None
         if item.error is not None:
+            sub.owed = None  # (the client heard the error if it had asked)
             if item.error in ("storage_unavailable", "not_available"):
                 sub.owner = None  # it runs nowhere right now: ask again where it does
                 sub.orphaned = time.monotonic()

@@ -61,6 +61,10 @@ class Subscription:
     announce: bool = False
     #: generations of follows in flight that the client asked for (their markers are replies)
     announced: set[int] = field(default_factory=set)
+    #: the client asked to follow (``resume``/``watch``, or its seats after ``hello``) and has
+    #: not had its reply yet: ``(ref,)``. A re-attachment meanwhile carries the request on, so
+    #: the reply comes from wherever the match runs now
+    owed: tuple[Any] | None = None
     acts: deque[PendingAct] = field(default_factory=deque)
     #: requests waiting for an owner (no live owner known)
     waiting: list[Message] = field(default_factory=list)
