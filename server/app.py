@@ -13,8 +13,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import stat
 import socket
+import stat
 import time
 from collections.abc import Iterable, Sequence
 from http import HTTPStatus

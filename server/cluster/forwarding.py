@@ -181,16 +181,19 @@ class Forwarding:
         return sub
 
     def _follow(self, sub: Subscription, *, announce: bool = False, ref: Any = None) -> None:
+        carried = False
         if announce:
             sub.owed = (ref,)
         elif sub.owed is not None:  # the client's own follow is not answered yet: go on
-            announce, ref = True, sub.owed[0]
+            announce, ref, carried = True, sub.owed[0], True
         sub.gen += 1
         sub.joining = sub.gen
         sub.join_cursor = sub.cursor or 0
         sub.join_sent = time.monotonic()
         sub.announce = announce
-        if announce:
+        if carried:
+            sub.carried.add(sub.gen)
+        elif announce:
             sub.announced.add(sub.gen)
         self._request(sub, Follow(
             sub.cid, sub.conn.player or "", sub.match_id, sub.viewer, sub.join_cursor,
@@ -303,9 +306,13 @@ class Forwarding:
             gen = msg.get("_gen")
             if gen is not None:
                 msg = {k: v for k, v in msg.items() if k != "_gen"}
-            client_asked = gen in sub.announced
+            # the client's own request: its reply; a request carried on after a move: the reply
+            # if the client has not had one yet
+            owed = sub.owed is not None and msg.get("ref") == sub.owed[0]
+            client_asked = gen in sub.announced or (gen in sub.carried and owed)
             sub.announced.discard(gen)
-            if client_asked and (sub.owed is None or msg.get("ref") == sub.owed[0]):
+            sub.carried.discard(gen)
+            if client_asked and owed:
                 sub.owed = None
             if sub.joining is not None and gen == sub.joining:
                 # the marker: the owner's replay of the events after join_cursor follows

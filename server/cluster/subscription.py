@@ -65,6 +65,8 @@ class Subscription:
     #: not had its reply yet: ``(ref,)``. A re-attachment meanwhile carries the request on, so
     #: the reply comes from wherever the match runs now
     owed: tuple[Any] | None = None
+    #: generations of follows that carry such a request on
+    carried: set[int] = field(default_factory=set)
     acts: deque[PendingAct] = field(default_factory=deque)
     #: requests waiting for an owner (no live owner known)
     waiting: list[Message] = field(default_factory=list)
