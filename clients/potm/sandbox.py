@@ -61,7 +61,8 @@ HIDDEN = (
 #: Top-level directories that merged-/usr systems make symlinks into ``/usr``.
 TOP_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 #: The environment of every run (nothing of the referee's).
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LC_ALL": "C"}
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LC_ALL": "C",
+       "PWD": "/tmp"}
 #: bubblewrap's own messages kept for an error line.
 STDERR_KEEP = 2000
 
@@ -193,7 +194,7 @@ class Sandbox:
             cwd = "/"
         else:
             argv = self._reaper_argv(str(self.reaper), str(program), lim, rep_w)
-            env = {**ENV, "HOME": str(work), "TMPDIR": str(work)}
+            env = {**ENV, "HOME": str(work), "TMPDIR": str(work), "PWD": str(work)}
             cwd = str(work)
         t0 = time.monotonic()
         try:
