@@ -366,12 +366,24 @@ def _words(directory: Path) -> Path:
     return words
 
 
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory every user may read (pytest's tmp_path is the owner's only)."""
+    d = Path(tempfile.mkdtemp(prefix="moo-potm-test-"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.parametrize("confined", [True, False])
-def test_the_referees_command_line_word_list_and_seed_stay_hidden(tmp_path: Path,
+def test_the_referees_command_line_word_list_and_seed_stay_hidden(shared_dir: Path,
                                                                   confined: bool) -> None:
     # spy.py guesses every 5-letter word of every command line, environment and named file it
-    # can read (the referee's --target, its --words list). Confined it finds none of them.
-    words = _words(tmp_path)
+    # can read (the referee's --target, its --words list). Confined it finds none of them;
+    # unconfined (the list readable by all, as most are) it solves every word.
+    words = _words(shared_dir)
     flags = [] if confined else ["--unconfined"]
     proc = _moo(str(ENTRIES / "spy.py"), "--length", "5", "--words", str(words),
                 "--target", "skunk", "--seed", "3", "--cpu", "2", "--json", "--quiet", *flags)
@@ -474,45 +486,55 @@ def test_cli_refuses_to_run_without_a_sandbox(tmp_path: Path) -> None:
         in proc.stderr
 
 
-def test_an_unprivileged_referee_confines_entries_the_same(tmp_path: Path) -> None:
+def test_an_unprivileged_referee_confines_entries_the_same(shared_dir: Path) -> None:
     """As root (CI), the referee itself runs as ``nobody`` here (the system python3 and the
     checkout, both readable by all): no uid of its own for the entries, user namespaces only.
     As an ordinary user the test runs it as that user."""
     mark = f"potm-daemon-{uuid.uuid4().hex[:12]}"
-    shared = Path(tempfile.mkdtemp(prefix="moo-potm-test-"))
-    try:
-        shared.chmod(0o755)
-        words = _words(shared)
-        daemon = _script(shared, "daemon.sh", f"""#!/bin/sh
+    words = _words(shared_dir)
+    daemon = _script(shared_dir, "daemon.sh", f"""#!/bin/sh
+read -r guess hits misses
+[ -n "$hits" ] && {{ echo done; exit 0; }}  # SKUNK was not the word: end it at once
 setsid sh -c 'while :; do sleep 1; done' {mark} &
 echo x > /tmp/{mark}; rm /tmp/{mark}; echo x > /var/tmp/{mark}; echo x > /dev/shm/{mark}
 echo SKUNK
 """).path
-        argv = ["-m", "moo", "potm", str(ENTRIES / "spy.py"), str(ENTRIES / "burner.sh"),
-                str(daemon), "--length", "5", "--words", str(words), "--target", "skunk",
-                "--cpu", "0.3", "--json", "--quiet"]
-        if AS_ROOT:
-            if not Path("/usr/bin/python3").exists():
-                pytest.fail("the unprivileged run needs /usr/bin/python3")
-            cmd = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
-                   "/usr/bin/python3", *argv]
-            env = {"PATH": "/usr/bin:/bin", "HOME": str(shared), "PYTHONPATH": str(REPO)}
-        else:
-            cmd, env = [sys.executable, *argv], dict(os.environ)
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
-        assert proc.returncode == 0, proc.stderr
-        data = json.loads(proc.stdout)
-        by_entry: dict[str, list[dict[str, object]]] = {}
-        for r in data["rounds"][0]["results"]:
-            by_entry.setdefault(str(r["entry"]), []).append(r)
-        assert all(r["score"] == FAIL_SCORE and "printed 'nothing" in str(r["reason"])
-                   for r in by_entry["spy.py"])
-        assert all("s of CPU (limit 0.3 s)" in str(r["reason"]) for r in by_entry["burner.sh"])
-        assert [r["score"] for r in by_entry["daemon.sh"]][:1] == [1]  # SKUNK is first
-        assert _marked_processes(mark) == []
-        assert _marked_files(mark) == []
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    # what nobody needs, where nobody may read it (the checkout may be in a private place)
+    src = shared_dir / "src"
+    for package in ("moo", "clients/potm"):
+        shutil.copytree(REPO / package, src / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    for module in ("clients/__init__.py", "bots/__init__.py", "bots/dictionary.py"):
+        (src / module).parent.mkdir(exist_ok=True)
+        shutil.copyfile(REPO / module, src / module)
+    for name in ("spy.py", "burner.sh"):
+        shutil.copyfile(ENTRIES / name, shared_dir / name)
+        (shared_dir / name).chmod(0o755)
+    for d in (shared_dir, *src.rglob("*")):
+        d.chmod(0o755 if d.is_dir() else 0o644)
+    argv = ["-m", "moo", "potm", str(shared_dir / "spy.py"), str(shared_dir / "burner.sh"),
+            str(daemon), "--length", "5", "--words", str(words), "--target", "skunk",
+            "--cpu", "0.3", "--json", "--quiet"]
+    if AS_ROOT:
+        if not Path("/usr/bin/python3").exists():
+            pytest.fail("the unprivileged run needs /usr/bin/python3")
+        cmd = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+               "/usr/bin/python3", *argv]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(shared_dir), "PYTHONPATH": str(src)}
+    else:
+        cmd, env = [sys.executable, *argv], {**os.environ, "PYTHONPATH": str(src)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=shared_dir, env=env)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    by_entry: dict[str, list[dict[str, object]]] = {}
+    for r in data["rounds"][0]["results"]:
+        by_entry.setdefault(str(r["entry"]), []).append(r)
+    assert all(r["score"] == FAIL_SCORE and "printed 'nothing" in str(r["reason"])
+               for r in by_entry["spy.py"])
+    assert all("s of CPU (limit 0.3 s)" in str(r["reason"]) for r in by_entry["burner.sh"])
+    assert [r["score"] for r in by_entry["daemon.sh"]][:1] == [1]  # SKUNK is first
+    assert _marked_processes(mark) == []
+    assert _marked_files(mark) == []
 
 
 # -- finals and playoffs --------------------------------------------------------------------

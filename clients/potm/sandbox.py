@@ -63,6 +63,9 @@ TOP_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 #: The environment of every run (nothing of the referee's).
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LC_ALL": "C",
        "PWD": "/tmp"}
+#: Seconds to wait for bubblewrap's ``--info-fd`` once the run is over (it is written before
+#: the entry starts: a safety bound only).
+INFO_WAIT = 10.0
 #: bubblewrap's own messages kept for an error line.
 STDERR_KEEP = 2000
 
@@ -257,8 +260,8 @@ class Sandbox:
             if reported and rep_r in open_fds:  # the line is in: stdout follows at once
                 poller.unregister(rep_r)
                 open_fds.discard(rep_r)
-        if reaper_fd is None and info:
-            reaper_fd = _reaper_pidfd(info)
+        if reaper_fd is None and self.confined and info_r in open_fds:
+            reaper_fd = _finish_info(info_r, info, time.monotonic() + INFO_WAIT)
         if verdict is not None or proc.poll() is None:
             self._kill(proc, reaper_fd)
         proc.wait()
@@ -287,20 +290,36 @@ class Sandbox:
 
         Confined: killing the sandbox's PID 1 makes the kernel kill and reap the whole
         namespace before PID 1 itself is gone, so once its pidfd says it has exited nothing of
-        the run is left. Unconfined: the reaper is asked (SIGTERM) to kill its descendants,
+        the run is left; bubblewrap, its parent, then reaps it and exits. Unconfined: the reaper is asked (SIGTERM) to kill its descendants,
         which it does before it exits.
         """
         if not self.confined:
             proc.send_signal(signal.SIGTERM)
             return
-        if reaper_fd is not None:
-            try:
-                signal.pidfd_send_signal(reaper_fd, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.kill()
-        if reaper_fd is not None:
-            select.select([reaper_fd], [], [])
+        if reaper_fd is None:  # no PID 1 known: bubblewrap's --die-with-parent kills it
+            proc.kill()
+            return
+        try:
+            signal.pidfd_send_signal(reaper_fd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        select.select([reaper_fd], [], [])  # bubblewrap reaps it, then exits by itself
+
+
+def _finish_info(info_r: int, info: bytearray, deadline: float) -> int | None:
+    """Read the rest of bubblewrap's ``--info-fd`` (it is written as soon as the sandbox's
+    PID 1 exists, so at once unless bubblewrap failed before) and open a pidfd of PID 1."""
+    while True:
+        fd = _reaper_pidfd(info)
+        if fd is not None:
+            return fd
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([info_r], [], [], left)[0]:
+            return None
+        chunk = os.read(info_r, 4096)
+        if not chunk:
+            return None
+        info += chunk
 
 
 def _reaper_pidfd(info: bytearray) -> int | None:

