@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
-    "PER_ROUND",
     "FAIL_SCORE",
+    "PER_ROUND",
     "Entry",
     "Round",
     "Tournament",

@@ -134,7 +134,8 @@ class Sandbox:
         shutil.copyfile(Path(__file__).with_name("reaper.py"), self.reaper)
         os.chmod(self.reaper, 0o444)
         os.chmod(d, 0o555)
-        self._stderr = tempfile.TemporaryFile()
+        # bubblewrap's (and the reaper's) own messages: for the error line of a failed run
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- lives as long as we do
 
     def close(self) -> None:
         self._stderr.close()
@@ -290,8 +291,8 @@ class Sandbox:
 
         Confined: killing the sandbox's PID 1 makes the kernel kill and reap the whole
         namespace before PID 1 itself is gone, so once its pidfd says it has exited nothing of
-        the run is left; bubblewrap, its parent, then reaps it and exits. Unconfined: the reaper is asked (SIGTERM) to kill its descendants,
-        which it does before it exits.
+        the run is left; bubblewrap, its parent, then reaps it and exits. Unconfined: the
+        reaper is asked (SIGTERM) to kill its descendants, which it does before it exits.
         """
         if not self.confined:
             proc.send_signal(signal.SIGTERM)

@@ -4,7 +4,7 @@
 # its next run "done" (not a guess, so the word ends at once). The checks:
 #   dict     a dictionary or word list (the 1999 rules: no dictionary, no spell files)
 #   others   another entry's program or files (the victim holds POTM-VICTIM-SECRET)
-#   network  the host's PostgreSQL, an abstract Unix socket of the test, any outside address
+#   network  the host's PostgreSQL (TCP and its Unix socket), an abstract Unix socket of the test
 #   reaper   the sandbox's PID 1: ptrace, its memory, environment, descriptors, signals
 #   fds      any descriptor but stdin, stdout, stderr
 #   env      any environment variable but PATH, HOME, TMPDIR, LC_ALL, PWD
@@ -93,8 +93,10 @@ def found_others():
 
 
 def found_network():
-    tries = [(socket.AF_INET, ("127.0.0.1", 5432)), (socket.AF_UNIX, "\0moo-potm-probe"),
-             (socket.AF_UNIX, "/run/postgresql/.s.PGSQL.5432"), (socket.AF_INET, ("1.1.1.1", 53))]
+    # only this machine's addresses (its loopback is the host's outside a sandbox)
+    tries: list[tuple[int, tuple[str, int] | str]] = [
+        (socket.AF_INET, ("127.0.0.1", 5432)), (socket.AF_UNIX, "\0moo-potm-probe"),
+        (socket.AF_UNIX, "/run/postgresql/.s.PGSQL.5432")]
     for family, addr in tries:
         s = socket.socket(family, socket.SOCK_STREAM)
         s.settimeout(1)

@@ -17,7 +17,7 @@ else:
     n = len(first[0])
     with open(STATE) as f:
         k = int(f.read())
-found = []
+found: list[str] = []
 
 
 def add(blob):
