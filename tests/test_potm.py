@@ -106,7 +106,7 @@ def test_example_entry_solves_and_every_answer_follows_the_rules(referee: Refere
 
 @pytest.mark.parametrize("referee", [["protocol.sh"]], indirect=True)
 def test_stdin_is_n_then_guess_hits_misses(referee: Referee) -> None:
-    # protocol.sh prints WRONG (and never finds the word) unless stdin is exactly the POTM's.
+    # protocol.sh prints "wrong" (ending the word) unless stdin is exactly the POTM's.
     res = referee.play_word(0, "SKUNK")
     assert res.guesses == ["ABCDE", "SKIPS", "GUPPY", "SKUNK"]
     assert res.score == 4
@@ -237,6 +237,14 @@ def test_idle_entry_is_stopped_by_the_wall_clock_guard_reported_as_such() -> Non
     assert "wall-clock time (the referee's safety guard)" in res.reason
 
 
+def test_a_directory_filling_up_is_stopped_by_the_disk_guard() -> None:
+    with Referee([_entry("diskfill.sh")], Limits(cpu=2.0, disk_mb=8)) as ref:
+        res = ref.play_word(0, "SKUNK")
+        assert res.score == FAIL_SCORE
+        assert "wrote more than 8 MB or 10000 files (the referee's safety guard)" in res.reason
+        assert not (ref.root / "work-0").exists()
+
+
 def test_default_wall_guard_is_ten_times_the_cpu_limit() -> None:
     assert Limits().wall_guard == 100.0
     assert Limits(cpu=2).wall_guard == 20.0
@@ -303,7 +311,8 @@ def test_writes_outside_its_directory_fail_quietly(tmp_path: Path) -> None:
 
 
 # -- the sandbox: every way out, closed -------------------------------------------------------
-PROBES = ["dict", "others", "network", "reaper", "fds", "env", "system", "write", "userns"]
+PROBES = ["dict", "others", "network", "reaper", "fds", "env", "system", "write", "caps",
+          "userns"]
 #: The probes whose way out is open without the sandbox here (the test shows they would work).
 OPEN_UNCONFINED = ["dict", "others", "network", "system"]
 

@@ -259,7 +259,8 @@ class Referee:
         if out.verdict == "output":
             return f"printed more than {OUTPUT_CAP} bytes"
         if out.verdict == "disk":
-            return f"wrote more than {lim.disk_mb} MB of files (the referee's safety guard)"
+            return (f"wrote more than {lim.disk_mb} MB or 10000 files "
+                    "(the referee's safety guard)")
         if out.verdict == "exec":
             return f"could not be started ({out.detail})"
         if out.verdict == "failed":

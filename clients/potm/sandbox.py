@@ -29,6 +29,7 @@ sees and may touch whatever its user may.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import select
@@ -47,7 +48,8 @@ __all__ = ["HIDDEN", "USR_SHARE_KEPT", "Outcome", "RunLimits", "Sandbox", "Sandb
 #: Java), time zones, terminal descriptions and ``file``'s magic. The rest (``dict``,
 #: hunspell, myspell, docs, man pages, ...) is not mounted at all.
 USR_SHARE_KEPT = ("awk", "java", "misc", "perl", "perl5", "tcltk", "terminfo", "zoneinfo")
-#: Other places that hold dictionaries, masked with an empty read-only directory if present.
+#: Other places that hold dictionaries (patterns as for :func:`glob.glob`), masked with an
+#: empty read-only directory where present.
 HIDDEN = (
     "/usr/local/share",
     "/usr/lib/aspell",
@@ -57,6 +59,9 @@ HIDDEN = (
     "/usr/lib/x86_64-linux-gnu/aspell",
     "/usr/lib/aarch64-linux-gnu/aspell",
     "/etc/dictionaries-common",
+    # the largest pieces of plain English documentation among the interpreters' libraries
+    "/usr/share/perl/*/pod",
+    "/usr/lib/python3*/pydoc_data",
 )
 #: Top-level directories that merged-/usr systems make symlinks into ``/usr``.
 TOP_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -145,7 +150,8 @@ class Sandbox:
         assert self.bwrap is not None
         a = [self.bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
              "--unshare-uts", "--unshare-cgroup", "--disable-userns", "--die-with-parent",
-             "--new-session", "--as-pid-1", "--hostname", "potm", "--info-fd", str(info_fd),
+             "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", "potm",
+             "--info-fd", str(info_fd),
              "--clearenv"]
         for k, v in ENV.items():
             a += ["--setenv", k, v]
@@ -153,8 +159,8 @@ class Sandbox:
         for name in USR_SHARE_KEPT:
             a += ["--ro-bind-try", f"/usr/share/{name}", f"/usr/share/{name}"]
         a += ["--remount-ro", "/usr/share"]
-        for path in HIDDEN:
-            if os.path.isdir(path) and not os.path.islink(path):
+        for path in _hidden_dirs():
+            if not path.startswith("/etc/"):
                 a += ["--tmpfs", path, "--remount-ro", path]
         for name in TOP_DIRS:
             host = f"/{name}"
@@ -163,8 +169,8 @@ class Sandbox:
             elif os.path.isdir(host):
                 a += ["--ro-bind", host, host]
         a += ["--ro-bind", "/etc", "/etc"]
-        for path in HIDDEN:  # again: /etc was mounted after the first round
-            if path.startswith("/etc/") and os.path.isdir(path):
+        for path in _hidden_dirs():  # /etc's after /etc is mounted
+            if path.startswith("/etc/"):
                 a += ["--tmpfs", path, "--remount-ro", path]
         a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
               "--bind", str(work), "/tmp",
@@ -305,6 +311,15 @@ class Sandbox:
         except ProcessLookupError:
             pass
         select.select([reaper_fd], [], [])  # bubblewrap reaps it, then exits by itself
+
+
+def _hidden_dirs() -> list[str]:
+    """The directories of :data:`HIDDEN` (patterns expanded) that exist here."""
+    out: list[str] = []
+    for pattern in HIDDEN:
+        out += sorted(p for p in glob.glob(pattern)
+                      if os.path.isdir(p) and not os.path.islink(p))
+    return out
 
 
 def _finish_info(info_r: int, info: bytearray, deadline: float) -> int | None:

@@ -10,6 +10,7 @@
 #   env      any environment variable but PATH, HOME, TMPDIR, LC_ALL, PWD
 #   system   /sys, /run, /var, /home, /root, the host's /tmp, the referee's processes
 #   write    any writable place but its own directory
+#   caps     any capability, or no no_new_privs
 #   userns   a user namespace of its own (to become root in it)
 import ctypes
 import os
@@ -163,6 +164,12 @@ def found_write():
         except OSError:
             pass
     return False
+
+
+def found_caps():
+    with open("/proc/self/status") as f:
+        status = dict(line.split(":", 1) for line in f if ":" in line)
+    return int(status["CapEff"], 16) != 0 or status["NoNewPrivs"].strip() != "1"
 
 
 def found_userns():
