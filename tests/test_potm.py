@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -516,14 +517,14 @@ echo SKUNK
     for module in ("clients/__init__.py", "bots/__init__.py", "bots/dictionary.py"):
         (src / module).parent.mkdir(exist_ok=True)
         shutil.copyfile(REPO / module, src / module)
-    for name in ("spy.py", "burner.sh"):
+    for name in ("spy.py", "burner.sh", "lockout.sh"):
         shutil.copyfile(ENTRIES / name, shared_dir / name)
         (shared_dir / name).chmod(0o755)
     for d in (shared_dir, *src.rglob("*")):
         d.chmod(0o755 if d.is_dir() else 0o644)
     argv = ["-m", "moo", "potm", str(shared_dir / "spy.py"), str(shared_dir / "burner.sh"),
-            str(daemon), "--length", "5", "--words", str(words), "--target", "skunk",
-            "--cpu", "0.3", "--json", "--quiet"]
+            str(daemon), str(shared_dir / "lockout.sh"), "--length", "5", "--words", str(words),
+            "--target", "skunk", "--cpu", "0.3", "--json", "--quiet"]
     if AS_ROOT:
         if not Path("/usr/bin/python3").exists():
             pytest.fail("the unprivileged run needs /usr/bin/python3")
@@ -532,6 +533,11 @@ echo SKUNK
         env = {"PATH": "/usr/bin:/bin", "HOME": str(shared_dir), "PYTHONPATH": str(src)}
     else:
         cmd, env = [sys.executable, *argv], {**os.environ, "PYTHONPATH": str(src)}
+    private = shared_dir / "tmp"  # the referee's own directory goes here ($TMPDIR)
+    private.mkdir()
+    if AS_ROOT:
+        os.chown(private, 65534, 65534)
+    env["TMPDIR"] = str(private)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=shared_dir, env=env)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -542,8 +548,38 @@ echo SKUNK
                for r in by_entry["spy.py"])
     assert all("s of CPU (limit 0.3 s)" in str(r["reason"]) for r in by_entry["burner.sh"])
     assert [r["score"] for r in by_entry["daemon.sh"]][:1] == [1]  # SKUNK is first
+    assert all(r["score"] == FAIL_SCORE for r in by_entry["lockout.sh"])
     assert _marked_processes(mark) == []
     assert _marked_files(mark) == []
+    assert list(private.iterdir()) == []  # lockout.sh's directory too is gone
+
+
+def test_a_referee_stopped_with_sigterm_leaves_nothing(shared_dir: Path) -> None:
+    mark = f"potm-stopped-{uuid.uuid4().hex[:12]}"
+    entry = _script(shared_dir, "stuck.sh", f"#!/bin/sh\nexec sh -c 'sleep 1000' {mark}\n")
+    private = shared_dir / "tmp"  # the referee's own directory goes here ($TMPDIR)
+    private.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "moo", "potm", str(entry.path), "--length",
+                             "5", "--words", str(_words(shared_dir)), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(private)})
+    try:
+        for _ in range(6000):  # wait for the event: the entry is running in its sandbox
+            if _marked_processes(mark) or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert _marked_processes(mark), proc.communicate()
+        proc.terminate()
+        assert proc.wait(timeout=120) == 128 + 15
+    finally:
+        proc.kill()
+        proc.communicate()
+    for _ in range(6000):  # the sandbox's PID 1 goes with bubblewrap, as the kernel gets to it
+        if not _marked_processes(mark):
+            break
+        time.sleep(0.01)
+    assert _marked_processes(mark) == []
+    assert list(private.iterdir()) == []
 
 
 # -- finals and playoffs --------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -99,6 +100,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"{res.entry:<24} {res.word:<9} {res.score:>4}  {res.reason}",
                   file=sys.stderr, flush=True)
 
+    # a referee stopped with SIGTERM still removes its directory (the `with` in run_tournament)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     try:
         result = run_tournament(entry_names(args.entries), words, n,
                                 max_playoffs=args.playoffs, targets=targets, seed=args.seed,

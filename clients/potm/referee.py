@@ -176,16 +176,13 @@ class Referee:
             out = self.sandbox.run(Path(true), work, b"", self.limits.run_limits(),
                                    self.uid(0) if self.as_root else None)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            remove(work)
         if out.verdict != "exit" or out.status != 0:
             why = out.detail or out.verdict
             raise SandboxError(f"the sandbox's trial run failed: {why}")
 
     def _remove_tree(self) -> None:
-        for d in self.root.glob("*"):
-            if d.is_dir() and not d.is_symlink():
-                os.chmod(d, 0o755)
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove(self.root)
 
     def close(self) -> None:
         if hasattr(self, "sandbox"):
@@ -204,7 +201,7 @@ class Referee:
 
     def _fresh_workdir(self, i: int) -> Path:
         work = self.root / f"work-{i}"
-        shutil.rmtree(work, ignore_errors=True)
+        remove(work)
         work.mkdir(mode=0o700)
         if self.as_root:
             os.chown(work, self.uid(i), self.uid(i))
@@ -236,7 +233,7 @@ class Referee:
             result.reason = f"more than {MAX_GUESSES} guesses without the word"
             return result
         finally:
-            shutil.rmtree(work, ignore_errors=True)  # the TEMP files go with the word
+            remove(work)  # the TEMP files go with the word
 
     # -- one run ----------------------------------------------------------------------------
     def run_once(self, i: int, work: Path, stdin: str, length: int) -> GuessRun:
@@ -266,6 +263,28 @@ class Referee:
         if out.verdict == "failed":
             return f"the sandbox failed ({out.detail})"
         return None
+
+
+def remove(path: Path) -> None:
+    """Remove ``path`` and everything below it, whatever modes an entry left there.
+
+    Run as an ordinary user, entries have the referee's user id: one may ``chmod 000`` a
+    directory of its own to make it stick. Root removes it anyway; otherwise the modes are
+    set back first (on directories only: a symlink is never followed, so nothing outside is
+    touched)."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):
+        return
+    todo: list[tuple[str, list[str]]] = [(str(path), [""])]  # the top itself first
+    for dirpath, dirs in todo:
+        for d in (os.path.join(dirpath, x) for x in dirs):
+            try:
+                if stat.S_ISDIR(os.lstat(d).st_mode):
+                    os.chmod(d, 0o700)
+                    todo.append((d, os.listdir(d)))
+            except OSError:
+                continue
+    shutil.rmtree(path, ignore_errors=True)
 
 
 _GUESS = re.compile(rb"[A-Z]+\n?")

@@ -220,6 +220,13 @@ class Sandbox:
             os.close(fd)
         try:
             return self._watch(proc, out_r, rep_r, info_r, lim, t0)
+        except BaseException:  # the referee is stopped (SIGTERM, Ctrl-C): the run goes too
+            if self.confined:
+                proc.kill()  # bubblewrap's --die-with-parent kills the sandbox's PID 1
+            else:
+                proc.send_signal(signal.SIGTERM)
+            proc.wait()
+            raise
         finally:
             for fd in (out_r, rep_r, info_r):
                 os.close(fd)
