@@ -474,10 +474,10 @@ def test_cli_refuses_a_word_list_too_short_for_three_different_words(tmp_path: P
                            "words\n")
 
 
-def test_cli_refuses_to_run_without_a_sandbox(tmp_path: Path) -> None:
-    words = _words(tmp_path)
-    nobwrap = tmp_path / "bin"
-    nobwrap.mkdir()
+def test_cli_refuses_to_run_without_a_sandbox(shared_dir: Path) -> None:
+    words = _words(shared_dir)
+    nobwrap = shared_dir / "bin"
+    nobwrap.mkdir(mode=0o755)
     env = {**os.environ, "PATH": str(nobwrap)}
     proc = _moo(str(EXAMPLE), "--length", "5", "--words", str(words), env=env)
     assert proc.returncode == 1

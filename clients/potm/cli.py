@@ -28,7 +28,8 @@ from .rounds import FAIL_SCORE, PER_ROUND, Tournament, WordResult, entry_names
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("entries", nargs="+", metavar="ENTRY", type=Path,
-                        help="executable programs (each is copied and run once per guess)")
+                        help="executable programs (each is copied and run once per guess, "
+                             "in a bubblewrap sandbox: docs/potm.md)")
     parser.add_argument("--length", type=int, required=True,
                         help=f"word length N ({MIN_LENGTH}-{MAX_LENGTH})")
     src = parser.add_mutually_exclusive_group(required=True)
@@ -42,7 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="at most this many playoffs between entries tied first (default 5)")
     parser.add_argument("--seed", type=int, help="seed the choice of words (repeatable runs)")
     parser.add_argument("--cpu", type=float, default=10.0,
-                        help="user+sys CPU seconds allowed for one guess (default 10, the POTM's)")
+                        help="user+sys CPU seconds of all its processes for one guess; more "
+                             "scores 999 (default 10, the POTM's)")
     parser.add_argument("--wall", type=float, default=None,
                         help="wall-clock safety guard for one guess in seconds (default "
                              f"{WALL_FACTOR} x --cpu): stops only a guess that waits idle")
