@@ -197,6 +197,7 @@ def test_guess_101_is_judged_with_a_real_program() -> None:
 HOSTILE = [
     ("loop.sh", "s of CPU (limit 0.3 s)"),
     ("burner.sh", "s of CPU (limit 0.3 s)"),
+    ("poolburn.py", "s of CPU (limit 0.3 s)"),
     ("flood.sh", "more than 4096 bytes"),
     ("garbage.sh", "not one line of 5 upper-case letters"),
     ("lowercase.sh", "not one line of 5 upper-case letters"),

@@ -8,8 +8,9 @@ user, PID, mount, network, IPC, UTS and cgroup namespaces. Inside it the entry s
   :data:`HIDDEN` for the rest that is masked) and ``/etc``; a fresh ``/proc`` of its own PID
   namespace and a minimal read-only ``/dev``; nothing of ``/home``, ``/root``, ``/var``,
   ``/run``, ``/srv``, ``/opt``, ``/sys``, the host's ``/tmp`` or ``/dev/shm``;
-* its own directory, writable, as ``/tmp`` (also its working directory, ``HOME`` and
-  ``TMPDIR``): the only place it can write; every other place is read-only or absent;
+* its own directory, writable, as ``/tmp`` and ``/dev/shm`` (also its working directory,
+  ``HOME`` and ``TMPDIR``): the only place it can write; every other place is read-only or
+  absent;
 * its program, read-only, as ``/potm/entry/NAME``, and the reaper as ``/potm/reaper.py``.
 
 It cannot see the referee's process tree (its PID namespace holds only itself and the
@@ -172,8 +173,8 @@ class Sandbox:
         for path in _hidden_dirs():  # /etc's after /etc is mounted
             if path.startswith("/etc/"):
                 a += ["--tmpfs", path, "--remount-ro", path]
-        a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-              "--bind", str(work), "/tmp",
+        a += ["--proc", "/proc", "--dev", "/dev", "--bind", str(work), "/dev/shm",
+              "--remount-ro", "/dev", "--bind", str(work), "/tmp",
               "--ro-bind", str(program), f"/potm/entry/{program.name}",
               "--ro-bind", str(self.reaper), "/potm/reaper.py",
               "--remount-ro", "/", "--chdir", "/tmp", "--"]

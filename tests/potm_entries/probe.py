@@ -159,10 +159,13 @@ def found_write():
         try:
             with open(path, "w") as f:
                 f.write("x")
-            os.unlink(path)
-            return True
         except OSError:
-            pass
+            continue
+        # /dev/shm is its own directory again (for POSIX semaphores): not another place
+        elsewhere = not os.path.exists("/tmp/potm-probe-write")
+        os.unlink(path)
+        if elsewhere:
+            return True
     return False
 
 
