@@ -240,7 +240,7 @@ def test_idle_entry_is_stopped_by_the_wall_clock_guard_reported_as_such() -> Non
 
 
 def test_a_directory_filling_up_is_stopped_by_the_disk_guard() -> None:
-    with Referee([_entry("diskfill.sh")], Limits(cpu=2.0, disk_mb=8)) as ref:
+    with Referee([_entry("diskfill.sh")], Limits(cpu=2.0, wall=120.0, disk_mb=8)) as ref:
         res = ref.play_word(0, "SKUNK")
         assert res.score == FAIL_SCORE
         assert "wrote more than 8 MB or 10000 files (the referee's safety guard)" in res.reason
@@ -257,7 +257,7 @@ def test_default_wall_guard_is_ten_times_the_cpu_limit() -> None:
 def test_cpu_of_children_never_waited_for_is_charged(confined: bool) -> None:
     # orphan.py: a setsid grandchild burns 0.5 s (its own count) before the entry answers and
     # exits without waiting; the grandchild is still burning. All of it is the guess's CPU.
-    with Referee([_entry("orphan.py")], Limits(cpu=5.0, memory_mb=256),
+    with Referee([_entry("orphan.py")], Limits(cpu=5.0, wall=120.0, memory_mb=256),
                  confined=confined) as ref:
         res = ref.play_word(0, "SKUNK")
     assert (res.score, res.reason) == (1, "solved")
@@ -339,7 +339,7 @@ def _probe(tmp_path: Path, check: str, confined: bool) -> WordResult:
     shutil.copyfile(ENTRIES / "probe.py", probe)
     probe.chmod(0o755)
     with Referee([Entry(probe.name, probe), _entry("victim.sh")],
-                 Limits(cpu=2.0, memory_mb=256), confined=confined) as ref:
+                 Limits(cpu=2.0, wall=120.0, memory_mb=256), confined=confined) as ref:
         victim = ref._fresh_workdir(1)  # the victim is mid-word: its TEMP file is there
         (victim / "TEMP.secret").write_text("POTM-VICTIM-SECRET\n")
         if ref.as_root:
@@ -397,7 +397,8 @@ def test_the_referees_command_line_word_list_and_seed_stay_hidden(shared_dir: Pa
     words = _words(shared_dir)
     flags = [] if confined else ["--unconfined"]
     proc = _moo(str(ENTRIES / "spy.py"), "--length", "5", "--words", str(words),
-                "--target", "skunk", "--seed", "3", "--cpu", "2", "--json", "--quiet", *flags)
+                "--target", "skunk", "--seed", "3", "--cpu", "2", "--wall", "120", "--json",
+                "--quiet", *flags)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["confined"] is confined
@@ -417,7 +418,7 @@ def test_cli_standings_with_example_and_hostile_entries(tmp_path: Path) -> None:
     words = _words(tmp_path)
     proc = _moo(str(EXAMPLE), str(ENTRIES / "garbage.sh"), str(ENTRIES / "loop.sh"),
                 "--length", "5", "--words", str(words), "--seed", "7", "--cpu", "0.3",
-                "--json", "--quiet")
+                "--wall", "120", "--json", "--quiet")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     final = data["rounds"][0]
@@ -428,7 +429,7 @@ def test_cli_standings_with_example_and_hostile_entries(tmp_path: Path) -> None:
     assert data["winner"] == "letterwise.sh"
     assert [s["entry"] for s in data["standings"]] == ["letterwise.sh", "garbage.sh", "loop.sh"]
     assert [s["rank"] for s in data["standings"]] == [1, 2, 2]
-    assert data["limits"]["cpu"] == 0.3 and data["limits"]["wall"] == 3.0
+    assert data["limits"]["cpu"] == 0.3 and data["limits"]["wall"] == 120
     text = _moo(str(ENTRIES / "protocol.sh"), str(ENTRIES / "garbage.sh"), "--length", "5",
                 "--words", str(words), "--target", "skunk", "--target", "moose", "--target",
                 "house", "--quiet")
@@ -525,7 +526,7 @@ echo SKUNK
         d.chmod(0o755 if d.is_dir() else 0o644)
     argv = ["-m", "moo", "potm", str(shared_dir / "spy.py"), str(shared_dir / "burner.sh"),
             str(daemon), str(shared_dir / "lockout.sh"), "--length", "5", "--words", str(words),
-            "--target", "skunk", "--cpu", "0.3", "--json", "--quiet"]
+            "--target", "skunk", "--cpu", "0.3", "--wall", "120", "--json", "--quiet"]
     if AS_ROOT:
         if not Path("/usr/bin/python3").exists():
             pytest.fail("the unprivileged run needs /usr/bin/python3")

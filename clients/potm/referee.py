@@ -25,7 +25,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from moo.words import score_hits_misses
@@ -173,7 +173,8 @@ class Referee:
             raise SandboxError("no /usr/bin/true for the sandbox's trial run")
         work = self._fresh_workdir(0)
         try:
-            out = self.sandbox.run(Path(true), work, b"", self.limits.run_limits(),
+            lim = replace(self.limits.run_limits(), wall=max(self.limits.wall_guard, 60.0))
+            out = self.sandbox.run(Path(true), work, b"", lim,
                                    self.uid(0) if self.as_root else None)
         finally:
             remove(work)
