@@ -508,7 +508,8 @@ def test_an_unprivileged_referee_confines_entries_the_same(shared_dir: Path) -> 
 read -r guess hits misses
 [ -n "$hits" ] && {{ echo done; exit 0; }}  # SKUNK was not the word: end it at once
 setsid sh -c 'while :; do sleep 1; done' {mark} &
-echo x > /tmp/{mark}; rm /tmp/{mark}; echo x > /var/tmp/{mark}; echo x > /dev/shm/{mark}
+echo x > /tmp/{mark}; rm /tmp/{mark}; echo x > /dev/shm/{mark}; rm /dev/shm/{mark}
+echo x > /var/tmp/{mark}
 echo SKUNK
 """).path
     # what nobody needs, where nobody may read it (the checkout may be in a private place)
