@@ -366,7 +366,7 @@ def test_the_probes_do_find_a_way_out_when_unconfined(tmp_path: Path, check: str
 
 def _moo(*args: str, cwd: Path | None = None,
          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moo", "potm", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli", "potm", *args], capture_output=True,
                           text=True, cwd=cwd, env=env)
 
 
@@ -514,7 +514,7 @@ echo SKUNK
 """).path
     # what nobody needs, where nobody may read it (the checkout may be in a private place)
     src = shared_dir / "src"
-    for package in ("moo", "clients/potm"):
+    for package in ("cli", "moo", "clients/potm"):
         shutil.copytree(REPO / package, src / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     for module in ("clients/__init__.py", "bots/__init__.py", "bots/dictionary.py"):
@@ -525,7 +525,7 @@ echo SKUNK
         (shared_dir / name).chmod(0o755)
     for d in (shared_dir, *src.rglob("*")):
         d.chmod(0o755 if d.is_dir() else 0o644)
-    argv = ["-m", "moo", "potm", str(shared_dir / "spy.py"), str(shared_dir / "burner.sh"),
+    argv = ["-m", "cli", "potm", str(shared_dir / "spy.py"), str(shared_dir / "burner.sh"),
             str(daemon), str(shared_dir / "lockout.sh"), "--length", "5", "--words", str(words),
             "--target", "skunk", "--cpu", "0.3", "--wall", "120", "--json", "--quiet"]
     if AS_ROOT:
@@ -562,7 +562,7 @@ def test_a_referee_stopped_with_sigterm_leaves_nothing(shared_dir: Path) -> None
     entry = _script(shared_dir, "stuck.sh", f"#!/bin/sh\nexec sh -c 'sleep 1000' {mark}\n")
     private = shared_dir / "tmp"  # the referee's own directory goes here ($TMPDIR)
     private.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "moo", "potm", str(entry.path), "--length",
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "potm", str(entry.path), "--length",
                              "5", "--words", str(_words(shared_dir)), "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(private)})
