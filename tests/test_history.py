@@ -245,7 +245,8 @@ async def test_a_cluster_nodes_player_cache_expires(tmp_path: Path, enc: str) ->
     """A cluster node never sees the matches other nodes finish, so its cached distributions
     are re-read once older than the TTL; on a single node the arena's finish invalidates."""
     from server.history import History
-    from server.storage import SQLiteStore, StatDelta
+    from server.storage import StatDelta
+    from server.storage_sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "h.sqlite3")
     await store.open()
