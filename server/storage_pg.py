@@ -419,6 +419,7 @@ class PostgresStore(Store):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def with_db(self, op: Callable[[Db], Coroutine[Any, Any, T]]) -> T:
+        # (the cluster's leases and bus still hand _run their own asyncpg statements)
         return await self._run(lambda conn: op(_PgDb(conn)))
 
     # -- failed sign-in budgets, shared by the nodes (server/accounts.py) -----------------------

@@ -255,7 +255,6 @@ class SQLiteStore(Store):
         self._submit(_Op(None, done=done, append=append))
 
 
-
 def _write_appends(conn: sqlite3.Connection, appends: Sequence[Append]) -> None:
     metas = [(a.match_id, a.meta, a.created_ms) for a in appends if a.meta is not None]
     if metas:
