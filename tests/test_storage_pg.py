@@ -272,14 +272,10 @@ async def test_postgres_history_pages_are_index_range_scans(pg_url: str) -> None
         await upgrade_postgres(conn)
         await conn.execute("SET enable_seqscan = off")
         await conn.execute("SET enable_bitmapscan = off")
-        base = "SELECT match_id, seat, ended_ms, summary FROM results WHERE player = $1"
-        order = " ORDER BY ended_ms DESC, match_id DESC, seat DESC"
-        for sql, args in (
-            (base + order + " LIMIT $2", ("ann", 20)),
-            (base + " AND (ended_ms, match_id, seat) < ($2, $3, $4)" + order + " LIMIT $5",
-             ("ann", 1, "m", 0, 20)),
+        for query, args in (
+            (sql.HISTORY, ("ann", 20)), (sql.HISTORY_BEFORE, ("ann", 1, "m", 0, 20))
         ):
-            plan = " ".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+            plan = " ".join(r[0] for r in await conn.fetch("EXPLAIN " + query.postgresql, *args))
             assert "Index Scan Backward using results_pkey" in plan and "Sort" not in plan, plan
     finally:
         await conn.close()
