@@ -14,6 +14,7 @@ the match database (``var/moo.ratings.sqlite3`` for ``var/moo.sqlite3``) by a ba
 once a second, off the event loop; a crash can lose at most the last second of rating updates,
 never a match. Ratings can always be recomputed from the stored match results. On PostgreSQL
 (a cluster) they are a table instead, rated in the finishing transaction: server/ratings_pg.py.
+Both use the rating rule :func:`rate_pair`; the statements of both are in server/sql.py.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 from pathlib import Path
 from typing import Any
 
 from openskill.models import PlackettLuce
 
-from moo.match import Event, Match
+from moo.match import Event, Match, MatchConfig
 from moo.variants import is_classic, rules_spec
+from server import sql
 
 __all__ = ["PlayerRating", "RatingChange", "Ratings", "display_rating", "ratings_path"]
 
@@ -51,34 +53,11 @@ def display_rating(ordinal: float) -> int:
 
 log = logging.getLogger("moo.ratings")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS ratings (
-    name TEXT PRIMARY KEY,
-    mu REAL NOT NULL, sigma REAL NOT NULL,
-    games INTEGER NOT NULL, wins INTEGER NOT NULL, draws INTEGER NOT NULL,
-    losses INTEGER NOT NULL, solved INTEGER NOT NULL, guesses INTEGER NOT NULL,
-    time_ms INTEGER NOT NULL
-)
-"""
-
-_VARIANT_SCHEMA = """
-CREATE TABLE IF NOT EXISTS variant_ratings (
-    variant TEXT NOT NULL, name TEXT NOT NULL,
-    mu REAL NOT NULL, sigma REAL NOT NULL,
-    games INTEGER NOT NULL, wins INTEGER NOT NULL, draws INTEGER NOT NULL,
-    losses INTEGER NOT NULL, solved INTEGER NOT NULL, guesses INTEGER NOT NULL,
-    time_ms INTEGER NOT NULL,
-    PRIMARY KEY (variant, name)
-)
-"""
-
-
-def variant_of(match: Match) -> str:
+def variant_of(config: MatchConfig) -> str:
     """The rating family of a match: ``""`` for classic 4-of-10 MOO (today's ratings, kept
     as they were), else the rules' canonical spec (``mastermind:4:123456``, ``moo:5:0123456789``,
     ``moo:4:0123456789:repeats``): one rating per distinct game."""
-    rules = match.config.rules
-    return "" if is_classic(rules) else rules_spec(rules)
+    return "" if is_classic(config.rules) else rules_spec(config.rules)
 
 
 def ratings_path(db: str) -> str | None:
@@ -195,16 +174,10 @@ class Ratings:
     def _load(path: str) -> tuple[list[PlayerRating], list[tuple[str, PlayerRating]]]:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with sqlite3.connect(path) as conn:
-            conn.execute(_SCHEMA)
-            conn.execute(_VARIANT_SCHEMA)
-            rows = conn.execute(
-                "SELECT name, mu, sigma, games, wins, draws, losses, solved, guesses, time_ms"
-                " FROM ratings"
-            ).fetchall()
-            variant_rows = conn.execute(
-                "SELECT variant, name, mu, sigma, games, wins, draws, losses, solved, guesses,"
-                " time_ms FROM variant_ratings"
-            ).fetchall()
+            for table in sql.RATINGS_FILE_TABLES:
+                conn.execute(table.sqlite)
+            rows = conn.execute(sql.RATINGS_FILE_LOAD.sqlite).fetchall()
+            variant_rows = conn.execute(sql.VARIANT_RATINGS_FILE_LOAD.sqlite).fetchall()
         return [PlayerRating(*row) for row in rows], [
             (row[0], PlayerRating(*row[1:])) for row in variant_rows
         ]
@@ -222,8 +195,8 @@ class Ratings:
             return
         names, self._dirty = self._dirty, set()
         keys, self._dirty_variants = self._dirty_variants, set()
-        rows = [asdict(self.players[n]) for n in names]
-        variant_rows = [{**asdict(self.variants[v][n]), "variant": v} for v, n in keys]
+        rows = [astuple(self.players[n]) for n in names]
+        variant_rows = [(v, *astuple(self.variants[v][n])) for v, n in keys]
         try:
             await asyncio.to_thread(self._write, self.path, rows, variant_rows)
         except Exception:
@@ -233,22 +206,13 @@ class Ratings:
 
     @staticmethod
     def _write(
-        path: str, rows: list[dict[str, Any]], variant_rows: list[dict[str, Any]] | None = None
+        path: str, rows: list[tuple[Any, ...]], variant_rows: list[tuple[Any, ...]]
     ) -> None:
         with sqlite3.connect(path) as conn:
-            conn.execute(_SCHEMA)
-            conn.executemany(
-                "INSERT OR REPLACE INTO ratings VALUES (:name, :mu, :sigma, :games, :wins,"
-                " :draws, :losses, :solved, :guesses, :time_ms)",
-                rows,
-            )
-            if variant_rows:
-                conn.execute(_VARIANT_SCHEMA)
-                conn.executemany(
-                    "INSERT OR REPLACE INTO variant_ratings VALUES (:variant, :name, :mu,"
-                    " :sigma, :games, :wins, :draws, :losses, :solved, :guesses, :time_ms)",
-                    variant_rows,
-                )
+            for table in sql.RATINGS_FILE_TABLES:
+                conn.execute(table.sqlite)
+            conn.executemany(sql.RATINGS_FILE_SAVE.sqlite, rows)
+            conn.executemany(sql.VARIANT_RATINGS_FILE_SAVE.sqlite, variant_rows)
 
     # -- updates ------------------------------------------------------------------------------
     def get(self, name: str, variant: str = "") -> PlayerRating:
@@ -274,7 +238,7 @@ class Ratings:
         names = match.players
         if names[0].casefold() == names[1].casefold():
             return []
-        variant = variant_of(match)
+        variant = variant_of(match.config)
         pair = (self.get(names[0], variant), self.get(names[1], variant))
         duration = int(match.last_at - match.created_at) if match.seq else 0
         changes = rate_pair(

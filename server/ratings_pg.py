@@ -25,20 +25,18 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import astuple, replace
 from typing import Any
 
 from moo.match import Event, Match, MatchConfig
-from moo.variants import is_classic, rules_spec
-from server.ratings import PlayerRating, RatingChange, Ratings, rate_pair
+from server import sql
+from server.ratings import PlayerRating, RatingChange, Ratings, rate_pair, variant_of
+from server.storage import Db, FinishedMatch
+from server.storage_pg import PostgresStore
 
-__all__ = ["FinishedMatch", "PgRatings"]
+__all__ = ["PgRatings"]
 
 log = logging.getLogger("moo.ratings")
-
-#: what the store hands over per finished match: id, event 1 (created), meta, stat deltas
-FinishedMatch = tuple[str, str | None, list[Any]]
-
-_COLUMNS = "name, mu, sigma, games, wins, draws, losses, solved, guesses, time_ms"
 
 
 class PgRatings(Ratings):
@@ -46,7 +44,7 @@ class PgRatings(Ratings):
 
     def __init__(
         self,
-        store: Any,
+        store: PostgresStore,
         *,
         on_change: Callable[[RatingChange, PlayerRating], None] | None = None,
     ) -> None:
@@ -65,8 +63,8 @@ class PgRatings(Ratings):
             hooks.remove(self.rate_in_tx)
 
     # -- the writer's side: inside the finishing transaction ------------------------------------
-    async def rate_in_tx(self, conn: Any, finished: list[FinishedMatch]) -> None:
-        """Rate the rated matches among ``finished`` on ``conn`` (in its open transaction)."""
+    async def rate_in_tx(self, db: Db, finished: list[FinishedMatch]) -> None:
+        """Rate the rated matches among ``finished`` on ``db`` (in its open transaction)."""
         todo = []
         for match_id, first_body, stats in finished:
             if first_body is None or len(stats) != 2:
@@ -79,8 +77,7 @@ class PgRatings(Ratings):
             names = (stats[0].player, stats[1].player)
             if not config.rated or names[0].casefold() == names[1].casefold():
                 continue
-            variant = "" if is_classic(config.rules) else rules_spec(config.rules)
-            todo.append((match_id, variant, stats))
+            todo.append((match_id, variant_of(config), stats))
         if not todo:
             return
         keys: dict[tuple[str, str], str] = {}
@@ -89,15 +86,10 @@ class PgRatings(Ratings):
                 keys.setdefault((variant, d.player.casefold()), d.player)
         order = sorted(keys)  # one lock order on every node
         fresh = self.model.rating()
-        async with conn.transaction():  # a savepoint: a failure here leaves the finish intact
-            rows = await conn.fetch(
-                "INSERT INTO player_ratings AS r (variant, " + _COLUMNS + ")"
-                " SELECT v, n, $3, $4, 0, 0, 0, 0, 0, 0, 0"
-                " FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(v, n, i) ORDER BY i"
-                " ON CONFLICT (variant, name) DO UPDATE SET mu = r.mu"
-                " RETURNING variant, " + _COLUMNS,
+        async with db.atomic():  # a savepoint: a failure here leaves the finish intact
+            rows = await db.rows(
+                sql.HOLD_RATINGS, float(fresh.mu), float(fresh.sigma),
                 [k[0] for k in order], [keys[k] for k in order],
-                float(fresh.mu), float(fresh.sigma),
             )
             held = {(row[0], row[1].casefold()): PlayerRating(*tuple(row)[1:]) for row in rows}
             made = []
@@ -109,23 +101,12 @@ class PgRatings(Ratings):
                     self.model, pair, winner, (stats[0].guesses, stats[1].guesses),
                     int(stats[0].duration_ms), match_id, variant,
                 )
-                made.append((match_id, [(c, _copy(p)) for c, p in zip(changes, pair, strict=True)]))
+                copies = [(c, replace(p)) for c, p in zip(changes, pair, strict=True)]
+                made.append((match_id, copies))
             touched = list(held.items())
-            await conn.execute(
-                "UPDATE player_ratings r SET mu = t.mu, sigma = t.sigma, games = t.games,"
-                " wins = t.wins, draws = t.draws, losses = t.losses, solved = t.solved,"
-                " guesses = t.guesses, time_ms = t.time_ms"
-                " FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::int[],"
-                " $6::int[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[])"
-                " AS t(v, n, mu, sigma, games, wins, draws, losses, solved, guesses, time_ms)"
-                " WHERE r.variant = t.v AND r.name = t.n",
-                [k[0] for k, _ in touched], [p.name for _, p in touched],
-                [p.mu for _, p in touched], [p.sigma for _, p in touched],
-                [p.games for _, p in touched], [p.wins for _, p in touched],
-                [p.draws for _, p in touched], [p.losses for _, p in touched],
-                [p.solved for _, p in touched], [p.guesses for _, p in touched],
-                [p.time_ms for _, p in touched],
-            )
+            # one array per column, in PlayerRating's (and RATING_COLUMNS') order
+            columns = zip(*(astuple(p) for _, p in touched), strict=True)
+            await db.run(sql.SAVE_RATINGS, [k[0] for k, _ in touched], *map(list, columns))
         for match_id, pairs in made:
             self._made[match_id] = pairs
             while len(self._made) > 10_000:  # commits that failed after this leave entries
@@ -145,31 +126,16 @@ class PgRatings(Ratings):
         self, by: str = "rating", limit: int = 50, variant: str = ""
     ) -> list[dict[str, Any]]:
         # the same order as Ratings.leaderboard: ties by games, then by name in code points
-        order = (
-            "solved = 0, CAST(guesses AS FLOAT8) / NULLIF(solved, 0), games DESC"
-            if by == "average"
-            else "mu - 3 * sigma DESC, games DESC"
-        )
+        query = sql.RATING_BOARD["average" if by == "average" else "rating"]
 
-        async def read(conn: Any) -> list[Any]:
-            return list(await conn.fetch(
-                f"SELECT {_COLUMNS} FROM player_ratings WHERE variant = $1 AND games > 0"
-                f' ORDER BY {order}, name COLLATE "C" LIMIT $2',
-                variant, limit,
-            ))
+        async def read(db: Db) -> list[Any]:
+            return await db.rows(query, variant, limit)
 
-        return [PlayerRating(*tuple(row)).row() for row in await self.store._run(read)]
+        return [PlayerRating(*tuple(row)).row() for row in await self.store.with_db(read)]
 
     async def lookup(self, name: str) -> PlayerRating | None:
-        async def read(conn: Any) -> Any:
-            return await conn.fetchrow(
-                f"SELECT {_COLUMNS} FROM player_ratings WHERE variant = '' AND name = $1", name
-            )
+        async def read(db: Db) -> Any:
+            return await db.row(sql.RATING_OF, "", name)
 
-        row = await self.store._run(read)
+        row = await self.store.with_db(read)
         return None if row is None else PlayerRating(*tuple(row))
-
-
-def _copy(p: PlayerRating) -> PlayerRating:
-    return PlayerRating(p.name, p.mu, p.sigma, p.games, p.wins, p.draws, p.losses, p.solved,
-                        p.guesses, p.time_ms)

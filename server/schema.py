@@ -3,7 +3,8 @@
 Both backends must hold the same tables with the same meaning, or a cluster on PostgreSQL and a
 single node on SQLite drift apart. So the schema is written once, as :data:`MIGRATIONS`, in the
 SQL both engines share; the few words they spell differently are placeholders that
-:func:`render` fills per dialect:
+:func:`render` fills per dialect, from the one table of dialect differences that every query
+uses too (``server/sql.py``, ``WORDS``):
 
 ``{bigint}``
     a 64-bit integer column (SQLite's ``INTEGER`` is already 64-bit; PostgreSQL's is not).
@@ -16,8 +17,9 @@ SQL both engines share; the few words they spell differently are placeholders th
 
 A statement that only one engine needs is wrapped in :class:`Only`; a column added to an existing
 table is an :class:`AddColumn` (SQLite has no ``ADD COLUMN IF NOT EXISTS``, so it checks first).
-A migration that must also derive rows from existing data names a :class:`Backfill`: the reading
-and the writing are per dialect, the derivation itself (:func:`result_rows`) is one function.
+A migration that must also derive rows from existing data names a :class:`Backfill`: each
+dialect's driver runs the same statements (``server/sql.py``), and the derivation itself
+(:func:`result_rows`) is one function.
 
 Each database records what it holds in ``schema_version`` (one row per applied migration).
 :func:`upgrade_sqlite` and :func:`upgrade_postgres` apply what is missing, each under a lock so
@@ -37,14 +39,15 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
+
+from server import sql
+from server.sql import WORDS, Dialect
 
 __all__ = [
     "LATEST",
     "MIGRATIONS",
     "PG_LOCK_KEY",
-    "RESULTS_UPSERT_PG",
-    "RESULTS_UPSERT_SQLITE",
     "AddColumn",
     "Backfill",
     "Migration",
@@ -55,9 +58,6 @@ __all__ = [
     "upgrade_postgres",
     "upgrade_sqlite",
 ]
-
-Dialect = Literal["sqlite", "postgresql"]
-
 
 class SchemaError(RuntimeError):
     """The database's schema cannot be used by this code (e.g. it is newer)."""
@@ -102,47 +102,12 @@ class Migration:
     backfill: Backfill | None = None
 
 
-_WORDS: dict[Dialect, dict[str, str]] = {
-    "sqlite": {"bigint": "INTEGER", "nocase": "COLLATE NOCASE", "without_rowid": " WITHOUT ROWID"},
-    "postgresql": {"bigint": "BIGINT", "nocase": 'COLLATE "moo_nocase"', "without_rowid": ""},
-}
-
 log = logging.getLogger("moo.storage")
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 #: one row of ``results``: player, ended_ms, match_id, seat, guesses, solved (0/1), summary
 ResultRow = tuple[str, int, str, int, int, int, str]
-
-#: write (or rewrite) a match's ``results`` rows; the same upsert in both dialects
-_RESULTS_UPSERT = (
-    "INSERT INTO results(player, ended_ms, match_id, seat, guesses, solved, summary)"
-    " VALUES ({}) ON CONFLICT (player, ended_ms, match_id, seat) DO UPDATE SET"
-    " guesses = excluded.guesses, solved = excluded.solved, summary = excluded.summary"
-)
-RESULTS_UPSERT_SQLITE = _RESULTS_UPSERT.format(", ".join("?" * 7))
-RESULTS_UPSERT_PG = _RESULTS_UPSERT.format(", ".join(f"${i}" for i in range(1, 8)))
-
-#: ``results`` rows whose match counts against the minimum strategy, the SQL form of
-#: ``moo.variants.against_minimum`` over the row's ``summary.config`` (absent fields: classic)
-_CLASSIC_FIELDS = (
-    ("assist", "false"),
-    ("rules.game", "'moo'"),
-    ("rules.length", "4"),
-    ("rules.alphabet", "'0123456789'"),
-    ("rules.repeats_in_guess", "false"),
-)
-CLASSIC_RESULTS_SQLITE = " AND ".join(
-    f"COALESCE(json_extract(summary, '$.config.{path}'), {default.replace('false', '0')})"
-    f" = {default.replace('false', '0')}"
-    for path, default in _CLASSIC_FIELDS
-)
-CLASSIC_RESULTS_PG = " AND ".join(
-    "COALESCE(summary::jsonb #>> '{config," + path.replace(".", ",") + "}', '"
-    + default.strip("'") + "') = '" + default.strip("'") + "'"
-    for path, default in _CLASSIC_FIELDS
-)
-
 
 def result_rows(
     match_id: str, first_body: str | None, last_body: str | None, meta_body: str | None
@@ -195,27 +160,16 @@ def result_rows(
 
 def _backfill_results_sqlite(conn: sqlite3.Connection) -> None:
     """Index every match that finished before ``results`` existed (SQLite)."""
-    rows = conn.execute(
-        "SELECT m.match_id, m.meta,"
-        " (SELECT body FROM events WHERE match_id = m.match_id AND seq = 1),"
-        " (SELECT body FROM events WHERE match_id = m.match_id ORDER BY seq DESC LIMIT 1)"
-        " FROM matches m WHERE m.finished = 1"
-    ).fetchall()
-    for match_id, meta, first, last in rows:
-        conn.executemany(RESULTS_UPSERT_SQLITE, result_rows(match_id, first, last, meta))
+    for match_id, meta, first, last in conn.execute(sql.FINISHED_MATCH_ENDS.sqlite).fetchall():
+        conn.executemany(sql.RESULTS_UPSERT.sqlite, result_rows(match_id, first, last, meta))
 
 
 async def _backfill_results_pg(conn: Any) -> None:
     """Index every match that finished before ``results`` existed (PostgreSQL)."""
-    rows = await conn.fetch(
-        "SELECT m.match_id, m.meta,"
-        " (SELECT body FROM events WHERE match_id = m.match_id AND seq = 1) AS first,"
-        " (SELECT body FROM events WHERE match_id = m.match_id ORDER BY seq DESC LIMIT 1)"
-        " AS last FROM matches m WHERE m.finished = 1"
-    )
+    rows = await conn.fetch(sql.FINISHED_MATCH_ENDS.postgresql)
     out = [r for row in rows for r in result_rows(row[0], row[2], row[3], row[1])]
     if out:
-        await conn.executemany(RESULTS_UPSERT_PG, out)
+        await conn.executemany(sql.RESULTS_UPSERT.postgresql, out)
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -457,7 +411,7 @@ def _render_one(dialect: Dialect, stmt: str | Only | AddColumn) -> str | None:
         if stmt.dialect != dialect:
             return None
         stmt = stmt.sql
-    return stmt.format(**_WORDS[dialect])
+    return stmt.format(**WORDS[dialect])
 
 
 def render(dialect: Dialect, migration: Migration) -> list[str]:
@@ -495,7 +449,7 @@ def upgrade_sqlite(conn: sqlite3.Connection, where: str = "the database") -> tup
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute(_VERSION_TABLE.format(**_WORDS["sqlite"]))
+        conn.execute(_VERSION_TABLE.format(**WORDS["sqlite"]))
         row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
         current = int(row[0] or 0)
         applied = []
@@ -531,7 +485,7 @@ async def upgrade_postgres(conn: Any, where: str = "the database") -> tuple[int,
     await conn.execute("SELECT pg_advisory_lock($1)", PG_LOCK_KEY)
     try:
         async with conn.transaction():
-            await conn.execute(_VERSION_TABLE.format(**_WORDS["postgresql"]))
+            await conn.execute(_VERSION_TABLE.format(**WORDS["postgresql"]))
             current = int(
                 await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_version")
             )

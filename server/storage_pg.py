@@ -17,40 +17,29 @@ never get a hole (a later event committed after an earlier one failed). The stor
 the database once a second; when it answers again, the callbacks given to :meth:`on_recovered`
 run (the server re-adopts the matches it had to drop) and writes go on.
 
-Reads and account writes go through a small connection pool and are retried once on a
-connection error (a pooled connection that died with a database restart fails its first use).
+Reads and account writes are :class:`~server.storage.Store`'s own operations (written once for
+both backends, statements in ``server/sql.py``); here they only get a connection from a small
+pool (:meth:`PostgresStore.with_db`), retried once on a connection error (a pooled connection
+that died with a database restart fails its first use).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import asyncpg
 
 from moo.errors import NameTaken, StorageError
-from server.schema import CLASSIC_RESULTS_PG, RESULTS_UPSERT_PG, result_rows, upgrade_postgres
-from server.storage import (
-    Account,
-    Done,
-    Event,
-    HistoryRow,
-    PlayerRecord,
-    PlayerStats,
-    StatDelta,
-    Store,
-    StoredMatch,
-    _Append,
-    _dumps,
-    describe_db,
-)
+from server import sql
+from server.schema import upgrade_postgres
+from server.sql import Query
+from server.storage import Append, Db, Done, FinishedMatch, Store, describe_db, index_results
 
 __all__ = ["DB_NOW_MS", "UNAVAILABLE_ERRORS", "LeaseLost", "PostgresStore"]
 
@@ -96,7 +85,7 @@ DB_NOW_MS = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
 class _PgOp:
     __slots__ = ("append", "done")
 
-    def __init__(self, append: _Append, done: Done) -> None:
+    def __init__(self, append: Append, done: Done) -> None:
         self.append = append
         self.done = done
 
@@ -146,11 +135,9 @@ class PostgresStore(Store):
         #: seconds each recent commit took (BEGIN to COMMIT acknowledged)
         self.commit_seconds: list[float] = []
         #: called inside the transaction that finishes matches, after their ``finished``
-        #: events and ``results`` rows: ``hook(connection, [(match id, event 1, stat deltas)])``
+        #: events and ``results`` rows: ``hook(db, [(match id, event 1, stat deltas)])``
         #: (the cluster's ratings, server/ratings_pg.py)
-        self.finish_hooks: list[
-            Callable[[Any, list[tuple[str, str | None, list[StatDelta]]]], Awaitable[None]]
-        ] = []
+        self.finish_hooks: list[Callable[[Db, list[FinishedMatch]], Awaitable[None]]] = []
 
     # -- lifecycle ------------------------------------------------------------------------
     async def open(self) -> None:
@@ -273,26 +260,9 @@ class PostgresStore(Store):
             conn.terminate()
 
     # -- the writer -------------------------------------------------------------------------
-    def append(
-        self,
-        match_id: str,
-        events: Sequence[Event],
-        done: Done,
-        *,
-        meta: dict[str, Any] | None = None,
-        finished: bool = False,
-        stats: Sequence[StatDelta] = (),
-    ) -> None:
+    def _enqueue(self, append: Append, done: Done) -> None:
         if self._closing or self._task is None:
             raise StorageError("storage is closed")
-        append = _Append(
-            match_id,
-            [(match_id, int(e["seq"]), _dumps(e)) for e in events],
-            _dumps(meta) if meta is not None else None,
-            int(time.time() * 1000),
-            finished,
-            tuple(stats),
-        )
         self._pending.append(_PgOp(append, done))
         if not self._wake.is_set():
             self._wake.set()
@@ -382,11 +352,11 @@ class PostgresStore(Store):
                 # A batch that finishes matches also writes their history rows, in the same
                 # transaction (two more round trips, once per finished match's batch only).
                 async with conn.transaction():
-                    lost = await conn.fetchval(_COMMIT_SQL, node, epoch, *_commit_args(ops))
+                    lost = await conn.fetchval(_COMMIT_BATCH, node, epoch, *_commit_args(ops))
                     if not lost:
-                        await _index_results(conn, done, self.finish_hooks)
+                        await self._finish(_PgDb(conn), done)
             else:
-                lost = await conn.fetchval(_COMMIT_SQL, node, epoch, *_commit_args(ops))
+                lost = await conn.fetchval(_COMMIT_BATCH, node, epoch, *_commit_args(ops))
             if not lost:
                 return
             gone = set(lost)
@@ -397,6 +367,23 @@ class PostgresStore(Store):
             log.warning("fenced off %d matches this node no longer owns", len(gone))
             self.fenced += len(gone)
             ops = [op for op in ops if op.append.match_id not in gone]
+
+    async def _finish(self, db: Db, done: list[Append]) -> None:
+        """The ``results`` rows of the matches this transaction finishes (history), then the
+        finish hooks (ratings), in the same transaction."""
+        firsts = await index_results(db, done)
+        if not self.finish_hooks:
+            return
+        finished = [(a.match_id, firsts.get(a.match_id), list(a.stats)) for a in done]
+        for hook in self.finish_hooks:
+            try:
+                await hook(db, finished)
+            except (*_OUTAGE, asyncpg.InterfaceError):
+                raise  # the database is gone: the whole commit fails, as it would anyway
+            except (asyncpg.PostgresError, ValueError, KeyError, TypeError):
+                # e.g. a deadlock between two nodes' finishes: the hook's savepoint is rolled
+                # back and the match still finishes (its rating is missed, and logged)
+                log.exception("finish hook failed for %d matches", len(done))
 
     def _fail_followers(
         self,
@@ -440,276 +427,34 @@ class PostgresStore(Store):
                     raise StorageError(f"storage unavailable: {_reason(exc)}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def unfinished_matches(self) -> list[StoredMatch]:
-        return await self.stored_matches(None)
-
-    async def stored_matches(self, only: list[str] | None) -> list[StoredMatch]:
-        """Unfinished matches with their logs: all of them, or those of the ids in ``only``."""
-
-        async def read(conn: Any) -> list[StoredMatch]:
-            matches = await conn.fetch(
-                "SELECT match_id, meta FROM matches WHERE finished = 0"
-                " AND ($1::text[] IS NULL OR match_id = ANY($1::text[])) ORDER BY created_ms",
-                only,
-            )
-            if not matches:
-                return []
-            ids = [row["match_id"] for row in matches]
-            events: dict[str, list[Event]] = {i: [] for i in ids}
-            for row in await conn.fetch(
-                "SELECT match_id, body FROM events WHERE match_id = ANY($1::text[])"
-                " ORDER BY match_id, seq",
-                ids,
-            ):
-                events[row["match_id"]].append(json.loads(row["body"]))
-            return [
-                StoredMatch(row["match_id"], json.loads(row["meta"]), events[row["match_id"]])
-                for row in matches
-            ]
-
-        return await self._run(read)
-
-    async def stored_match(self, match_id: str) -> StoredMatch | None:
-        async def read(conn: Any) -> StoredMatch | None:
-            meta = await conn.fetchval("SELECT meta FROM matches WHERE match_id = $1", match_id)
-            if meta is None:
-                return None
-            rows = await conn.fetch(
-                "SELECT body FROM events WHERE match_id = $1 ORDER BY seq", match_id
-            )
-            return StoredMatch(match_id, json.loads(meta), [json.loads(r[0]) for r in rows])
-
-        return await self._run(read)
-
-    async def match_events(self, match_id: str, after: int = 0) -> list[Event] | None:
-        async def read(conn: Any) -> list[Event] | None:
-            rows = await conn.fetch(
-                "SELECT m.match_id, e.body FROM matches m"
-                " LEFT JOIN events e ON e.match_id = m.match_id AND e.seq > $2"
-                " WHERE m.match_id = $1 ORDER BY e.seq",
-                match_id,
-                after,
-            )
-            if not rows:
-                return None
-            return [json.loads(row["body"]) for row in rows if row["body"] is not None]
-
-        return await self._run(read)
-
-    async def register_player(self, name: str, token_hash: str, bot: bool) -> PlayerRecord:
-        now = int(time.time() * 1000)
-
-        async def write(conn: Any) -> PlayerRecord:
-            try:
-                async with conn.transaction():
-                    await conn.execute(
-                        "INSERT INTO players(name, bot, created_ms) VALUES ($1, $2, $3)",
-                        name,
-                        int(bot),
-                        now,
-                    )
-                    await conn.execute(
-                        "INSERT INTO tokens(token_hash, name, created_ms) VALUES ($1, $2, $3)",
-                        token_hash,
-                        name,
-                        now,
-                    )
-            except asyncpg.UniqueViolationError as exc:
-                raise NameTaken(f"the name {name!r} is taken; pick another") from exc
-            return PlayerRecord(name, bot, now)
-
-        return await self._run(write)
-
-    async def player_by_token(self, token_hash: str) -> PlayerRecord | None:
-        async def read(conn: Any) -> PlayerRecord | None:
-            row = await conn.fetchrow(
-                "SELECT p.name, p.bot, p.created_ms, p.password_hash IS NOT NULL FROM tokens t"
-                " JOIN players p ON p.name = t.name WHERE t.token_hash = $1",
-                token_hash,
-            )
-            return PlayerRecord(row[0], bool(row[1]), row[2], bool(row[3])) if row else None
-
-        return await self._run(read)
-
-    # -- accounts (the same semantics as SQLiteStore's) ---------------------------------------
-    async def account(self, name: str) -> Account | None:
-        async def read(conn: Any) -> Account | None:
-            row = await conn.fetchrow(
-                "SELECT name, bot, password_hash FROM players WHERE name = $1", name
-            )
-            return Account(row[0], bool(row[1]), row[2]) if row else None
-
-        return await self._run(read)
-
-    async def add_token(self, name: str, token_hash: str, keep: int) -> None:
-        now = int(time.time() * 1000)
-
-        async def write(conn: Any) -> None:
-            # ``seq`` (an identity) breaks ties within a millisecond, as SQLite's rowid does
-            async with conn.transaction():
-                await conn.execute(
-                    "INSERT INTO tokens(token_hash, name, created_ms) VALUES ($1, $2, $3)",
-                    token_hash,
-                    name,
-                    now,
-                )
-                await conn.execute(
-                    "DELETE FROM tokens WHERE name = $1 AND token_hash NOT IN (SELECT token_hash"
-                    " FROM tokens WHERE name = $1 ORDER BY created_ms DESC, seq DESC LIMIT $2)",
-                    name,
-                    keep,
-                )
-
-        await self._run(write)
+    async def with_db(self, op: Callable[[Db], Coroutine[Any, Any, T]]) -> T:
+        # (the cluster's leases and bus still hand _run their own asyncpg statements)
+        return await self._run(lambda conn: op(_PgDb(conn)))
 
     # -- failed sign-in budgets, shared by the nodes (server/accounts.py) -----------------------
     async def failure_level(self, key: str, rate: float, now_ms: int) -> float:
         """The budget ``key``'s level at ``now_ms``, drained at ``rate`` per second."""
 
-        async def read(conn: Any) -> float:
-            level = await conn.fetchval(
-                "SELECT GREATEST(0.0, level - GREATEST(0, $2 - stamp_ms) / 1000.0 * $3)"
-                " FROM signin_failures WHERE key = $1",
-                key, now_ms, rate,
-            )
-            return float(level or 0.0)
+        async def read(db: Db) -> float:
+            row = await db.row(sql.FAILURE_LEVEL, now_ms, rate, key)
+            return float(row[0]) if row else 0.0
 
-        return await self._run(read)
+        return await self.with_db(read)
 
     async def add_failure(self, key: str, rate: float, now_ms: int, forget_ms: int) -> None:
         """One more failure on ``key`` (drained first, in the same statement, so two nodes
         counting at once both count); rows untouched for ``forget_ms`` (drained to zero by
         then) are deleted now and then."""
 
-        async def write(conn: Any) -> None:
-            await conn.execute(
-                "INSERT INTO signin_failures AS f (key, level, stamp_ms) VALUES ($1, 1.0, $2)"
-                " ON CONFLICT (key) DO UPDATE SET level = GREATEST(0.0, f.level"
-                " - GREATEST(0, $2 - f.stamp_ms) / 1000.0 * $3) + 1.0,"
-                " stamp_ms = GREATEST(f.stamp_ms, $2)",
-                key, now_ms, rate,
-            )
+        async def write(db: Db) -> None:
+            await db.run(sql.ADD_FAILURE, key, now_ms, now_ms, rate, now_ms)
             if secrets.randbelow(50) == 0:
-                await conn.execute(
-                    "DELETE FROM signin_failures WHERE stamp_ms < $1", now_ms - forget_ms
-                )
+                await db.run(sql.FORGET_FAILURES, now_ms - forget_ms)
 
-        await self._run(write)
-
-    async def set_password_hash(self, name: str, password_hash: str) -> None:
-        async def write(conn: Any) -> None:
-            await conn.execute(
-                "UPDATE players SET password_hash = $1 WHERE name = $2", password_hash, name
-            )
-
-        await self._run(write)
-
-    async def rotate_tokens(self, name: str, token_hash: str) -> None:
-        now = int(time.time() * 1000)
-
-        async def write(conn: Any) -> None:
-            async with conn.transaction():
-                await conn.execute("DELETE FROM tokens WHERE name = $1", name)
-                await conn.execute(
-                    "INSERT INTO tokens(token_hash, name, created_ms) VALUES ($1, $2, $3)",
-                    token_hash,
-                    name,
-                    now,
-                )
-
-        await self._run(write)
-
-    # -- history ----------------------------------------------------------------------------
-    async def history(
-        self, player: str, before: tuple[int, str, int] | None, limit: int
-    ) -> list[HistoryRow]:
-        async def read(conn: Any) -> list[HistoryRow]:
-            if before is None:
-                rows = await conn.fetch(
-                    "SELECT match_id, seat, ended_ms, summary FROM results WHERE player = $1"
-                    " ORDER BY ended_ms DESC, match_id DESC, seat DESC LIMIT $2",
-                    player,
-                    limit,
-                )
-            else:
-                rows = await conn.fetch(
-                    "SELECT match_id, seat, ended_ms, summary FROM results WHERE player = $1"
-                    " AND (ended_ms, match_id, seat) < ($2, $3, $4)"
-                    " ORDER BY ended_ms DESC, match_id DESC, seat DESC LIMIT $5",
-                    player,
-                    *before,
-                    limit,
-                )
-            return [
-                HistoryRow(r[0], r[1], r[2], json.loads(r[3])) for r in rows
-            ]
-
-        return await self._run(read)
-
-    async def guess_outcomes(self, names: Sequence[str]) -> dict[str, Counter[tuple[int, bool]]]:
-        wanted = list(dict.fromkeys(n.casefold() for n in names))
-
-        async def read(conn: Any) -> dict[str, Counter[tuple[int, bool]]]:
-            out: dict[str, Counter[tuple[int, bool]]] = {n: Counter() for n in wanted}
-            for player, guesses, solved, count in await conn.fetch(
-                "SELECT player, guesses, solved, count(*) FROM results"
-                f" WHERE player = ANY($1::text[]) AND {CLASSIC_RESULTS_PG}"
-                " GROUP BY player, guesses, solved",
-                wanted,
-            ):
-                out.setdefault(player.casefold(), Counter())[(guesses, bool(solved))] += count
-            return out
-
-        return await self._run(read)
-
-    async def known_player(self, name: str) -> str | None:
-        async def read(conn: Any) -> str | None:
-            row = await conn.fetchrow("SELECT name FROM players WHERE name = $1", name)
-            if row is None:
-                row = await conn.fetchrow(
-                    "SELECT player FROM results WHERE player = $1 LIMIT 1", name
-                )
-            return str(row[0]) if row else None
-
-        return await self._run(read)
-
-    async def player_stats(self, name: str) -> PlayerStats | None:
-        async def read(conn: Any) -> PlayerStats | None:
-            row = await conn.fetchrow(
-                f"SELECT {PlayerStats.COLUMNS} FROM stats WHERE player = $1", name
-            )
-            return None if row is None else PlayerStats.from_row(row)
-
-        return await self._run(read)
-
-    async def leaderboard(self, by: str, limit: int = 50) -> list[dict[str, Any]]:
-        # the same figures as SQLiteStore.leaderboard (see there), as float8 not numeric
-        order = (
-            "avg_guesses IS NULL, avg_guesses ASC, games DESC"
-            if by == "average"
-            else "rating DESC, games DESC"
-        )
-
-        async def read(conn: Any) -> list[dict[str, Any]]:
-            rows = await conn.fetch(
-                "SELECT * FROM (SELECT player, games, wins, draws, losses,"
-                " CAST(round(1000.0 * (wins + 0.5 * draws + 1) / (games + 2)) AS INTEGER)"
-                " AS rating,"
-                " CASE WHEN solved > 0 THEN CAST(solved_guesses AS FLOAT8) / solved END"
-                " AS avg_guesses,"
-                " CASE WHEN games > 0 THEN time_ms / 1000.0::FLOAT8 / games END AS avg_time_s"
-                f" FROM stats) AS board ORDER BY {order}, player LIMIT $1",
-                limit,
-            )
-            keys = (
-                "name", "games", "wins", "draws", "losses", "rating", "avg_guesses", "avg_time_s"
-            )
-            return [dict(zip(keys, tuple(row))) for row in rows]
-
-        return await self._run(read)
+        await self.with_db(write)
 
 
-_COMMIT_SQL = "SELECT moo_commit(" + ", ".join(f"${i}" for i in range(1, 17)) + ")"
+_COMMIT_BATCH = sql.COMMIT_BATCH.postgresql
 
 
 def _commit_args(ops: list[_PgOp]) -> list[Any]:
@@ -719,69 +464,38 @@ def _commit_args(ops: list[_PgOp]) -> list[Any]:
     rows = [row for a in appends for row in a.rows]
     done = [a for a in appends if a.finished]
     deltas = [d for a in done for d in a.stats]
+    counts = [list(column) for column in zip(*(d.counts() for d in deltas), strict=True)]
     return [
         [a.match_id for a in metas], [a.meta for a in metas], [a.created_ms for a in metas],
         [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
         [a.match_id for a in done],
         [d.player for d in deltas],
-        [int(d.outcome == "win") for d in deltas],
-        [int(d.outcome == "draw") for d in deltas],
-        [int(d.outcome == "loss") for d in deltas],
-        [int(d.guesses is not None) for d in deltas],
-        [d.guesses or 0 for d in deltas],
-        [d.duration_ms for d in deltas],
+        *(counts or [[]] * 6),
     ]
 
 
-async def _index_results(
-    conn: Any,
-    done: list[_Append],
-    hooks: Sequence[
-        Callable[[Any, list[tuple[str, str | None, list[StatDelta]]]], Awaitable[None]]
-    ] = (),
-) -> None:
-    """Write the ``results`` rows of the matches this transaction finishes (history), then
-    run the finish ``hooks`` (ratings) in the same transaction.
+class _PgDb(Db):
+    """An asyncpg connection as the shared operations see it."""
 
-    Same rows as SQLite's (:func:`server.schema.result_rows`). Event 1 and the meta may have
-    been committed by an earlier batch, so they are read back inside this transaction. The
-    index is derived data: a failure is logged and rolled back to a savepoint, never allowed
-    to fail the match's commit.
-    """
-    found: dict[str, tuple[str | None, str | None]] = {}
-    try:
-        async with conn.transaction():
-            found = {
-                row[0]: (row[1], row[2])
-                for row in await conn.fetch(
-                    "SELECT m.match_id, m.meta, e.body FROM matches m"
-                    " LEFT JOIN events e ON e.match_id = m.match_id AND e.seq = 1"
-                    " WHERE m.match_id = ANY($1::text[])",
-                    [a.match_id for a in done],
-                )
-            }
-            rows = []
-            for a in done:
-                meta, first = found.get(a.match_id, (None, None))
-                last = a.rows[-1][2] if a.rows else None
-                rows.extend(result_rows(a.match_id, first, last, meta))
-            if rows:
-                await conn.executemany(RESULTS_UPSERT_PG, rows)
-    except _DATA_ERRORS:
-        log.exception("cannot index the results of %d finished matches", len(done))
-    if not hooks:
-        return
-    finished = [(a.match_id, found.get(a.match_id, (None, None))[1], list(a.stats))
-                for a in done]
-    for hook in hooks:
-        try:
-            await hook(conn, finished)
-        except (*_OUTAGE, asyncpg.InterfaceError):
-            raise  # the database is gone: the whole commit fails, as it would anyway
-        except (asyncpg.PostgresError, ValueError, KeyError, TypeError):
-            # e.g. a deadlock between two nodes' finishes: the hook's savepoint is rolled back
-            # and the match still finishes (its rating is missed, and logged)
-            log.exception("finish hook failed for %d matches", len(done))
+    refused = _DATA_ERRORS
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def rows(self, query: Query, *args: Any) -> list[Any]:
+        return list(await self.conn.fetch(query.postgresql, *args))
+
+    async def row(self, query: Query, *args: Any) -> Any:
+        return await self.conn.fetchrow(query.postgresql, *args)
+
+    async def run(self, query: Query, *args: Any) -> None:
+        await self.conn.execute(query.postgresql, *args)
+
+    async def run_many(self, query: Query, rows: Sequence[Sequence[Any]]) -> None:
+        await self.conn.executemany(query.postgresql, rows)
+
+    def atomic(self) -> Any:
+        return self.conn.transaction()
 
 
 def _reason(exc: BaseException) -> str:

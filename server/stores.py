@@ -1,8 +1,8 @@
 """Which store a ``db`` setting names: the one place that knows both backends.
 
-It sits apart from :mod:`server.storage` (the interface and the SQLite store) so that the
-PostgreSQL store, which builds on that interface, is never imported back by it: the storage
-modules stay a one-way chain, and a single node on SQLite never loads the PostgreSQL driver.
+It sits apart from :mod:`server.storage` (the interface and its operations) so that the two
+backends, which build on that interface, are never imported back by it: the storage modules
+stay a one-way chain, and a single node on SQLite never loads the PostgreSQL driver.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING
 
-from server.storage import SQLiteStore, Store, is_postgres_url
+from server.storage import Store, is_postgres_url
+from server.storage_sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from server.settings import Settings

@@ -18,7 +18,7 @@ import pytest
 from server.accounts import CLOSE_SIGNED_OUT, Accounts, FailureBudget, address_key
 from server.connection import Connection
 from server.settings import Settings
-from server.storage import SQLiteStore
+from server.storage_sqlite import SQLiteStore
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
 FAST: dict[str, Any] = {"argon2_time_cost": 1, "argon2_memory_kib": 64, "argon2_parallelism": 1}

@@ -27,7 +27,7 @@ import pytest
 from bench.faults import tournament
 from bench.rawbot import Record, free_port, logged_guesses
 from server.app import App
-from server.storage import SQLiteStore
+from server.storage_sqlite import SQLiteStore
 from tests.server_support import Client, running, server_settings
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from bots.estimator import weights
 from bots.tree import shipped_distribution
+from server import sql
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
 pytestmark = pytest.mark.parametrize("enc", ENCODINGS)
@@ -189,10 +190,7 @@ async def test_history_query_uses_the_index(tmp_path: Path, enc: str) -> None:
     conn = sqlite3.connect(tmp_path / "moo.sqlite3")
     plan = " ".join(
         str(row[-1]) for row in conn.execute(
-            "EXPLAIN QUERY PLAN SELECT match_id, seat, ended_ms, summary FROM results"
-            " WHERE player = ? AND (ended_ms, match_id, seat) < (?, ?, ?)"
-            " ORDER BY ended_ms DESC, match_id DESC, seat DESC LIMIT ?",
-            ("ann", 1, "m", 0, 20),
+            "EXPLAIN QUERY PLAN " + sql.HISTORY_BEFORE.sqlite, ("ann", 1, "m", 0, 20)
         )
     )
     assert "SEARCH results USING PRIMARY KEY" in plan and "TEMP B-TREE" not in plan
@@ -245,7 +243,8 @@ async def test_a_cluster_nodes_player_cache_expires(tmp_path: Path, enc: str) ->
     """A cluster node never sees the matches other nodes finish, so its cached distributions
     are re-read once older than the TTL; on a single node the arena's finish invalidates."""
     from server.history import History
-    from server.storage import SQLiteStore, StatDelta
+    from server.storage import StatDelta
+    from server.storage_sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "h.sqlite3")
     await store.open()

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from moo.mastermind import MastermindRules
 from moo.match import Match, MatchConfig
 from server.ratings import Ratings, ratings_path
+from server.ratings_pg import PgRatings
+from server.storage import StatDelta
+from server.storage_pg import PostgresStore
+from tests.pg_support import pg_url
 from tests.server_support import Client, running, server_settings
+
+__all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
 
 def finished_match(
-    winner: int | None, players: tuple[str, str] = ("ann", "bob"), rated: bool = True
+    winner: int | None, players: tuple[str, str] = ("ann", "bob"), rated: bool = True,
+    match_id: str = "m1",
 ) -> Match:
     """A real finished match: seat 0 solves at guess 2 unless told otherwise."""
-    m, _ = Match.create("m1", players, MatchConfig(rated=rated), 0)
+    m, _ = Match.create(match_id, players, MatchConfig(rated=rated), 0)
     m.set_secret(0, "0123", "s0", 0)
     m.set_secret(1, "4567", "s1", 0)
     g0 = ["9876", "4567"] if winner in (0, None) else ["9876", "8765"]
@@ -146,3 +154,48 @@ async def test_one_rating_per_variant_family_persisted(tmp_path: Path) -> None:
     assert again.get("bob", "mastermind:4:123456").mu == mm_bob.mu
     assert again.get("ann").games == 2 and again.get("bob").games == 2
     await again.stop()
+
+
+def _deltas(m: Match) -> list[StatDelta]:
+    """The statistics the arena stores with a finished match (server/arena.py)."""
+    winner = (m.result or {}).get("winner")
+    return [
+        StatDelta(s.name, "draw" if winner is None else "win" if winner == seat else "loss",
+                  s.solved_at, m.last_at - m.created_at)
+        for seat, s in enumerate(m.seats)
+    ]
+
+
+async def test_a_cluster_rates_as_a_single_node_does(pg_url: str) -> None:
+    """The same finished matches give the same ratings and leaderboards in a single node's
+    memory as in a cluster's ``player_ratings`` rows, rated inside each finishing commit."""
+    games = [
+        finished_match(0, match_id="c1"),
+        finished_match(None, ("ann", "Carl"), match_id="c2"),
+        finished_match(1, ("bob", "carl"), match_id="c3"),
+        finished_match(0, ("dan", "ANN"), match_id="c4"),
+        finished_match(0, ("dan", "bob"), rated=False, match_id="c5"),
+        _mastermind_match(1),
+    ]
+    single = Ratings()
+    store = PostgresStore(pg_url)
+    await store.open()
+    cluster = PgRatings(store)
+    await cluster.start()
+    try:
+        for m in games:
+            single(m, m.events)
+            done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+            store.append(m.match_id, m.events, done.set_result, finished=True, stats=_deltas(m),
+                         meta={"players": list(m.players), "bots": [None, None]})
+            assert await done is None
+        for by in ("rating", "average"):
+            board = await cluster.board(by)
+            assert board == single.leaderboard(by) and len(board) == 4
+        mastermind = "mastermind:4:123456"
+        assert await cluster.board(variant=mastermind) == single.leaderboard(variant=mastermind)
+        assert await cluster.lookup("CARL") == single.players["carl"]
+        assert await cluster.lookup("nobody") is None
+    finally:
+        await cluster.stop()
+        await store.close()

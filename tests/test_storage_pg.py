@@ -9,6 +9,7 @@ racing at start, and what a PostgreSQL outage does to a running server.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sqlite3
 import subprocess
@@ -22,10 +23,19 @@ import asyncpg
 import pytest
 
 from moo.errors import NameTaken, StorageError
-from server.schema import LATEST, MIGRATIONS, SchemaError, render, upgrade_postgres
+from server import sql
+from server.schema import (
+    LATEST,
+    MIGRATIONS,
+    SchemaError,
+    render,
+    upgrade_postgres,
+    upgrade_sqlite,
+)
 from server.settings import ConfigError, Settings
-from server.storage import SQLiteStore, StatDelta, Store
+from server.storage import StatDelta, Store
 from server.storage_pg import PostgresStore
+from server.storage_sqlite import SQLiteStore
 from server.stores import make_store
 from tests import test_server_restart as _restart
 from tests.pg_support import pg_url
@@ -95,8 +105,9 @@ async def test_appends_from_many_matches_share_commits_and_are_durable(
 
 
 async def test_a_batch_of_any_size_lands_row_for_row(store: Store) -> None:
+    """SQLite writes rows as fixed-size multi-row INSERTs: every size must split without loss."""
     loop = asyncio.get_running_loop()
-    sizes = [1, 2, 3, 17, 255, 256, 257, 345]
+    sizes = [1, 2, 3, 5, 17, 64, 255, 256, 257, 345]
     futures = []
     for i, n in enumerate(sizes):
         fut = _done(loop)
@@ -106,6 +117,7 @@ async def test_a_batch_of_any_size_lands_row_for_row(store: Store) -> None:
         store.append(f"m{i}", events, fut.set_result, meta={"n": n})
         futures.append(fut)
     assert await asyncio.gather(*futures) == [None] * len(sizes)
+    assert getattr(store, "commits") == 1  # noqa: B009 -- queued together, committed together
     for i, n in enumerate(sizes):
         got = await store.match_events(f"m{i}")
         assert got is not None and [e["seq"] for e in got] == list(range(1, n + 1))
@@ -116,6 +128,11 @@ async def test_a_batch_of_any_size_lands_row_for_row(store: Store) -> None:
     assert [(s.match_id, s.meta["n"], len(s.events)) for s in stored] == [
         (f"m{i}", n, n) for i, n in enumerate(sizes)
     ]
+    some = await store.stored_matches(["m4", "m1", "nope"])  # a cluster node adopting these
+    assert {s.match_id: [e["seq"] for e in s.events] for s in some} == {
+        "m1": [1, 2], "m4": list(range(1, 18))
+    }
+    assert await store.stored_matches([]) == []
 
 
 async def test_a_refused_append_does_not_take_its_batch_with_it(store: Store) -> None:
@@ -255,14 +272,10 @@ async def test_postgres_history_pages_are_index_range_scans(pg_url: str) -> None
         await upgrade_postgres(conn)
         await conn.execute("SET enable_seqscan = off")
         await conn.execute("SET enable_bitmapscan = off")
-        base = "SELECT match_id, seat, ended_ms, summary FROM results WHERE player = $1"
-        order = " ORDER BY ended_ms DESC, match_id DESC, seat DESC"
-        for sql, args in (
-            (base + order + " LIMIT $2", ("ann", 20)),
-            (base + " AND (ended_ms, match_id, seat) < ($2, $3, $4)" + order + " LIMIT $5",
-             ("ann", 1, "m", 0, 20)),
+        for query, args in (
+            (sql.HISTORY, ("ann", 20)), (sql.HISTORY_BEFORE, ("ann", 1, "m", 0, 20))
         ):
-            plan = " ".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+            plan = " ".join(r[0] for r in await conn.fetch("EXPLAIN " + query.postgresql, *args))
             assert "Index Scan Backward using results_pkey" in plan and "Sort" not in plan, plan
     finally:
         await conn.close()
@@ -308,6 +321,61 @@ async def test_the_accounts_migration_moves_tokens_and_indexes_old_matches(db: s
         assert (await s.guess_outcomes(["ann"]))["ann"] == {(7, False): 1}
     finally:
         await s.close()
+
+
+# -- the statements: written once, valid on both engines ---------------------------------------
+def _statements() -> list[sql.Query]:
+    """Every statement of server/sql.py, also those kept in its dicts and tuples."""
+    found: list[sql.Query] = []
+    for value in vars(sql).values():
+        if isinstance(value, dict):
+            value = tuple(value.values())
+        found += [q for q in (value if isinstance(value, tuple) else (value,))
+                  if isinstance(q, sql.Query)]
+    return found
+
+
+def test_a_statement_is_rendered_for_each_engine() -> None:
+    text = "SELECT a FROM t WHERE b = ? AND c {in_texts} ORDER BY {insert_order} LIMIT ?"
+    assert sql.render(text, "sqlite") == (
+        "SELECT a FROM t WHERE b = ? AND c IN (SELECT value FROM json_each(?))"
+        " ORDER BY rowid LIMIT ?"
+    )
+    assert sql.render(text, "postgresql") == (
+        "SELECT a FROM t WHERE b = $1 AND c = ANY($2::text[]) ORDER BY seq LIMIT $3"
+    )
+    queries = _statements()
+    assert len(queries) > 40
+    for q in queries:  # every word filled in, PostgreSQL's parameters SQLite's in order
+        assert not re.search(r"\{[a-z_]+\}", q.sqlite + q.postgresql), q
+        numbers = [int(n) for n in re.findall(r"\$(\d+)", q.postgresql)]
+        assert numbers == list(range(1, q.sqlite.count("?") + 1)), q
+        assert "?" not in q.postgresql, q
+
+
+async def test_every_statement_is_valid_on_each_engine_that_runs_it(db: str) -> None:
+    """Each statement is prepared (parsed, its tables and columns resolved, typed) on a fully
+    migrated database of every engine that runs it; SQLite's also on a ratings file."""
+    queries = _statements()
+    if db.startswith("postgresql://"):
+        conn = await asyncpg.connect(db)
+        try:
+            await upgrade_postgres(conn)
+            mine = [q for q in queries if "postgresql" in q.engines]
+            for q in mine:
+                await conn.prepare(q.postgresql)
+        finally:
+            await conn.close()
+    else:
+        lite = sqlite3.connect(db, isolation_level=None)
+        upgrade_sqlite(lite)
+        for table in sql.RATINGS_FILE_TABLES:  # the ratings file's own tables, here alike
+            lite.execute(table.sqlite)
+        mine = [q for q in queries if "sqlite" in q.engines]
+        for q in mine:
+            lite.execute("EXPLAIN " + q.sqlite, [None] * q.sqlite.count("?"))
+        lite.close()
+    assert len(mine) > 30
 
 
 # -- the schema ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Checks the referee's stdin against the POTM rules' own example (the word SKUNK): first
-# "5", then "ABCDE 0 5", then "SKIPS 2 2", "GUPPY 0 4"; prints WRONG on any difference.
+# "5", then "ABCDE 0 5", then "SKIPS 2 2", "GUPPY 0 4"; on any difference it prints "wrong"
+# (not a guess: the word ends at once).
 read -r line
 k=0
 [ -e TEMP.k ] && k=$(cat TEMP.k)
@@ -10,5 +11,5 @@ case "$k:$line" in
     "2:ABCDE 0 5") echo SKIPS ;;
     "3:SKIPS 2 2") echo GUPPY ;;
     "4:GUPPY 0 4") echo SKUNK ;;
-    *) echo WRONG ;;
+    *) echo wrong ;;
 esac

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Breaks the output rule: the right letters with white space around them.
+echo " SKUNK "
