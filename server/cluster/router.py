@@ -63,6 +63,11 @@ __all__ = ["Router"]
 
 log = logging.getLogger("moo.cluster")
 
+#: a node whose will the broker published is dead once PostgreSQL holds no session of it:
+#: asked this many times, this far apart, before it counts as alive (cut from the broker only)
+DEATH_CHECKS = 5
+DEATH_CHECK_S = 0.1
+
 
 class Router:
     """One cluster node's match operations and the parts behind them."""
@@ -391,7 +396,13 @@ class Router:
         broker that shut down and published everyone's will) keeps its matches; a paused
         one is left to its lease."""
         try:
-            if await self.store.node_connected(node):
+            # PostgreSQL ends a dead process's sessions as soon as it sees their sockets
+            # close, which may be a few ms after the broker did: ask a few times
+            for _ in range(DEATH_CHECKS):
+                if not await self.store.node_connected(node):
+                    break
+                await asyncio.sleep(DEATH_CHECK_S)
+            else:
                 log.warning("bus: node %s lost its broker connection but is alive", node)
                 return
         except MooError as exc:
