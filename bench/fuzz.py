@@ -39,7 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
@@ -51,6 +51,7 @@ from moo.protocol import CLIENT_MESSAGES, MAX_MESSAGE_BYTES, TRANSPORT_FACTOR, C
 from server.analysis import TIME_LIMIT_S as ANALYSIS_LIMIT_S
 from server.app import App
 from server.connection import Connection
+from server.lobby import Lobby
 from server.session import run_session
 from server.settings import Settings
 
@@ -612,7 +613,7 @@ class InProcessFuzzer:
     async def new_match(self, a: str, b: str, pacing: str, secrets: bool) -> str:
         sa, sb = self.sessions[a], self.sessions[b]
         # The fuzzer's own challenges pile up (a player may have 10 open): answer them first.
-        for cid, ch in list(self.app.lobby.challenges.items()):
+        for cid, ch in list(cast(Lobby, self.app.lobby).challenges.items()):
             target = self.sessions.get(ch.target)
             if target is not None and ch.source_name == a:
                 await target.feed(target.codec.encode({"type": "decline", "challenge_id": cid}))
@@ -656,8 +657,8 @@ class InProcessFuzzer:
             own = sorted(m for m in arena.by_player.get(name, ()) if m in arena.live)
             self.world.own_matches[name] = own
             self.world.other_matches[name] = sorted(set(arena.live) - set(own))
-        self.world.challenges = sorted(self.app.lobby.challenges)
-        self.world.rooms = sorted(self.app.lobby.rooms)
+        self.world.challenges = sorted(cast(Lobby, self.app.lobby).challenges)
+        self.world.rooms = sorted(cast(Lobby, self.app.lobby).rooms)
 
     async def barrier(self) -> None:
         """Everything appended so far is committed and its callbacks have run."""
@@ -667,7 +668,7 @@ class InProcessFuzzer:
 
     # -- the checks
     def snapshot(self, player: str, frame_match: Any) -> Any:
-        arena, lobby = self.app.arena, self.app.lobby
+        arena, lobby = self.app.arena, cast(Lobby, self.app.lobby)
         live = tuple(
             (
                 mid,
@@ -675,7 +676,6 @@ class InProcessFuzzer:
                 lm.match.phase,
                 tuple(id(c) for c in lm.conns),
                 tuple(sorted(id(c) for c in lm.spectators)),
-                tuple(sorted(lm.rematch)),
             )
             for mid, lm in sorted(arena.live.items())
         )
@@ -692,6 +692,7 @@ class InProcessFuzzer:
             tuple(sorted(lobby.online)),
             tuple(sorted((k, tuple(sorted(v))) for k, v in arena.by_player.items())),
             tuple(sorted(arena.recent)),
+            tuple(sorted((m, tuple(sorted(w))) for m, w in lobby.wishes.items())),
         )
         return live, deep, lobby_state
 

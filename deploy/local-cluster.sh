@@ -5,6 +5,8 @@
 #   deploy/local-cluster.sh up       start everything; prints the addresses
 #   deploy/local-cluster.sh status   what runs, and each node's /healthz
 #   deploy/local-cluster.sh down     stop everything this script started (nodes drain first)
+#                                    and remove what `up` made (its files; the database, if
+#                                    `up` created it)
 #
 # Needs: PostgreSQL on 127.0.0.1:5432 (.ci/run sets it up), mosquitto, haproxy, openssl, and
 # the venv (./dev setup). Settings (environment):
@@ -13,7 +15,10 @@
 #   MOO_MQTT_PORT broker port           (default 18830)
 #   MOO_NODE_PORTS three node ports     (default "8801 8802 8803")
 #   MOO_TLS_PORT / MOO_PLAIN_PORT       HAProxy ports (default 8443 / 8080)
-# State (pids, logs, certificate) goes to deploy/var/ (or MOO_CLUSTER_VAR).
+# State (pids, logs, sockets, certificate) goes to deploy/var/ (or MOO_CLUSTER_VAR).
+# HAProxy reaches the nodes through Unix sockets (mode 0600: only this user), and the nodes
+# believe X-Forwarded-For only from there (--trusted-proxy unix): a local process that talks
+# to a node's TCP port directly cannot claim another client's address.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -39,22 +44,26 @@ up() {
         running "$VAR/$name.pid" && die "already up ($name runs); run: $0 down"
     done
     # the database: created once, migrated by the nodes (and here, to see it)
-    "$PY" - "$PG" "$DBNAME" <<'PYEOF'
+    "$PY" - "$PG" "$DBNAME" "$VAR/created-db" <<'PYEOF'
 import asyncio, sys
 import asyncpg
-async def main(url: str, name: str) -> None:
+async def main(url: str, name: str, marker: str) -> None:
     conn = await asyncpg.connect(url + "/postgres")
     if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
         await conn.execute(f'CREATE DATABASE "{name}"')
+        open(marker, "w").write(name + "\n")  # `down` drops only what `up` created
     await conn.close()
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
 PYEOF
     DB="$PG/$DBNAME"
     "$MOO" db upgrade --db "$DB"
     # broker
     local mosq; mosq=$(command -v mosquitto || echo /usr/sbin/mosquitto)
-    printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\n' "$MQTT_PORT" \
-        > "$VAR/mosquitto.conf"
+    # the settings docs/cluster.md recommends: small messages out at once, and a queue per
+    # node far above its bursts (envelopes past it would be dropped, then re-attached)
+    printf '%s\n' "listener $MQTT_PORT 127.0.0.1" "allow_anonymous true" \
+        "persistence false" "set_tcp_nodelay true" "max_queued_messages 100000" \
+        "max_inflight_messages 0" > "$VAR/mosquitto.conf"
     "$mosq" -c "$VAR/mosquitto.conf" > "$VAR/broker.log" 2>&1 &
     echo $! > "$VAR/broker.pid"
     # nodes
@@ -62,7 +71,7 @@ PYEOF
     for i in 0 1 2; do
         "$MOO" serve --db "$DB" --cluster "mqtt://127.0.0.1:$MQTT_PORT" --node "${NAMES[$i]}" \
             --port "${NODE_PORTS[$i]}" --static-dir "$ROOT/clients/web" \
-            --trusted-proxy 127.0.0.1 \
+            --unix "$VAR/${NAMES[$i]}.sock" --trusted-proxy unix \
             > "$VAR/${NAMES[$i]}.log" 2>&1 &
         echo $! > "$VAR/${NAMES[$i]}.pid"
     done
@@ -74,8 +83,8 @@ PYEOF
         cat "$VAR/cert.pem" "$VAR/key.pem" > "$VAR/moo.pem"
     fi
     export MOO_CERT="$VAR/moo.pem"
-    export MOO_NODE_A="127.0.0.1:${NODE_PORTS[0]}" MOO_NODE_B="127.0.0.1:${NODE_PORTS[1]}"
-    export MOO_NODE_C="127.0.0.1:${NODE_PORTS[2]}"
+    export MOO_NODE_A="unix@$VAR/a.sock" MOO_NODE_B="unix@$VAR/b.sock"
+    export MOO_NODE_C="unix@$VAR/c.sock"
     local hap; hap=$(command -v haproxy || echo /usr/sbin/haproxy)
     "$hap" -f "$ROOT/deploy/haproxy.cfg" > "$VAR/haproxy.log" 2>&1 &
     echo $! > "$VAR/haproxy.pid"
@@ -105,6 +114,20 @@ down() {
         fi
         rm -f "$VAR/$name.pid"
     done
+    # what `up` made: its files, and the database if `up` created it
+    if [ -f "$VAR/created-db" ]; then
+        "$PY" - "$PG" "$(cat "$VAR/created-db")" <<'PYEOF'
+import asyncio, sys
+import asyncpg
+async def main(url: str, name: str) -> None:
+    conn = await asyncpg.connect(url + "/postgres")
+    await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await conn.close()
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+PYEOF
+    fi
+    rm -f "$VAR"/*.sock "$VAR"/*.log "$VAR"/*.pem "$VAR/mosquitto.conf" "$VAR/created-db"
+    rmdir "$VAR" 2>/dev/null || true
     echo "down"
 }
 

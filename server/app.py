@@ -10,14 +10,18 @@ acknowledged is lost and nothing half-done is acknowledged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import socket
+import stat
 import time
 from collections.abc import Iterable, Sequence
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import Server, ServerConnection, serve, unix_serve
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
@@ -25,12 +29,14 @@ from moo import __version__
 from moo.errors import StorageError
 from moo.protocol import SUBPROTOCOLS, TRANSPORT_FACTOR
 from server.accounts import Accounts
-from server.arena import Arena, bot_player_name
+from server.arena import Arena
 from server.connection import CLOSE_RESTART, Connection
 from server.heartbeat import Heartbeat
 from server.history import History
-from server.http import HttpFront, _text
+from server.hosted import bot_player_name
+from server.http import HttpFront, response, text_response
 from server.lobby import Lobby
+from server.matches import LobbyService, MatchService
 from server.metrics import CONTENT_TYPE, Metrics
 from server.publisher import install as install_hooks
 from server.session import run_session
@@ -39,8 +45,7 @@ from server.storage import Store, describe_db
 from server.stores import make_store
 
 if TYPE_CHECKING:
-    from server.cluster.bus import Bus
-    from server.cluster.leases import Leases
+    from server.cluster.router import Router
 
 __all__ = ["App"]
 
@@ -57,30 +62,30 @@ class App:
         self.store: Store = store or make_store(settings)
         self.arena = Arena(settings, self.store)
         self.node = settings.node or socket.gethostname()
-        self.leases: Leases | None = None
+        #: the seam every session and the lobby use for match operations (server/matches.py):
+        #: the arena itself on one node; on a cluster node the router, which runs this node's
+        #: matches in the arena and forwards the rest (server/cluster/router.py)
+        self.matches: MatchService
+        self.lobby: LobbyService
+        self.router: Router | None = None
         if settings.cluster_url:
-            from server.cluster.leases import Leases
-            from server.storage_pg import PostgresStore
+            from server.cluster.router import Router
+            from server.storage_cluster import ClusterStore
 
-            assert isinstance(self.store, PostgresStore)  # settings check db for a cluster
-            self.leases = Leases(
-                self.store,
-                self.node,
-                lease_ms=settings.lease_ms,
-                adopt=self.arena.restore,
-                live=lambda: {i: lm.durable_seq for i, lm in self.arena.live.items()},
-                let_go=self._let_go,
+            assert isinstance(self.store, ClusterStore)  # settings check db for a cluster
+            self.router = Router(
+                settings, self.arena, self.store, self.node, list(settings.bot_strategies)
             )
-        self.lobby = Lobby(self.arena, list(settings.bot_strategies))
-        self.bus: Bus | None = None
-        if settings.cluster_url:  # forwarding to owners and the cluster lobby
-            from server.cluster.bus import Bus
-
-            self.bus = Bus(self, settings.cluster_url, self.node, settings.lease_ms)
+            self.matches = self.router
+            self.lobby = self.router.lobby
+        else:
+            self.matches = self.arena
+            self.lobby = Lobby(self.arena, list(settings.bot_strategies))
         self.reserved_names = {bot_player_name(s).casefold() for s in self.lobby.strategies()}
         self.connections: set[Connection] = set()
         self.http = HttpFront(settings.static_dir or None, self.health)
         self.server: Server | None = None
+        self.unix_server: Server | None = None
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
         self._warm: asyncio.Task[None] | None = None
@@ -105,20 +110,15 @@ class App:
         await self.store.open()
         self.store.on_recovered(self._readopt)
         await self.hooks.start()
-        if self.leases is not None:
+        if self.router is not None:
             # a cluster node adopts only what has no live owner (server/cluster/leases.py)
-            await self.leases.start()
-            if self.bus is not None:
-                await self.bus.start()
+            await self.router.start()
         else:
             restored = self.arena.restore(await self.store.unfinished_matches())
             if restored:
-                log.info("restored %d unfinished matches", restored)
+                log.info("restored %d unfinished matches", len(restored))
         s = self.settings
-        self.server = await serve(
-            self._handler,
-            s.host,
-            s.port,
+        options: dict[str, Any] = dict(
             subprotocols=[Subprotocol(p) for p in SUBPROTOCOLS],
             select_subprotocol=_select_subprotocol,
             process_request=self._process_request,
@@ -135,6 +135,15 @@ class App:
             close_timeout=2,
             server_header=None,
         )
+        self.server = await serve(self._handler, s.host, s.port, **options)
+        if s.unix:
+            # a reverse proxy on this host connects here; only this process's user may
+            # (mode 0600), so no other local process can claim a client address through it
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISSOCK(os.stat(s.unix).st_mode):  # a stale socket, never a file
+                    os.unlink(s.unix)
+            self.unix_server = await unix_serve(self._handler, s.unix, **options)
+            os.chmod(s.unix, 0o600)
         self.heartbeat.start()
         # word MOO's list, read in a thread while the server already answers (server/arena.py)
         self._warm = asyncio.create_task(self.arena.warm_dictionary())
@@ -154,27 +163,34 @@ class App:
         self._stopped.set()
         self.lobby.closed = True
         self.arena.stop()
-        if self.leases is not None:
-            await self.leases.stop()  # no takeovers while stopping; the lease ends at close
+        if self.router is not None:
+            # no takeovers while stopping; the lease ends at close
+            await self.router.leases.stop()
         await self.heartbeat.stop()
         if self._warm is not None:  # the word list's read finishes in its thread regardless
             self._warm.cancel()
             await asyncio.gather(self._warm, return_exceptions=True)
         if self.server is not None:
             self.server.close(close_connections=False)
-        if self.leases is not None:
+        if self.unix_server is not None:
+            self.unix_server.close(close_connections=False)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.settings.unix)
+        if self.router is not None:
             # the matches move to the other nodes before the clients are sent there
-            await self.leases.hand_over()
+            await self.router.leases.hand_over()
         for conn in list(self.connections):
             conn.close(code, reason)
         if self.server is not None:
             try:
                 async with asyncio.timeout(5):
                     await self.server.wait_closed()
+                    if self.unix_server is not None:
+                        await self.unix_server.wait_closed()
             except TimeoutError:
                 log.warning("some connections did not close in time")
-        if self.bus is not None:
-            await self.bus.stop()
+        if self.router is not None:
+            await self.router.stop()
         await self.store.close()
         await self.hooks.stop()
         log.info("stopped")
@@ -189,23 +205,17 @@ class App:
         if self._stopped.is_set():
             return
         try:
-            if self.leases is not None:
-                restored = await self.leases.readopt()
+            if self.router is not None:
+                restored = await self.router.leases.readopt()
             else:
                 stored = await self.store.unfinished_matches()
-                restored = self.arena.restore(
+                restored = len(self.arena.restore(
                     [sm for sm in stored if sm.match_id not in self.arena.live]
-                )
+                ))
         except StorageError:
             return  # down again: the next recovery retries
         if restored:
             log.info("re-adopted %d matches after the database outage", restored)
-
-    def _let_go(self, match_id: str, exc: BaseException) -> None:
-        """Another node owns ``match_id`` now: drop it here; its players hear why."""
-        lm = self.arena.live.get(match_id)
-        if lm is not None:
-            self.arena._storage_failed(lm, exc, None)
 
     # -- hooks -----------------------------------------------------------------------------------
     async def _handler(self, ws: ServerConnection) -> None:
@@ -237,28 +247,28 @@ class App:
             "version": __version__,
             "uptime_s": round(time.monotonic() - self.started, 1),
             "connections": len(self.connections),
-            "players_online": len(self.lobby.online),
+            "players_online": self.lobby.online_count(),
             "db": "ok" if store.available else "unavailable",
-            **(
-                {
-                    "node": self.node,
-                    "epoch": self.leases.epoch,
-                    "takeovers": self.leases.takeovers,
-                    "bus": self.bus.state if self.bus is not None else None,
-                    # forwarded request -> its acknowledgement back here (recent ones)
-                    "bus_forward_ms": _percentiles(
-                        self.bus.forward_latency if self.bus is not None else ()
-                    ),
-                }
-                if self.leases is not None
-                else {}
-            ),
+            **(self._cluster_health() if self.router is not None else {}),
             "live_matches": len(self.arena.live),
-            "queue": len(self.lobby.queue),
+            "queue": self.lobby.queue_length(),
             "commits": getattr(store, "commits", None),
             "committed_ops": getattr(store, "ops", None),
             "ack_latency_ms": _percentiles(self.arena.ack_latency),
             "mqtt": self.hooks.mqtt_state(),
+        }
+
+    def _cluster_health(self) -> dict[str, Any]:
+        router = self.router
+        assert router is not None
+        return {
+            "node": self.node,
+            "epoch": router.leases.epoch,
+            "takeovers": router.leases.takeovers,
+            "bus": router.state,
+            "lobby_leader": router.lobby.leader,
+            # forwarded move -> its acknowledgement back here (recent ones)
+            "bus_forward_ms": _percentiles(router.forwarding.latency),
         }
 
 
@@ -286,20 +296,12 @@ def _select_subprotocol(
 
 
 def _text_forbidden(text: str) -> Response:
-    from http import HTTPStatus
-
-    return _text(HTTPStatus.FORBIDDEN, text)
+    return text_response(HTTPStatus.FORBIDDEN, text)
 
 
 def _text_busy() -> Response:
-    from http import HTTPStatus
-
-    return _text(HTTPStatus.SERVICE_UNAVAILABLE, "server full, try again later")
+    return text_response(HTTPStatus.SERVICE_UNAVAILABLE, "server full, try again later")
 
 
 def _metrics_response(body: bytes) -> Response:
-    from http import HTTPStatus
-
-    from server.http import _response
-
-    return _response(HTTPStatus.OK, body, CONTENT_TYPE)
+    return response(HTTPStatus.OK, body, CONTENT_TYPE)

@@ -8,20 +8,26 @@ sent about an event before it is durable, so a crash can never take back somethi
 saw. Each viewer class (seat 0, seat 1, spectators) is encoded once per wire format per event,
 however many spectators watch.
 
-Hosted bots are seats driven by a :class:`~bots.base.Strategy`; they act through the very same
-path as remote players (and so are subject to the same rules and durability).
+Hosted bots (server/hosted.py) are seats driven by a :class:`~bots.base.Strategy`; they act
+through the very same path as remote players (and so are subject to the same rules and
+durability).
+
+The arena is the single node's :class:`~server.matches.MatchService` and, on a cluster, the
+part of the router that runs the matches this node owns. Followers (seats and spectators) are
+attached from a cursor by :meth:`Arena.follow`, the one way in; a match dropped by a failed
+write keeps its followers *parked* with their cursors, and they are attached again from there
+when the match is replayed here (or handed to the router when it moved to another node), so a
+follower never waits in silence for a match that runs again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import secrets
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -29,10 +35,11 @@ from typing import Any
 # importing it installs the word list as word MOO's dictionary (moo.words.set_dictionary)
 from bots.dictionary import available as dictionary_available
 from bots.dictionary import words_of_length
-from bots.variants import bot_note, create_for
+from bots.variants import bot_note
 from moo.commitment import new_salt
 from moo.errors import (
     BadRules,
+    InMatch,
     MatchFinished,
     MooError,
     NotAvailable,
@@ -42,27 +49,26 @@ from moo.errors import (
     UnknownMatch,
 )
 from moo.match import Event, Match, MatchConfig, Viewer
-from moo.rules import Response
 from moo.variants import GameRules, is_words, parse_rules, parse_rules_spec, rules_spec
 from server.analysis import MatchAnalysis
-from server.connection import Connection, error_message
+from server.background import spawn
+from server.connection import error_message
+from server.hosted import HostedBot, HostedBots, bot_player_name
+from server.matches import SPECTATOR, Follower
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
 
-__all__ = ["Arena", "LiveMatch", "bot_player_name", "match_config"]
+__all__ = ["Arena", "FollowerAt", "LiveMatch", "bot_player_name", "match_config"]
 
 log = logging.getLogger("moo.arena")
 
 #: Matches one connection may watch at once (each adds to every event's fan-out).
 MAX_WATCHING = 32
 #: seconds a match dropped by a failed write is still answered "being restored; try again"
-#: after the store is back (see Arena.restoring)
+#: after the store is back (see Arena.parked)
 RESTORING_S = 60.0
-
-
-def bot_player_name(strategy: str) -> str:
-    """The reserved player name of a hosted bot (``random`` plays as ``random-bot``)."""
-    return f"{strategy}-bot"
+#: matches whose followers are kept parked at most (the oldest are forgotten first)
+_PARKED_MAX = 10_000
 
 
 def match_config(
@@ -105,43 +111,42 @@ def offered_variants(specs: list[str]) -> list[GameRules]:
     return variants
 
 
-@dataclass(eq=False)
-class HostedBot:
-    """A server-side seat: the strategy plus how far it has followed its own results.
-
-    The strategy is built and consulted on the arena's bot thread, never on the event loop:
-    a strong bot may spend seconds building its tables and tens of milliseconds on a hard
-    decision, and no match should wait for another match's bot.
-    """
-
-    strategy_name: str
-    rng: random.Random
-    #: a :class:`~bots.base.Strategy`, or a Mastermind / variant bot with the same methods
-    strategy: Any = None
-    observed: int = 0
-    #: how many of the opponent's moves the strategy has been shown
-    opponent_observed: int = 0
-    pending: asyncio.TimerHandle | None = None
-    thinking: bool = False
-    started: bool = False
-
-
 @dataclass(eq=False, slots=True)
 class LiveMatch:
     match: Match
     bots: list[HostedBot | None]
-    conns: list[Connection | None] = field(default_factory=lambda: [None, None])
-    spectators: set[Connection] = field(default_factory=set)
+    conns: list[Follower | None] = field(default_factory=lambda: [None, None])
+    spectators: set[Follower] = field(default_factory=set)
     #: highest seq known to be committed; only events up to it were ever sent
     durable_seq: int = 0
     timer: asyncio.TimerHandle | None = None
     deadline: int | None = None
-    rematch: set[int] = field(default_factory=set)
+    #: dropped from this node (a failed write, or the match moved): late commits are ignored
     broken: bool = False
 
     @property
     def id(self) -> str:
         return self.match.match_id
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerAt:
+    """A follower with the viewer it follows as and the last ``seq`` it was sent."""
+
+    conn: Follower
+    viewer: Viewer
+    cursor: int
+
+
+@dataclass(slots=True)
+class Parked:
+    """The followers of a match that left this node's memory, kept to be attached again."""
+
+    since: float
+    #: True: another node runs it now (the router re-seats them there); False: a failed write,
+    #: it comes back here by replay once the store answers
+    moved: bool
+    followers: list[FollowerAt]
 
 
 class Arena:
@@ -154,24 +159,27 @@ class Arena:
         self.settings = settings
         self.store = store
         self.clock = clock or (lambda: int(time.time() * 1000))
+        #: told the id of a match dropped because another node owns it now (a lost lease):
+        #: the cluster's router re-seats its parked followers at the new owner
+        self.movers: list[Callable[[str], None]] = []
         self.live: dict[str, LiveMatch] = {}
         #: finished matches kept briefly for rematch offers: match_id -> (players, pacing, bots)
         self.recent: dict[str, LiveMatch] = {}
         #: player -> ids of the live matches they sit in (a short list: usually one)
         self.by_player: dict[str, list[str]] = {}
-        #: matches dropped because a write failed -> when (monotonic s). They come back by
-        #: replay once the store answers again, so until then (and for a while after, in case
-        #: the match moved to another node instead) a request for one is refused with
-        #: ``storage_unavailable``, which clients retry, not ``unknown_match``, which they do not
-        self.restoring: dict[str, float] = {}
+        #: matches out of memory with their followers (a failed write, or moved): until they
+        #: are replayed here (or the router took the followers), a request for one is refused
+        #: with ``storage_unavailable``, which clients retry, not ``unknown_match``
+        self.parked: dict[str, Parked] = {}
         #: called with (match, events) once events are durable and sent (ratings, MQTT)
         self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
         #: seconds from a request's frame arriving to its acknowledgement being queued, for the
         #: most recent acknowledged actions (``/healthz`` reports percentiles)
         self.ack_latency: deque[float] = deque(maxlen=5000)
-        #: one thread for every hosted bot's thinking (strategies are not thread-safe)
-        self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
+        #: told every acknowledgement's latency (/metrics' cumulative histogram)
+        self.ack_hooks: list[Callable[[float], None]] = []
+        self.hosted = HostedBots(settings.bot_delay_ms, self.clock, self._persist, self._alive)
         #: the variants this server offers (settings.variants), the first being the default
         self.variants: list[GameRules] = offered_variants(settings.variants)
         self.default_rules: GameRules = self.variants[0]
@@ -220,7 +228,21 @@ class Arena:
     def create(
         self,
         players: tuple[str, str],
-        conns: tuple[Connection | None, Connection | None],
+        conns: tuple[Follower | None, Follower | None],
+        pacing: str | None,
+        bots: tuple[str | None, str | None] = (None, None),
+        refs: tuple[Any, Any] = (None, None),
+        rated: bool = True,
+        rules: GameRules | None = None,
+        assist: bool = False,
+    ) -> None:
+        """Start a match; both seats get ``match`` then the events once they are durable."""
+        self.start(players, conns, pacing, bots, refs, rated, rules, assist)
+
+    def start(
+        self,
+        players: tuple[str, str],
+        conns: tuple[Follower | None, Follower | None],
         pacing: str | None,
         bots: tuple[str | None, str | None] = (None, None),
         refs: tuple[Any, Any] = (None, None),
@@ -228,14 +250,14 @@ class Arena:
         rules: GameRules | None = None,
         assist: bool = False,
     ) -> LiveMatch:
-        """Start a match; both seats get ``match`` then the events once they are durable."""
+        """:meth:`create`, returning the new match (for this node's own callers)."""
         if self.stopping:
             raise NotAvailable("the server is shutting down; try again in a moment")
         config = match_config(self.settings, pacing, rated, rules or self.default_rules, assist)
         match, events = Match.create(
             self.new_match_id(), players, config, self.clock(), keep_log=False
         )
-        lm = LiveMatch(match=match, bots=[self._hosted(b) if b else None for b in bots])
+        lm = LiveMatch(match=match, bots=[HostedBots.new(b) if b else None for b in bots])
         self._register(lm)
         meta = {"players": list(players), "bots": list(bots)}
 
@@ -250,21 +272,24 @@ class Arena:
         self._persist(lm, events, before_fanout=announce, meta=meta, askers=askers)
         return lm
 
-    def _hosted(self, strategy: str) -> HostedBot:
-        return HostedBot(strategy, random.Random())
-
     def _register(self, lm: LiveMatch) -> None:
         self.live[lm.id] = lm
-        self.restoring.pop(lm.id, None)
         for name in lm.match.players:
             ids = self.by_player.setdefault(name, [])
             if lm.id not in ids:
                 ids.append(lm.id)
 
-    def restore(self, stored: Iterable[StoredMatch]) -> int:
-        """Bring unfinished matches back after a restart, without charging the downtime."""
-        count = 0
+    def restore(self, stored: Iterable[StoredMatch]) -> list[str]:
+        """Run unfinished matches here again, from their logs (after a restart, a database
+        outage, or a takeover), without charging the downtime; returns their ids.
+
+        Every seat starts away (``resumed``); followers parked here when the match dropped
+        out of memory are attached again from their cursors, and hosted bots are back at once.
+        """
+        adopted = []
         for sm in stored:
+            if sm.match_id in self.live:
+                continue
             events = _until_gap(sm.events)
             try:
                 match = Match.replay(events, keep_log=False)
@@ -272,19 +297,40 @@ class Arena:
                 log.exception("cannot replay match %s; left as it is", sm.match_id)
                 continue
             bots = [
-                self._hosted(b) if isinstance(b, str) else None for b in sm.meta.get("bots", [])
+                HostedBots.new(b) if isinstance(b, str) else None
+                for b in sm.meta.get("bots", [])
             ]
             while len(bots) < 2:
                 bots.append(None)
             lm = LiveMatch(match=match, bots=bots, durable_seq=match.seq)
             self._register(lm)
             self._persist(lm, match.resume_clocks(self.clock()))
-            # hosted bots are back at once: their seats are never away for long
             for seat, bot in enumerate(bots):
                 if bot is not None:
                     self._persist(lm, match.reconnect(seat, self.clock()))
-            count += 1
-        return count
+            parked = self.parked.pop(lm.id, None)
+            if parked is not None:
+                self.reseat(lm.id, parked.followers)
+            adopted.append(lm.id)
+        return adopted
+
+    def reseat(self, match_id: str, followers: Iterable[FollowerAt]) -> None:
+        """Attach followers of a match that now runs here again, each from its cursor, with
+        nothing announced (they know the match): in tasks, since missed events are read back
+        from the log."""
+        for f in followers:
+            if not f.conn.closing:
+                spawn(self._reseat_one(match_id, f))
+
+    async def _reseat_one(self, match_id: str, f: FollowerAt) -> None:
+        try:
+            await self.follow(f.conn, match_id, f.viewer, f.cursor, announce=False)
+        except MooError as exc:
+            parked = self.parked.get(match_id)
+            if parked is not None:  # dropped again while its log was read: wait once more
+                parked.followers.append(f)
+                return
+            log.warning("cannot attach %s to %s again: %s", f.conn.player, match_id, exc)
 
     # -- the one path every action takes ----------------------------------------------------
     def _persist(
@@ -292,10 +338,10 @@ class Arena:
         lm: LiveMatch,
         events: list[Event],
         *,
-        actor: tuple[Connection, Any] | None = None,
+        actor: tuple[Follower, Any] | None = None,
         before_fanout: Callable[[], None] | None = None,
         meta: dict[str, Any] | None = None,
-        askers: Sequence[tuple[Connection, Any]] = (),
+        askers: Sequence[tuple[Follower, Any]] = (),
         received: float | None = None,
     ) -> None:
         """Hand ``events`` to the store; :meth:`_committed` runs once they are durable.
@@ -320,73 +366,124 @@ class Arena:
         self,
         lm: LiveMatch,
         events: list[Event],
-        actor: tuple[Connection, Any] | None,
+        actor: tuple[Follower, Any] | None,
         before_fanout: Callable[[], None] | None,
-        askers: Sequence[tuple[Connection, Any]],
+        askers: Sequence[tuple[Follower, Any]],
         finished: bool,
         received: float | None,
         exc: BaseException | None,
     ) -> None:
         if exc is not None:
-            self._storage_failed(lm, exc, actor, askers)
+            self._failed(lm, exc, actor, askers)
+            return
+        if lm.broken:
+            # Durable, but the match left this node meanwhile: its followers are being
+            # attached elsewhere from their cursors, and the replay there includes this.
             return
         lm.durable_seq = events[-1]["seq"]
         if before_fanout is not None:
             before_fanout()
         self._fanout(lm, events, actor)
         if received is not None:
-            self.ack_latency.append(time.perf_counter() - received)
+            latency = time.perf_counter() - received
+            self.ack_latency.append(latency)
+            for hook in self.ack_hooks:
+                hook(latency)
         self._notify(lm.match, events)
         if finished:
             self._retire(lm)
         else:
             self._after_change(lm)
 
-    def _storage_failed(
+    def _failed(
         self,
         lm: LiveMatch,
         exc: BaseException,
-        actor: tuple[Connection, Any] | None,
-        askers: Sequence[tuple[Connection, Any]] = (),
+        actor: tuple[Follower, Any] | None,
+        askers: Sequence[tuple[Follower, Any]] = (),
     ) -> None:
         """Nothing after the failure was acknowledged: drop the match from memory.
 
-        Its durable prefix stays on disk and comes back on the next start; meanwhile nobody
-        is told anything that might be lost.
+        Its durable prefix stays in the store and comes back by replay (here once the store
+        answers again, or on the node that owns it now). Whoever asked for what failed hears
+        why; the followers are parked with their cursors and attached again from there, so
+        nobody is told anything that might be lost and nobody is left waiting in silence.
         """
         if lm.broken:
             return
-        lm.broken = True
-        log.error("storage failed for match %s: %s", lm.id, exc)
+        moved = bool(getattr(exc, "moved", False))
         err = exc if isinstance(exc, MooError) else StorageError(str(exc))
-        refs: dict[Connection, Any] = {c: None for c in lm.conns if c is not None}
-        for conn, ref in [*askers, *([actor] if actor is not None else [])]:
-            refs[conn] = ref
-        for conn, ref in refs.items():
+        (log.warning if moved else log.error)(
+            "match %s dropped (%s): %s", lm.id, "moved" if moved else "storage failed", exc
+        )
+        requesters = [*askers, *([actor] if actor is not None else [])]
+        for conn, ref in requesters:
             msg = error_message(err, ref)
             if lm.durable_seq:  # a match nobody was ever told about has no id to quote
                 msg["match_id"] = lm.id
             conn.send(msg)
-        self._drop(lm)
-        if getattr(exc, "moved", False):
-            return  # another node runs it now (a lost lease): nothing to restore here
-        now = time.monotonic()
-        if len(self.restoring) > 10_000:  # bounded: forget the oldest drops first
-            for old in sorted(self.restoring, key=self.restoring.__getitem__)[:5_000]:
-                del self.restoring[old]
-        self.restoring[lm.id] = now
+        followers = self._detach_all(lm)
+        self._park(lm.id, followers, moved)
+        if moved:
+            for mover in self.movers:
+                mover(lm.id)
 
-    def _restoring(self, match_id: str) -> bool:
-        """Is ``match_id`` one of this server's matches waiting to be replayed after a failed
-        write? While the store is down, yes; once it is back, for one more minute (the
-        re-adoption is a matter of seconds; after that the match lives elsewhere or nowhere)."""
-        since = self.restoring.get(match_id)
-        if since is None:
-            return False
-        if not self.store.available or time.monotonic() - since < RESTORING_S:
-            return True
-        del self.restoring[match_id]
-        return False
+    def let_go(self, match_id: str) -> list[FollowerAt]:
+        """Another node runs ``match_id`` now: drop it here and hand over its followers
+        (with the cursors they have: every event up to ``durable_seq`` was sent to them),
+        including those parked here; nobody is told anything."""
+        lm = self.live.get(match_id)
+        out = self.unpark(match_id)
+        if lm is not None and not lm.broken:
+            out.extend(self._detach_all(lm))
+        return out
+
+    def unpark(self, match_id: str) -> list[FollowerAt]:
+        parked = self.parked.pop(match_id, None)
+        return [] if parked is None else [f for f in parked.followers if not f.conn.closing]
+
+    def moved_away(self, match_id: str) -> bool:
+        """Whether ``match_id`` left this node because another node runs it now."""
+        parked = self.parked.get(match_id)
+        return parked is not None and parked.moved
+
+    def moved_parked(self) -> list[str]:
+        """Ids of matches parked because they moved (the router has not re-seated them yet)."""
+        return [m for m, p in self.parked.items() if p.moved]
+
+    def _detach_all(self, lm: LiveMatch) -> list[FollowerAt]:
+        lm.broken = True
+        seq = lm.durable_seq
+        out = [
+            FollowerAt(c, seat, seq) for seat, c in enumerate(lm.conns)
+            if c is not None and not c.closing
+        ]
+        out.extend(FollowerAt(c, SPECTATOR, seq) for c in lm.spectators if not c.closing)
+        self._drop(lm)
+        return out
+
+    def _park(self, match_id: str, followers: list[FollowerAt], moved: bool) -> None:
+        if len(self.parked) >= _PARKED_MAX:  # bounded: forget the oldest drops first
+            for old in sorted(self.parked, key=lambda m: self.parked[m].since)[: _PARKED_MAX // 2]:
+                del self.parked[old]
+        self.parked[match_id] = Parked(time.monotonic(), moved, followers)
+
+    def _refusal(self, match_id: str) -> MooError:
+        """The error for a request about ``match_id`` that is not live here."""
+        if match_id in self.recent:
+            return MatchFinished("the match is over")
+        parked = self.parked.get(match_id)
+        if parked is not None:
+            if not self.store.available or time.monotonic() - parked.since < RESTORING_S:
+                if parked.moved:
+                    return StorageError(
+                        f"match {match_id!r} is moving to another node; try again"
+                    )
+                return StorageError(
+                    f"match {match_id!r} is being restored after a storage failure; try again"
+                )
+            del self.parked[match_id]
+        return UnknownMatch(f"no live match {match_id!r}")
 
     def _stats(self, match: Match) -> list[StatDelta]:
         result = match.result or {}
@@ -399,7 +496,7 @@ class Arena:
         return out
 
     def _fanout(
-        self, lm: LiveMatch, events: list[Event], actor: tuple[Connection, Any] | None
+        self, lm: LiveMatch, events: list[Event], actor: tuple[Follower, Any] | None
     ) -> None:
         match, match_id = lm.match, lm.id
         seats = lm.conns
@@ -424,7 +521,7 @@ class Arena:
                 view = match.view(event, "spectator")
                 if view is None:
                     continue
-                frames: dict[bool, str | bytes] = {}
+                frames: dict[Any, Any] = {}
                 for conn in spectators:
                     frame = frames.get(conn.binary)
                     if frame is None:
@@ -442,7 +539,10 @@ class Arena:
         self._arm_timer(lm)
         for seat, bot in enumerate(lm.bots):
             if bot is not None:
-                self._poke_bot(lm, seat, bot)
+                self.hosted.poke(lm, lm.match, seat, bot)
+
+    def _alive(self, lm: LiveMatch) -> bool:
+        return not lm.broken and self.live.get(lm.id) is lm
 
     # -- timers ------------------------------------------------------------------------------
     def _arm_timer(self, lm: LiveMatch) -> None:
@@ -461,7 +561,7 @@ class Arena:
     def _on_timer(self, lm: LiveMatch) -> None:
         lm.timer = None
         lm.deadline = None
-        if lm.broken or lm.id not in self.live:
+        if not self._alive(lm):
             return
         events = lm.match.tick(self.clock())
         if events:
@@ -469,78 +569,24 @@ class Arena:
         else:
             self._arm_timer(lm)
 
-    # -- hosted bots ---------------------------------------------------------------------------
-    def _poke_bot(self, lm: LiveMatch, seat: int, bot: HostedBot) -> None:
-        if bot.pending is not None or bot.thinking or lm.match.finished or self.stopping:
-            return
-        match = lm.match
-        wants = (match.phase == "secrets" and match.seats[seat].secret is None) or (
-            match.owes_move(seat)
-        )
-        if wants:
-            delay = self.settings.bot_delay_ms / 1000.0
-            bot.pending = asyncio.get_running_loop().call_later(
-                delay, self._bot_act, lm, seat, bot
-            )
-
-    def _bot_act(self, lm: LiveMatch, seat: int, bot: HostedBot) -> None:
-        bot.pending = None
-        if lm.broken or lm.id not in self.live or self.stopping:
-            return
-        match = lm.match
-        if match.phase == "secrets" and match.seats[seat].secret is None:
-            try:
-                secret = bot.rng.choice(match.config.rules.secrets)
-            except MooError as exc:  # word MOO without a readable dictionary: the bot resigns
-                log.error("hosted bot %s in %s: %s", bot.strategy_name, lm.id, exc)
-                self._persist(lm, match.resign(seat, self.clock()))
-                return
-            self._persist(lm, match.set_secret(seat, secret, new_salt(), self.clock()))
-        elif match.owes_move(seat):
-            bot.thinking = True
-            own = list(match.seats[seat].guesses)
-            theirs = _visible_to(match, seat)
-            future = asyncio.get_running_loop().run_in_executor(
-                self._bot_pool, _think, bot, match.config.rules, own, theirs
-            )
-            future.add_done_callback(lambda f: self._bot_move(lm, seat, bot, f))
-
-    def _bot_move(
-        self, lm: LiveMatch, seat: int, bot: HostedBot, future: asyncio.Future[str]
-    ) -> None:
-        bot.thinking = False
-        match = lm.match
-        if lm.broken or lm.id not in self.live or self.stopping or match.finished:
-            return
-        now = self.clock()
-        try:
-            events = match.guess(seat, future.result(), now)
-        except MooError as exc:
-            log.warning("hosted bot %s in %s: %s", bot.strategy_name, lm.id, exc)
-            return
-        except Exception:
-            log.exception("hosted bot %s failed in %s; it resigns", bot.strategy_name, lm.id)
-            events = match.resign(seat, now)
-        self._persist(lm, events)
-
     # -- seats, spectators, connections ------------------------------------------------------
     def get(self, match_id: str) -> LiveMatch:
         lm = self.live.get(match_id)
         if lm is None or lm.broken:
-            if self._restoring(match_id):
-                raise StorageError(
-                    f"match {match_id!r} is being restored after a storage failure; try again"
-                )
-            raise UnknownMatch(f"no live match {match_id!r}")
+            raise self._refusal(match_id)
         return lm
 
-    def seat_of(self, lm: LiveMatch, conn: Connection) -> int:
+    def is_live(self, match_id: str) -> bool:
+        lm = self.live.get(match_id)
+        return lm is not None and not lm.broken
+
+    def seat_of(self, lm: LiveMatch, conn: Follower) -> int:
         seat = lm.match.seat_of(conn.player) if conn.player else None
         if seat is None or lm.bots[seat] is not None:
             raise NotYourSeat("you do not sit in this match")
         return seat
 
-    def act(self, conn: Connection, msg: dict[str, Any], received: float | None = None) -> None:
+    def act(self, conn: Follower, msg: dict[str, Any], received: float | None = None) -> None:
         """``secret`` / ``guess`` / ``resign`` from a seated connection.
 
         ``received`` (perf_counter) is when its frame arrived, for the ack-latency figures.
@@ -567,7 +613,7 @@ class Arena:
             received=time.perf_counter() if received is None else received,
         )
 
-    def _attach(self, lm: LiveMatch, seat: int, conn: Connection) -> None:
+    def _attach(self, lm: LiveMatch, seat: int, conn: Follower) -> None:
         old = lm.conns[seat]
         if old is not None and old is not conn:
             _discard(old.matches, lm.id)
@@ -584,8 +630,10 @@ class Arena:
         if not events:
             raise UnknownMatch(f"no match {match_id!r}")
         match = Match.replay(_until_gap(events), keep_log=False)
-        if not match.finished:  # unfinished but not live: its log is cut (storage failure)
-            raise UnknownMatch(f"match {match_id!r} is not available")
+        if not match.finished:  # unfinished but not live: cut (storage failure) or elsewhere
+            raise self._refusal(match_id) if match_id in self.parked else UnknownMatch(
+                f"match {match_id!r} is not available"
+            )
         return LiveMatch(match=match, bots=[None, None], durable_seq=match.seq)
 
     async def missed(self, lm: LiveMatch, last_seq: int) -> list[Event]:
@@ -602,7 +650,7 @@ class Arena:
         while seen < lm.durable_seq:
             events = await self.store.match_events(lm.id, after=seen)
             if lm.broken:
-                raise UnknownMatch(f"no live match {lm.id!r}")
+                raise self._refusal(lm.id)
             limit = lm.durable_seq
             fresh = [e for e in events or () if seen < e["seq"] <= limit]
             if not fresh or fresh[0]["seq"] != seen + 1:
@@ -611,72 +659,97 @@ class Arena:
             seen = fresh[-1]["seq"]
         return out
 
-    async def resume(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
-        """Replay what the seat missed; a finished match replays to its end (e.g. after a
-        reconnect or a restart that happened after the last move)."""
-        lm = self.live.get(match_id)
-        if lm is None or lm.broken:
-            lm = await self.finished_match(match_id)
-            seat = self.seat_of(lm, conn)
-            missed = await self.missed(lm, last_seq)
-            conn.send(self._match_message(lm, seat, ref))
-            self._replay(lm, conn, seat, missed)
-            return
-        seat = self.seat_of(lm, conn)
-        missed = await self.missed(lm, last_seq)
-        if conn.closing:  # replaced by a newer connection while the log was read
-            return
-        if self.live.get(match_id) is not lm:  # it ended while the log was read
-            await self.resume(conn, match_id, last_seq, ref)
-            return
-        self._attach(lm, seat, conn)
-        conn.send(self._match_message(lm, seat, ref))
-        self._replay(lm, conn, seat, missed)
-        self._persist(lm, lm.match.reconnect(seat, self.clock()))
-
-    async def watch(self, conn: Connection, match_id: str, last_seq: int, ref: Any) -> None:
-        if len(conn.spectating) >= MAX_WATCHING and match_id not in conn.spectating:
+    async def follow(
+        self,
+        conn: Follower,
+        match_id: str,
+        viewer: Viewer | None,
+        cursor: int,
+        *,
+        announce: bool,
+        ref: Any = None,
+    ) -> None:
+        """Attach ``conn`` as ``viewer`` (None: the seat of ``conn.player``) from ``cursor``:
+        the events after it are replayed from the log, then live ones follow through the
+        fan-out. With ``announce``, ``match`` (a seat) or ``watching`` (a spectator), with
+        ``ref``, comes first. A finished match replays to its end; a seat that was away comes
+        ``back``. The one way a follower is attached (docs/protocol.md ``resume``, ``watch``;
+        the seats after ``hello``; re-seating after a move)."""
+        spectator = viewer == SPECTATOR
+        if spectator and announce and match_id not in conn.spectating and (
+            len(conn.spectating) >= MAX_WATCHING
+        ):
             raise NotAvailable(f"watching {MAX_WATCHING} matches already; unwatch one first")
         lm = self.live.get(match_id)
         if lm is None or lm.broken:
             lm = await self.finished_match(match_id)  # replayed once, nothing live follows
-            missed = await self.missed(lm, last_seq)
-        else:
-            missed = await self.missed(lm, last_seq)
-            if conn.closing:
-                return
-            if self.live.get(match_id) is not lm:  # it ended while the log was read
-                await self.watch(conn, match_id, last_seq, ref)
-                return
+            seat = None if spectator else self._seat(lm, conn, viewer)
+            missed = await self.missed(lm, cursor)
+            if announce:
+                conn.send(self._announcement(lm, seat, ref))
+            self._replay(lm, conn, SPECTATOR if seat is None else seat, missed)
+            return
+        seat = None if spectator else self._seat(lm, conn, viewer)
+        missed = await self.missed(lm, cursor)
+        if conn.closing:  # replaced by a newer connection while the log was read
+            return
+        if self.live.get(match_id) is not lm or lm.broken:  # it ended or left meanwhile
+            await self.follow(conn, match_id, viewer, cursor, announce=announce, ref=ref)
+            return
+        if seat is None:
             lm.spectators.add(conn)
             if lm.id not in conn.spectating:
                 conn.spectating.append(lm.id)
-        conn.send(
+        else:
+            self._attach(lm, seat, conn)
+        if announce:
+            conn.send(self._announcement(lm, seat, ref))
+        self._replay(lm, conn, SPECTATOR if seat is None else seat, missed)
+        if seat is not None:
+            self._persist(lm, lm.match.reconnect(seat, self.clock()))
+
+    def _seat(self, lm: LiveMatch, conn: Follower, viewer: Viewer | None) -> int:
+        seat = self.seat_of(lm, conn)
+        if viewer is not None and viewer != seat:
+            raise NotYourSeat("you do not sit in this match")
+        return seat
+
+    def _announcement(self, lm: LiveMatch, seat: int | None, ref: Any) -> dict[str, Any]:
+        if seat is not None:
+            return self._match_message(lm, seat, ref)
+        return _with_ref(
             {
                 "type": "watching",
                 "match_id": lm.id,
                 "players": list(lm.match.players),
                 "config": lm.match.config.to_dict(),
-                **({"ref": ref} if ref is not None else {}),
-            }
+            },
+            ref,
         )
-        self._replay(lm, conn, "spectator", missed)
 
-    def unwatch(self, conn: Connection, match_id: str) -> None:
+    async def resume(self, conn: Follower, match_id: str, last_seq: int, ref: Any) -> None:
+        """Replay what the seat missed; a finished match replays to its end (e.g. after a
+        reconnect or a restart that happened after the last move)."""
+        await self.follow(conn, match_id, None, last_seq, announce=True, ref=ref)
+
+    async def watch(self, conn: Follower, match_id: str, last_seq: int, ref: Any) -> None:
+        await self.follow(conn, match_id, SPECTATOR, last_seq, announce=True, ref=ref)
+
+    def unwatch(self, conn: Follower, match_id: str) -> None:
         lm = self.live.get(match_id)
         if lm is not None:
             lm.spectators.discard(conn)
         _discard(conn.spectating, match_id)
 
     def _replay(
-        self, lm: LiveMatch, conn: Connection, viewer: Viewer, events: list[Event]
+        self, lm: LiveMatch, conn: Follower, viewer: Viewer, events: list[Event]
     ) -> None:
         for event in events:
             view = lm.match.view(event, viewer)
             if view is not None:
                 conn.send(_event_message(lm.id, view))
 
-    def release(self, conn: Connection) -> None:
+    def release(self, conn: Follower) -> None:
         """A replaced connection lets go of its seats without anyone seeing it leave.
 
         Its successor takes them in :meth:`rejoin` right away; meanwhile the seats simply have
@@ -690,7 +763,7 @@ class Arena:
                         lm.conns[seat] = None
         conn.matches.clear()
 
-    async def rejoin(self, conn: Connection, player: str) -> None:
+    async def rejoin(self, conn: Follower, player: str) -> None:
         """After ``hello``: put the player's new connection back into every unfinished seat.
 
         Each match gets ``match`` (no ``ref``) and its events so far, as if the client had sent
@@ -705,22 +778,16 @@ class Arena:
             seat = lm.match.seat_of(player)
             if seat is None or lm.bots[seat] is not None or lm.conns[seat] is conn:
                 continue
-            try:
-                missed = await self.missed(lm, 0)
-            except MooError:
-                continue  # its storage failed meanwhile: the players were told
-            if self.live.get(match_id) is not lm:  # ended while the log was read
-                continue
             if conn.closing:
-                # Gone during the read: a seat left without any connection starts its grace
-                # window like any dropped seat.
+                # Gone before its seat was given back: a seat left without any connection
+                # starts its grace window like any dropped seat.
                 if lm.conns[seat] is None and not self.stopping:
                     self._persist(lm, lm.match.disconnect(seat, self.clock()))
                 continue
-            self._attach(lm, seat, conn)
-            conn.send(self._match_message(lm, seat, None))
-            self._replay(lm, conn, seat, missed)
-            self._persist(lm, lm.match.reconnect(seat, self.clock()))
+            try:
+                await self.follow(conn, match_id, seat, 0, announce=True)
+            except MooError:
+                continue  # its storage failed meanwhile: it comes back by replay
 
     def live_match_of(self, player: str) -> str | None:
         """The id of an unfinished match ``player`` sits in (its first), or None."""
@@ -730,7 +797,10 @@ class Arena:
                 return match_id
         return None
 
-    def detach(self, conn: Connection) -> None:
+    def busy(self, player: str) -> str | None:
+        return self.live_match_of(player)
+
+    def detach(self, conn: Follower) -> None:
         """A connection is gone: its seats start their grace window, its watching stops."""
         for match_id in list(conn.spectating):
             self.unwatch(conn, match_id)
@@ -745,7 +815,8 @@ class Arena:
                         self._persist(lm, lm.match.disconnect(seat, self.clock()))
         conn.matches.clear()
 
-    def player_matches(self, player: str) -> list[dict[str, Any]]:
+    def live_player_matches(self, player: str) -> list[dict[str, Any]]:
+        """``welcome.matches`` for the matches live here."""
         out = []
         for match_id in sorted(self.by_player.get(player, ())):
             lm = self.live.get(match_id)
@@ -759,51 +830,56 @@ class Arena:
             )
         return out
 
+    async def player_matches(self, player: str) -> list[dict[str, Any]]:
+        return self.live_player_matches(player)
+
     def listing(self, limit: int = 100) -> list[dict[str, Any]]:
         out = []
         for lm in list(self.live.values())[:limit]:
             if lm.broken:
                 continue
-            m = lm.match
-            out.append(
-                {
-                    "match_id": lm.id,
-                    "players": list(m.players),
-                    "pacing": m.config.pacing,
-                    "rules": m.config.rules.to_dict(),
-                    "phase": m.phase,
-                    "counts": [s.count for s in m.seats],
-                }
-            )
+            out.append(match_summary(lm.match))
         return out
 
     async def list_matches(self) -> list[dict[str, Any]]:
-        """The ``matches`` request: :meth:`listing` here; a cluster node's bus replaces it
-        with the live matches of every node (server/cluster/bus.py)."""
+        """The ``matches`` request on one node: the live matches."""
         return self.listing()
 
     # -- rematch --------------------------------------------------------------------------------
-    def rematch(self, conn: Connection, match_id: str) -> LiveMatch | None:
-        """Record a rematch wish; returns the finished match once both sides want one."""
+    async def finished_terms(
+        self, match_id: str, player: str
+    ) -> tuple[list[str], list[str | None], MatchConfig]:
+        """Players, hosted bots and terms of a finished match, for a ``rematch``: from memory
+        if it ended here recently, else from the log (it may have run on another node)."""
         lm = self.recent.get(match_id)
-        if lm is None:
-            if match_id in self.live:
-                raise NotAvailable("the match is still being played")
+        if lm is not None:
+            bots = [b.strategy_name if b is not None else None for b in lm.bots]
+            return list(lm.match.players), bots, lm.match.config
+        live = self.live.get(match_id)
+        if live is not None and not live.broken:
+            if live.match.seat_of(player) is not None:
+                raise InMatch(
+                    f"you are playing match {match_id}: finish or resign it first",
+                    match_id=match_id,
+                )
+            raise NotAvailable("the match is still being played")
+        stored = await self.store.stored_match(match_id) if len(match_id) <= 40 else None
+        if stored is None or not stored.events:
             raise UnknownMatch(f"no recently finished match {match_id!r}")
-        seat = self.seat_of(lm, conn)
-        lm.rematch.add(seat)
-        other = 1 - seat
-        if lm.bots[other] is not None or other in lm.rematch:
-            self.recent.pop(match_id, None)
-            return lm
-        peer = lm.conns[other]
-        if peer is not None and not peer.closing:
-            peer.send({"type": "rematch_offer", "match_id": match_id})
-        return None
+        match = Match.replay(_until_gap(stored.events), keep_log=False)
+        if not match.finished:
+            if match.seat_of(player) is not None:
+                raise InMatch(
+                    f"you are playing match {match_id}: finish or resign it first",
+                    match_id=match_id,
+                )
+            raise NotAvailable("the match is still being played")
+        raw = list(stored.meta.get("bots") or [None, None])
+        bots_ = [b if isinstance(b, str) else None for b in raw[:2]] + [None] * (2 - len(raw))
+        return list(match.players), bots_, match.config
 
-    # -- ending ------------------------------------------------------------------------------------
+    # -- ending ----------------------------------------------------------------------------------
     def _retire(self, lm: LiveMatch) -> None:
-        self._cancel(lm)
         self._drop(lm)
         self.recent[lm.id] = lm
         while len(self.recent) > 1000:
@@ -814,13 +890,13 @@ class Arena:
             lm.timer.cancel()
             lm.timer = None
         for bot in lm.bots:
-            if bot is not None and bot.pending is not None:
-                bot.pending.cancel()
-                bot.pending = None
+            if bot is not None:
+                bot.cancel()
 
     def _drop(self, lm: LiveMatch) -> None:
         self._cancel(lm)
-        self.live.pop(lm.id, None)
+        if self.live.get(lm.id) is lm:
+            del self.live[lm.id]
         for name in lm.match.players:
             ids = self.by_player.get(name)
             if ids is not None:
@@ -838,7 +914,7 @@ class Arena:
         self.stopping = True
         for lm in self.live.values():
             self._cancel(lm)
-        self._bot_pool.shutdown(wait=False, cancel_futures=True)
+        self.hosted.stop()
 
     def _match_message(self, lm: LiveMatch, seat: int, ref: Any) -> dict[str, Any]:
         msg: dict[str, Any] = {
@@ -857,49 +933,28 @@ class Arena:
             msg["ref"] = ref
         return msg
 
-    def check_finished(self, match_id: str) -> None:
-        if match_id in self.recent:
-            raise MatchFinished("the match is over")
 
-
-def _visible_to(match: Match, seat: int) -> list[tuple[str | None, int, int]]:
-    """The opponent's moves a client in ``seat`` has seen when it owes a move: in lockstep the
-    finished rounds only, in free pacing all of them; guess texts only with ``show_guesses``."""
-    theirs = match.seats[1 - seat].guesses
-    if match.config.pacing == "lockstep":
-        theirs = theirs[: len(match.seats[seat].guesses)]
-    shown = match.config.show_guesses
-    return [(g if shown else None, b, c) for g, b, c in theirs]
-
-
-def _think(
-    bot: HostedBot,
-    rules: GameRules,
-    own: list[tuple[str, int, int]],
-    theirs: list[tuple[str | None, int, int]],
-) -> str:
-    """On the bot thread: catch the strategy up on its own results and on the opponent's
-    visible progress (what a connected client would have seen), then ask for a guess."""
-    if bot.strategy is None:
-        bot.strategy = create_for(bot.strategy_name, rules)
-    if not bot.started:
-        bot.strategy.new_match(rules, bot.rng)
-        bot.started = True
-    for guess, bulls, cows in own[bot.observed :]:
-        bot.strategy.observe(guess, Response(bulls, cows))
-    bot.observed = len(own)
-    mover = getattr(bot.strategy, "observe_opponent_move", None)
-    if mover is not None:  # variant bots without the hook just play their own game
-        for n, (guess_, bulls, cows) in enumerate(theirs[bot.opponent_observed :],
-                                                  start=bot.opponent_observed + 1):
-            mover(n, guess_, Response(bulls, cows))
-    bot.opponent_observed = max(bot.opponent_observed, len(theirs))
-    return str(bot.strategy.next_guess())
+def match_summary(m: Match) -> dict[str, Any]:
+    """One entry of the ``matches`` listing."""
+    return {
+        "match_id": m.match_id,
+        "players": list(m.players),
+        "pacing": m.config.pacing,
+        "rules": m.config.rules.to_dict(),
+        "phase": m.phase,
+        "counts": [s.count for s in m.seats],
+    }
 
 
 def _discard(items: list[str], item: str) -> None:
     if item in items:
         items.remove(item)
+
+
+def _with_ref(msg: dict[str, Any], ref: Any) -> dict[str, Any]:
+    if ref is not None:
+        msg["ref"] = ref
+    return msg
 
 
 def _event_message(match_id: str, view: Event) -> dict[str, Any]:

@@ -39,7 +39,12 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "--origins": ("origins", str, "comma-separated allowed browser origins"),
     "--trusted-proxy": (
         "trusted_proxies", str,
-        "comma-separated proxy addresses/networks whose X-Forwarded-For names the client",
+        "comma-separated proxy addresses/networks (or 'unix': the --unix socket) whose"
+        " X-Forwarded-For names the client",
+    ),
+    "--unix": (
+        "unix", str,
+        "also listen on this Unix socket (mode 0600), for a reverse proxy on this host",
     ),
     "--log-level": ("log_level", str, "DEBUG, INFO, WARNING or ERROR"),
     "--log-format": ("log_format", str, "text (default) or json: one JSON object per line"),

@@ -16,7 +16,7 @@ from server.accounts import Accounts
 from server.arena import Arena
 from server.connection import Connection
 from server.history import History
-from server.lobby import Lobby
+from server.matches import LobbyService, MatchService
 from server.publisher import Hooks
 from server.settings import Settings
 from server.storage import Store
@@ -29,8 +29,11 @@ class ServerContext(Protocol):
 
     settings: Settings
     store: Store
+    #: this node's live matches and its offered variants
     arena: Arena
-    lobby: Lobby
+    #: the seam for every match operation (server/matches.py): the arena, or a cluster router
+    matches: MatchService
+    lobby: LobbyService
     #: every open connection (the heartbeat and a graceful stop walk it)
     connections: set[Connection]
     #: casefolded names of hosted bots, which nobody may take with ``hello``

@@ -49,7 +49,7 @@ def default_static_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "clients" / "web"
 
 
-def _response(status: HTTPStatus, body: bytes, content_type: str, **extra: str) -> Response:
+def response(status: HTTPStatus, body: bytes, content_type: str, **extra: str) -> Response:
     headers = Headers()
     headers["Content-Type"] = content_type
     headers["Content-Length"] = str(len(body))
@@ -60,8 +60,8 @@ def _response(status: HTTPStatus, body: bytes, content_type: str, **extra: str) 
     return Response(status.value, status.phrase, headers, body)
 
 
-def _text(status: HTTPStatus, text: str) -> Response:
-    return _response(status, (text + "\n").encode(), "text/plain; charset=utf-8")
+def text_response(status: HTTPStatus, text: str) -> Response:
+    return response(status, (text + "\n").encode(), "text/plain; charset=utf-8")
 
 
 def _is_page_route(path: str) -> bool:
@@ -84,7 +84,7 @@ class HttpFront:
         path = urlsplit(request.path).path
         if path == "/healthz":
             body = json.dumps(self.health(), separators=(",", ":")).encode()
-            return _response(HTTPStatus.OK, body, "application/json")
+            return response(HTTPStatus.OK, body, "application/json")
         if _is_page_route(path):
             return self.static("/index.html")
         return self.static(path)
@@ -92,30 +92,30 @@ class HttpFront:
     def static(self, raw_path: str) -> Response:
         path = unquote(raw_path)
         if "\x00" in path or "\\" in path:
-            return _text(HTTPStatus.BAD_REQUEST, "bad path")
+            return text_response(HTTPStatus.BAD_REQUEST, "bad path")
         parts = [p for p in path.split("/") if p not in ("", ".")]
         if any(p == ".." or p.startswith(".") for p in parts):
-            return _text(HTTPStatus.NOT_FOUND, "not found")
+            return text_response(HTTPStatus.NOT_FOUND, "not found")
         try:
             root = self.root.resolve(strict=True)
         except OSError:
-            return _text(HTTPStatus.NOT_FOUND, "no browser client installed on this server")
+            return text_response(HTTPStatus.NOT_FOUND, "no browser client installed on this server")
         target = root.joinpath(*parts) if parts else root
         if target.is_dir():
             target = target / "index.html"
         try:
             real = target.resolve(strict=True)
         except OSError:
-            return _text(HTTPStatus.NOT_FOUND, "not found")
+            return text_response(HTTPStatus.NOT_FOUND, "not found")
         if not real.is_relative_to(root) or not real.is_file():
-            return _text(HTTPStatus.NOT_FOUND, "not found")
+            return text_response(HTTPStatus.NOT_FOUND, "not found")
         try:
             if os.path.getsize(real) > _MAX_STATIC_BYTES:
-                return _text(HTTPStatus.NOT_FOUND, "not found")
+                return text_response(HTTPStatus.NOT_FOUND, "not found")
             body = real.read_bytes()
         except OSError:
-            return _text(HTTPStatus.NOT_FOUND, "not found")
+            return text_response(HTTPStatus.NOT_FOUND, "not found")
         kind = _TYPES.get(real.suffix.lower()) or (
             mimetypes.guess_type(real.name)[0] or "application/octet-stream"
         )
-        return _response(HTTPStatus.OK, body, kind)
+        return response(HTTPStatus.OK, body, kind)

@@ -13,6 +13,8 @@ with ``unqueued`` / ``room_closed`` (reason ``matched``) so their client knows.
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,14 +25,17 @@ from moo.errors import (
     InMatch,
     NoRoom,
     NotAvailable,
+    NotYourSeat,
+    UnknownMatch,
     UnknownPlayer,
     UnknownRoom,
     UnknownStrategy,
     WrongPool,
 )
 from moo.variants import GameRules
-from server.arena import Arena, LiveMatch, bot_player_name
-from server.connection import Connection
+from server.arena import Arena
+from server.hosted import bot_player_name
+from server.matches import Follower, MatchService
 
 __all__ = ["Lobby"]
 
@@ -39,11 +44,13 @@ _ROOM_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 _ROOM_CODE_LENGTH = 6
 _MAX_ROOMS_PER_PLAYER = 3
 _MAX_CHALLENGES_PER_PLAYER = 10
+#: finished matches whose rematch wishes are remembered
+_REMATCH_MAX = 1000
 
 
 @dataclass(eq=False)
 class Waiting:
-    conn: Connection
+    conn: Follower
     player: str
     bot: bool
     pool: str
@@ -72,7 +79,7 @@ class Waiting:
 @dataclass(eq=False)
 class Challenge:
     challenge_id: str
-    source: Connection
+    source: Follower
     source_name: str
     target: str
     pacing: str
@@ -84,7 +91,7 @@ class Challenge:
 @dataclass(eq=False)
 class Room:
     code: str
-    owner: Connection
+    owner: Follower
     owner_name: str
     pacing: str
     rated: bool
@@ -93,20 +100,41 @@ class Room:
 
 
 class Lobby:
-    def __init__(self, arena: Arena, bot_strategies: list[str]) -> None:
+    """The lobby of one node, or of the cluster's lobby leader (server/cluster/leadership.py).
+
+    ``matches`` is where agreed matches start (the arena on one node, the cluster's router
+    otherwise); ``busy(player)`` names the unfinished match a player sits in as far as the
+    deciding node knows (on a cluster the leader adds what the player's own node reported).
+    """
+
+    def __init__(
+        self,
+        arena: Arena,
+        bot_strategies: list[str],
+        *,
+        matches: MatchService | None = None,
+        busy: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.arena = arena
+        self.matches: MatchService = matches if matches is not None else arena
+        self.busy = busy if busy is not None else self.matches.busy
         self.allowed_bots = bot_strategies
+        #: finished match id -> the players (casefolded) who asked for a rematch, with the
+        #: connection they asked from
+        self.wishes: OrderedDict[str, dict[str, Follower]] = OrderedDict()
+        #: finished matches already rematched (a third wish is refused as unknown)
+        self.rematched: OrderedDict[str, None] = OrderedDict()
         self.queue: list[Waiting] = []
         self.challenges: dict[str, Challenge] = {}
         self.rooms: dict[str, Room] = {}
         #: player name -> its one live connection
-        self.online: dict[str, Connection] = {}
+        self.online: dict[str, Follower] = {}
         #: player name -> hello said it is a program
         self.bots: dict[str, bool] = {}
         self.closed = False
 
     # -- presence -----------------------------------------------------------------------------
-    def arrive(self, conn: Connection, player: str, bot: bool) -> Connection | None:
+    def arrive(self, conn: Follower, player: str, bot: bool) -> Follower | None:
         """Register ``conn`` as the player's live connection; returns the one it replaces."""
         old = self.online.get(player)
         if old is conn:
@@ -117,7 +145,7 @@ class Lobby:
         self.bots[player] = bot
         return old
 
-    def leave(self, conn: Connection) -> None:
+    def leave(self, conn: Follower) -> None:
         player = conn.player
         self.queue = [w for w in self.queue if w.conn is not conn]
         for cid in [c for c, ch in self.challenges.items() if ch.source is conn]:
@@ -128,28 +156,34 @@ class Lobby:
             del self.online[player]
             self.bots.pop(player, None)
 
-    def _open(self) -> None:
+    def check_open(self) -> None:
         if self.closed:
             raise NotAvailable("the server is shutting down; try again in a moment")
 
     # -- one live match per person ------------------------------------------------------------
-    def _is_bot(self, player: str) -> bool:
+    def is_bot(self, player: str) -> bool:
         return self.bots.get(player, False)
 
-    def _free(self, player: str) -> None:
+    def online_count(self) -> int:
+        return len(self.online)
+
+    def queue_length(self) -> int:
+        return len(self.queue)
+
+    def free(self, player: str) -> None:
         """Refuse (``in_match``) if ``player`` is a person already in an unfinished match."""
-        if self._is_bot(player):
+        if self.is_bot(player):
             return
-        live = self.arena.live_match_of(player)
+        live = self.busy(player)
         if live is not None:
             raise InMatch(
                 f"you are playing match {live}: finish or resign it first", match_id=live
             )
 
-    def _start(
+    def start(
         self,
         players: tuple[str, str],
-        conns: tuple[Connection | None, Connection | None],
+        conns: tuple[Follower | None, Follower | None],
         pacing: str | None,
         *,
         rated: bool,
@@ -157,16 +191,15 @@ class Lobby:
         assist: bool = False,
         bots: tuple[str | None, str | None] = (None, None),
         refs: tuple[Any, Any] = (None, None),
-    ) -> LiveMatch:
+    ) -> None:
         """Every path into a match: start it, then drop each person's other ways into one."""
-        lm = self.arena.create(
+        self.matches.create(
             players, conns, pacing, bots=bots, refs=refs, rated=rated, rules=rules,
             assist=assist,
         )
         for player, bot in zip(players, bots, strict=True):
-            if bot is None and not self._is_bot(player):
+            if bot is None and not self.is_bot(player):
                 self._withdraw(player, "matched")
-        return lm
 
     def _withdraw(self, player: str, reason: str) -> None:
         """Take ``player`` out of the queue and close their rooms, telling their connection."""
@@ -178,12 +211,12 @@ class Lobby:
             room.owner.send({"type": "room_closed", "code": code, "reason": reason})
 
     # -- quick pairing ------------------------------------------------------------------------
-    def enqueue(self, conn: Connection, msg: dict[str, Any]) -> None:
+    def enqueue(self, conn: Follower, msg: dict[str, Any]) -> None:
         """Queue (or re-queue: the new terms replace the old entry) and pair if possible."""
-        self._open()
+        self.check_open()
         player = _player(conn)
-        self._free(player)
-        bot = self._is_bot(player)
+        self.free(player)
+        bot = self.is_bot(player)
         pool = msg.get("pool") or "any"
         if pool == "bots" and not bot:
             raise WrongPool(
@@ -202,7 +235,7 @@ class Lobby:
         for i, other in enumerate(self.queue):
             if me.pairs_with(other):
                 del self.queue[i]
-                self._start(
+                self.start(
                     (other.player, player), (other.conn, conn), pacing, rated=rated, rules=rules,
                     assist=assist,
                 )
@@ -223,7 +256,7 @@ class Lobby:
                 if me.pairs_with(other):
                     del self.queue[i]
                     del self.queue[j]
-                    self._start(
+                    self.start(
                         (other.player, me.player), (other.conn, me.conn), me.pacing,
                         rated=me.rated, rules=me.rules, assist=me.assist,
                     )
@@ -232,15 +265,15 @@ class Lobby:
             else:
                 i += 1
 
-    def unqueue(self, conn: Connection, ref: Any) -> None:
+    def unqueue(self, conn: Follower, ref: Any) -> None:
         self.queue = [w for w in self.queue if w.conn is not conn]
         conn.send(_with_ref({"type": "unqueued", "reason": "requested"}, ref))
 
     # -- challenges ---------------------------------------------------------------------------
-    def challenge(self, conn: Connection, msg: dict[str, Any]) -> None:
-        self._open()
+    def challenge(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self.check_open()
         player = _player(conn)
-        self._free(player)
+        self.free(player)
         target = self._find_online(msg["opponent"])
         if target == player:
             raise NotAvailable("you cannot challenge yourself")
@@ -263,7 +296,7 @@ class Lobby:
              "rated": rated, "rules": rules.to_dict(), **({"assist": True} if assist else {})}
         )
 
-    def answer(self, conn: Connection, msg: dict[str, Any]) -> None:
+    def answer(self, conn: Follower, msg: dict[str, Any]) -> None:
         player = _player(conn)
         ch = self.challenges.get(msg["challenge_id"])
         if ch is None or ch.target != player:
@@ -274,17 +307,17 @@ class Lobby:
             ch.source.send(dict(declined))
             conn.send(_with_ref(declined, msg.get("id")))
             return
-        self._open()
-        self._free(player)
+        self.check_open()
+        self.free(player)
         if ch.source.closing or self.online.get(ch.source_name) is not ch.source:
             del self.challenges[ch.challenge_id]
             raise NotAvailable(f"{ch.source_name} is no longer online")
-        if not self._is_bot(ch.source_name):
-            busy = self.arena.live_match_of(ch.source_name)
+        if not self.is_bot(ch.source_name):
+            busy = self.busy(ch.source_name)
             if busy is not None:  # the challenge stays open: accept it once they are done
                 raise NotAvailable(f"{ch.source_name} is playing another match now; try later")
         del self.challenges[ch.challenge_id]
-        self._start(
+        self.start(
             (ch.source_name, player), (ch.source, conn), ch.pacing, rated=ch.rated,
             rules=ch.rules, assist=ch.assist, refs=(None, msg.get("id")),
         )
@@ -299,10 +332,10 @@ class Lobby:
         raise UnknownPlayer(f"{name!r} is not online")
 
     # -- private rooms ------------------------------------------------------------------------
-    def room_create(self, conn: Connection, msg: dict[str, Any]) -> None:
-        self._open()
+    def room_create(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self.check_open()
         player = _player(conn)
-        self._free(player)
+        self.free(player)
         rules = self.arena.rules_of(msg)
         if sum(1 for r in self.rooms.values() if r.owner is conn) >= _MAX_ROOMS_PER_PLAYER:
             raise NotAvailable("too many open rooms; use or close one first")
@@ -318,7 +351,7 @@ class Lobby:
                              "rules": rules.to_dict(), **({"assist": True} if assist else {})},
                             msg.get("id")))
 
-    def room_cancel(self, conn: Connection, msg: dict[str, Any]) -> None:
+    def room_cancel(self, conn: Follower, msg: dict[str, Any]) -> None:
         """Close the named room, or every open room of this connection's player."""
         code = msg.get("code")
         mine = [c for c, r in self.rooms.items() if r.owner is conn]
@@ -333,8 +366,8 @@ class Lobby:
             conn.send(_with_ref({"type": "room_closed", "code": c, "reason": "cancelled"}, ref))
             ref = None  # the first reply carries the request's ref
 
-    def room_join(self, conn: Connection, msg: dict[str, Any]) -> None:
-        self._open()
+    def room_join(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self.check_open()
         player = _player(conn)
         code = msg["code"].strip().upper()
         room = self.rooms.get(code)
@@ -342,9 +375,9 @@ class Lobby:
             raise UnknownRoom(f"no open room {code!r}")
         if room.owner_name == player:
             raise NotAvailable("that is your own room: share the code with your opponent")
-        self._free(player)
+        self.free(player)
         del self.rooms[code]
-        self._start(
+        self.start(
             (room.owner_name, player), (room.owner, conn), room.pacing, rated=room.rated,
             rules=room.rules, assist=room.assist, refs=(None, msg.get("id")),
         )
@@ -355,10 +388,10 @@ class Lobby:
         variant-only bots (bots/variants.py: the word bot)."""
         return self.allowed_bots or [*available(), *VARIANT_BOTS]
 
-    def play_bot(self, conn: Connection, msg: dict[str, Any]) -> None:
-        self._open()
+    def play_bot(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self.check_open()
         player = _player(conn)
-        self._free(player)
+        self.free(player)
         strategy = msg["strategy"]
         # Only registered names: create() would also import "module:Class" paths.
         if strategy not in self.strategies():
@@ -369,7 +402,7 @@ class Lobby:
         check_bot(strategy, rules, self.strategies())
         rated = msg.get("rated", True)
         assist = _assist(msg, rated)
-        self._start(
+        self.start(
             (player, bot_player_name(strategy)),
             (conn, None),
             msg.get("pacing"),
@@ -380,45 +413,66 @@ class Lobby:
             refs=(msg.get("id"), None),
         )
 
-    def rematch(self, conn: Connection, msg: dict[str, Any]) -> None:
-        self._open()
+    async def rematch(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A rematch of a finished match, seats swapped: at once against a hosted bot, else
+        once both players asked (the other is sent ``rematch_offer``). The terms are read
+        from the finished match wherever it ran; the wishes are kept here (a cluster's
+        players' nodes tell a new lobby leader theirs again)."""
+        self.check_open()
         player = _player(conn)
-        self._free(player)
-        recent = self.arena.recent.get(msg["match_id"])
-        if recent is not None:
-            seat = recent.match.seat_of(player)
-            if seat is not None and recent.bots[1 - seat] is None:
-                other = recent.match.players[1 - seat]
-                if not self._is_bot(other) and self.arena.live_match_of(other) is not None:
-                    raise NotAvailable(f"{other} is playing another match now")
-        old: LiveMatch | None = self.arena.rematch(conn, msg["match_id"])
-        if old is None:
-            conn.send(_with_ref({"type": "rematch_sent", "match_id": msg["match_id"]},
-                                msg.get("id")))
+        self.free(player)
+        match_id = msg["match_id"]
+        if match_id in self.rematched:
+            raise UnknownMatch(f"no recently finished match {match_id!r}")
+        players, bots, config = await self.matches.finished_terms(match_id, player)
+        self.check_open()  # the read took a while: the state may have changed meanwhile
+        self.free(player)
+        folded = [p.casefold() for p in players]
+        seat = folded.index(player.casefold()) if player.casefold() in folded else None
+        if seat is None or bots[seat] is not None:
+            raise NotYourSeat("you do not sit in this match")
+        other = 1 - seat
+        if bots[other] is None:
+            name = players[other]
+            if not self.is_bot(name) and self.busy(name) is not None:
+                raise NotAvailable(f"{name} is playing another match now")
+        wishes = self.wishes.setdefault(match_id, {})
+        while len(self.wishes) > _REMATCH_MAX:
+            self.wishes.popitem(last=False)
+        wishes[player.casefold()] = conn
+        if bots[other] is None and players[other].casefold() not in wishes:
+            peer = self.online.get(players[other])
+            if peer is not None and not peer.closing:
+                peer.send({"type": "rematch_offer", "match_id": match_id})
+            conn.send(_with_ref({"type": "rematch_sent", "match_id": match_id}, msg.get("id")))
             return
-        players = old.match.players
-        seat = self.arena.seat_of(old, conn)
-        conns: list[Connection | None] = [None, None]
-        for i, name in enumerate(players):
-            c = self.online.get(name)
-            conns[i] = c if old.bots[i] is None else None
-        bots = tuple(b.strategy_name if b else None for b in old.bots)
-        refs = [None, None]
+        self.wishes.pop(match_id, None)
+        self.rematched[match_id] = None
+        while len(self.rematched) > _REMATCH_MAX:
+            self.rematched.popitem(last=False)
+        conns: list[Follower | None] = [
+            self.online.get(name) if bots[i] is None else None for i, name in enumerate(players)
+        ]
+        conns[seat] = conn
+        refs: list[Any] = [None, None]
         refs[seat] = msg.get("id")
-        # seats swapped
-        self._start(
-            (players[1], players[0]),
-            (conns[1], conns[0]),
-            old.match.config.pacing,
-            rated=old.match.config.rated,
-            rules=old.match.config.rules,
-            assist=old.match.config.assist,
-            bots=(bots[1], bots[0]),
-            refs=(refs[1], refs[0]),
+        self.start(  # seats swapped
+            (players[1], players[0]), (conns[1], conns[0]), config.pacing,
+            rated=config.rated, rules=config.rules, assist=config.assist,
+            bots=(bots[1], bots[0]), refs=(refs[1], refs[0]),
         )
 
+    def wishers(self) -> dict[str, list[Follower]]:
+        """The connections that asked for a rematch, by finished match."""
+        return {m: list(w.values()) for m, w in self.wishes.items()}
 
-def _player(conn: Connection) -> str:
+    def restore_wish(self, match_id: str, conn: Follower) -> None:
+        """A wish recorded by a former lobby leader, told again by the player's node."""
+        if match_id not in self.rematched and conn.player is not None:
+            self.wishes.setdefault(match_id, {})[conn.player.casefold()] = conn
+
+
+def _player(conn: Follower) -> str:
     assert conn.player is not None
     return conn.player
 

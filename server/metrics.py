@@ -1,12 +1,12 @@
 """``GET /metrics``: the node's figures in Prometheus text format (prometheus-client).
 
-Nothing here touches the request path: every figure is read when Prometheus scrapes, from
-counters the server keeps anyway (connections, live matches, the store's commit counters, the
-lease counters) and from the bounded windows of recent latencies the server already records
-(``arena.ack_latency``, the PostgreSQL store's commit times). Those windows are exported as
-*gauge histograms* (the distribution of the most recent samples, up to 5000), not as cumulative
-histograms: a cumulative one would need an observation per acknowledgement on the hot path,
-which the single-node benchmark must not pay for. Acknowledged guesses are counted by an arena
+Counters and gauges are read when Prometheus scrapes, from what the server keeps anyway
+(connections, live matches, the store's commit counters, the lease and bus counters).
+Latencies are real cumulative histograms (``_bucket``, ``_sum``, ``_count`` since start):
+each acknowledgement adds one observation to a :class:`Histogram` here, which costs a bisect
+and two additions on the hot path (prometheus-client's own ``Histogram.observe`` takes a lock
+per call, which the single-node benchmark would pay for), and is exported through
+prometheus-client's ``HistogramMetricFamily``. Acknowledged guesses are counted by an arena
 listener (one call per commit, as the ratings listener).
 
 Each :class:`~server.app.App` has its own registry, so several servers in one process (the
@@ -15,14 +15,15 @@ tests) do not collide.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from bisect import bisect_left
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
-    GaugeHistogramMetricFamily,
     GaugeMetricFamily,
+    HistogramMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector
@@ -31,12 +32,11 @@ from moo.match import Event, Match
 
 if TYPE_CHECKING:
     from server.arena import Arena
-    from server.cluster.bus import Bus
-    from server.cluster.leases import Leases
+    from server.cluster.router import Router
     from server.connection import Connection
     from server.storage import Store
 
-__all__ = ["CONTENT_TYPE", "Metrics"]
+__all__ = ["CONTENT_TYPE", "Histogram", "Metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -44,13 +44,39 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+class Histogram:
+    """A cumulative latency histogram: counts per bucket, the sum and the count since start."""
+
+    __slots__ = ("counts", "n", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(_BUCKETS) + 1)
+        self.total = 0.0
+        self.n = 0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(_BUCKETS, seconds)] += 1
+        self.total += seconds
+        self.n += 1
+
+    def family(self, name: str, text: str, node: str) -> Metric:
+        buckets = []
+        running = 0
+        for bound, count in zip(_BUCKETS, self.counts, strict=False):
+            running += count
+            buckets.append((repr(bound), float(running)))
+        buckets.append(("+Inf", float(self.n)))
+        h = HistogramMetricFamily(name, text, labels=["node"])
+        h.add_metric([node], buckets, sum_value=self.total)
+        return h
+
+
 class Node(Protocol):
     """What the metrics read from a running server (``server.app.App`` has it all); an
     interface rather than the class, so ``app`` -> ``metrics`` stays a one-way import."""
 
     node: str
-    leases: Leases | None
-    bus: Bus | None
+    router: Router | None
     connections: set[Connection]
     arena: Arena
     store: Store
@@ -60,9 +86,14 @@ class Metrics(Collector):
     def __init__(self, app: Node) -> None:
         self.app = app
         self.acknowledged_guesses = 0
+        self.ack = Histogram()
+        self.forward = Histogram()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         app.arena.listeners.append(self._count)
+        app.arena.ack_hooks.append(self.ack.observe)
+        if app.router is not None:
+            app.router.forwarding.latency_hooks.append(self.forward.observe)
 
     def _count(self, match: Match, events: list[Event]) -> None:
         for event in events:
@@ -74,7 +105,9 @@ class Metrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         app = self.app
-        node = app.node if app.leases is not None else ""
+        router = app.router
+        leases = router.leases if router is not None else None
+        node = app.node if router is not None else ""
         labels = ["node"]
 
         def gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
@@ -102,7 +135,6 @@ class Metrics(Collector):
         store: Any = app.store
         yield counter("moo_storage_commits", "storage transactions committed", store.commits)
         yield counter("moo_storage_committed_ops", "operations in those commits", store.ops)
-        leases = app.leases
         yield counter(
             "moo_lease_takeovers", "matches taken over from dead or paused nodes",
             leases.takeovers if leases is not None else 0,
@@ -115,41 +147,23 @@ class Metrics(Collector):
             "moo_fenced_appends", "appends refused because the lease had passed",
             getattr(store, "fenced", 0),
         )
-        yield _histogram(
-            "moo_ack_latency_seconds",
-            "frame in to acknowledgement queued, most recent acknowledgements",
-            app.arena.ack_latency, node,
+        yield self.ack.family(
+            "moo_ack_latency_seconds", "frame in to acknowledgement queued", node
         )
-        bus = app.bus
         yield gauge("moo_bus_up", "1 while connected to the cluster's MQTT broker",
-                    float(bus is not None and bus.state == "ok"))
+                    float(router is not None and router.state == "ok"))
+        fwd = router.forwarding if router is not None else None
         yield counter("moo_bus_forwarded", "requests forwarded to a match's owner",
-                      bus.forwarded if bus is not None else 0)
+                      fwd.forwarded if fwd is not None else 0)
         yield counter("moo_bus_served", "requests served for clients on other nodes",
-                      bus.served if bus is not None else 0)
-        yield counter("moo_bus_relayed", "messages relayed to clients on other nodes",
-                      bus.relayed if bus is not None else 0)
-        yield _histogram(
+                      router.serving.served if router is not None else 0)
+        yield counter("moo_bus_published", "envelopes published to the broker",
+                      router.transport.published if router is not None else 0)
+        yield counter("moo_bus_losses", "losses of messages noticed (gaps, dropped sessions)",
+                      router.transport.losses if router is not None else 0)
+        yield counter("moo_bus_reattached", "subscriptions re-attached from their cursors",
+                      fwd.reattached if fwd is not None else 0)
+        yield self.forward.family(
             "moo_bus_forward_seconds",
-            "forwarded request to its acknowledgement back on this node, most recent ones",
-            bus.forward_latency if bus is not None else (), node,
+            "forwarded move to its acknowledgement back on this node", node,
         )
-        yield _histogram(
-            "moo_storage_commit_seconds",
-            "storage commit time, most recent commits (PostgreSQL store)",
-            getattr(store, "commit_seconds", ()), node,
-        )
-
-
-def _histogram(name: str, text: str, samples: Iterable[float], node: str) -> Metric:
-    values: Sequence[float] = sorted(samples)
-    buckets = []
-    i = 0
-    for bound in _BUCKETS:
-        while i < len(values) and values[i] <= bound:
-            i += 1
-        buckets.append((repr(bound), float(i)))
-    buckets.append(("+Inf", float(len(values))))
-    h = GaugeHistogramMetricFamily(name, text, labels=["node"])
-    h.add_metric([node], buckets, gsum_value=float(sum(values)))
-    return h

@@ -16,7 +16,7 @@ import ipaddress
 from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["client_address"]
+__all__ = ["UNIX_PEER", "client_address"]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -36,11 +36,21 @@ def _is_trusted(address: str, networks: tuple[Network, ...]) -> bool:
     return any(ip in n for n in networks)
 
 
+#: the peer "address" of a connection through the server's Unix socket (``--unix``): only the
+#: socket's owner (the proxy's user) can connect there, so no other local process can claim a
+#: client address by talking to a node directly
+UNIX_PEER = "unix"
+
+
 def client_address(peer: str, forwarded: Sequence[str], trusted: tuple[str, ...]) -> str:
     """The client's address for a connection from ``peer`` carrying the ``X-Forwarded-For``
-    header values ``forwarded``, believing the header only from ``trusted`` proxies."""
-    networks = _networks(trusted)
-    if not networks or not _is_trusted(peer, networks):
+    header values ``forwarded``, believing the header only from ``trusted`` proxies (an
+    address or network, or ``"unix"``: the Unix socket)."""
+    networks = _networks(tuple(t for t in trusted if t != UNIX_PEER))
+    if peer == UNIX_PEER:
+        if UNIX_PEER not in trusted:
+            return peer
+    elif not networks or not _is_trusted(peer, networks):
         return peer
     entries = [e.strip() for value in forwarded for e in value.split(",")]
     for entry in reversed(entries):

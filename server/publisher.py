@@ -119,7 +119,7 @@ class Publisher:
             self._last_drop_log = now
             self._drops_logged = self.dropped
 
-    # -- the supervised side -----------------------------------------------------------------------
+    # -- the supervised side ---------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._supervise(), name="mqtt-publisher")

@@ -50,7 +50,7 @@ from server.connection import (
     error_message,
 )
 from server.context import ServerContext
-from server.proxy import client_address
+from server.proxy import UNIX_PEER, client_address
 from server.ratelimit import TokenBucket
 from server.storage import PlayerRecord
 
@@ -117,7 +117,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
             return
         # Back into every seat at once (`match`, the events so far, then live events), outside
         # the handshake timeout: a program with many matches may take a while to replay.
-        await app.arena.rejoin(conn, conn.player)
+        await app.matches.rejoin(conn, conn.player)
         # -- requests -----------------------------------------------------------------------------
         # The handshake is over: its headers are only memory now (~2.5 KiB a connection).
         # websockets' parser keeps the request object itself alive, so it is emptied in place.
@@ -155,7 +155,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
         pass
     finally:
         app.connections.discard(conn)
-        app.arena.detach(conn)
+        app.matches.detach(conn)
         app.lobby.leave(conn)
         await conn.finish()
 
@@ -203,14 +203,14 @@ async def _hello(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> N
     if old is not None:
         # The seats pass straight to this connection (below): the opponent sees no away/back,
         # because the seat never lacked a connection.
-        app.arena.release(old)
+        app.matches.release(old)
         old.close(CLOSE_REPLACED, "replaced by a newer connection")
     reply: dict[str, Any] = {
         "type": "welcome",
         "name": name,
         "protocol": PROTOCOL_VERSION,
         "server": f"moo-arena/{__version__}",
-        "matches": app.arena.player_matches(name),
+        "matches": await app.matches.player_matches(name),
         "secured": record.secured,
         # the rules this server offers, the default first (docs/protocol.md, "Variants")
         "variants": [rules.to_dict() for rules in app.arena.variants],
@@ -226,7 +226,7 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
     """Every request but the moves (``_move``): lobby, replays, queries."""
     kind = msg["type"]
     ref = msg.get("id")
-    arena, lobby = app.arena, app.lobby
+    matches, lobby = app.matches, app.lobby
     if kind == "ping":
         conn.send(_ref({"type": "pong"}, ref))
     elif kind == "hello":
@@ -248,16 +248,16 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
     elif kind == "play_bot":
         lobby.play_bot(conn, msg)
     elif kind == "rematch":
-        lobby.rematch(conn, msg)
+        await lobby.rematch(conn, msg)
     elif kind == "resume":
-        await arena.resume(conn, msg["match_id"], msg.get("last_seq", 0), ref)
+        await matches.resume(conn, msg["match_id"], msg.get("last_seq", 0), ref)
     elif kind == "watch":
-        await arena.watch(conn, msg["match_id"], msg.get("last_seq", 0), ref)
+        await matches.watch(conn, msg["match_id"], msg.get("last_seq", 0), ref)
     elif kind == "unwatch":
-        arena.unwatch(conn, msg["match_id"])
+        matches.unwatch(conn, msg["match_id"])
         conn.send(_ref({"type": "unwatched", "match_id": msg["match_id"]}, ref))
     elif kind == "matches":
-        conn.send(_ref({"type": "matches", "matches": await arena.list_matches()}, ref))
+        conn.send(_ref({"type": "matches", "matches": await matches.list_matches()}, ref))
     elif kind == "leaderboard":
         by = msg.get("by", "rating")
         rules = parse_rules_spec(msg.get("variant") or CLASSIC_SPEC)
@@ -267,8 +267,8 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
                         "players": rows}, ref))
     elif kind == "analysis":
         match_id = msg["match_id"]
-        live = arena.live.get(match_id)
-        conn.send(_ref(await arena.analysis.analysis(match_id, live is not None), ref))
+        live = matches.is_live(match_id)
+        conn.send(_ref(await app.arena.analysis.analysis(match_id, live), ref))
     elif kind in _ACCOUNT_REQUESTS:
         await _account_request(app, conn, msg)
     else:  # pragma: no cover - the schema admits only the types above and the moves
@@ -299,15 +299,14 @@ async def _account_request(app: ServerContext, conn: Connection, msg: dict[str, 
             if other is not conn and other.player is not None and (
                 other.player.casefold() == folded
             ):
-                app.arena.detach(other)
+                app.matches.detach(other)
                 other.close(CLOSE_SIGNED_OUT, "signed_out")
         conn.send(_ref({"type": "signed_out", "token": token}, ref))
     elif kind == "history":
         conn.send(_ref(await app.history.history(me, msg), ref))
     elif kind == "match_record":
         match_id = msg["match_id"]
-        live = app.arena.live.get(match_id)
-        reply = await app.history.match_record(match_id, live is not None and not live.broken)
+        reply = await app.history.match_record(match_id, app.matches.is_live(match_id))
         conn.send(_ref(reply, ref))
     else:
         conn.send(_ref(await app.history.player(msg["name"]), ref))
@@ -318,7 +317,10 @@ def _address(app: ServerContext, conn: Connection) -> str:
     when the peer is a trusted proxy (``trusted_proxies``), the one its X-Forwarded-For names
     (server/proxy.py)."""
     peer = getattr(conn.ws, "remote_address", None)
-    address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+    if isinstance(peer, tuple) and peer:
+        address = str(peer[0])
+    else:  # a Unix socket (``--unix``) has no peer address: the proxy on this host
+        address = UNIX_PEER if isinstance(peer, str) else "?"
     if app.settings.trusted_proxies:
         request = getattr(conn.ws, "request", None)
         headers = getattr(request, "headers", None)
@@ -330,11 +332,9 @@ def _address(app: ServerContext, conn: Connection) -> str:
 def _move(
     app: ServerContext, conn: Connection, msg: dict[str, Any], received: float | None
 ) -> None:
-    """A seat's ``secret`` / ``guess`` / ``resign``: synchronous all the way to the store."""
-    arena = app.arena
-    if msg["match_id"] not in arena.live:
-        arena.check_finished(msg["match_id"])
-    arena.act(conn, msg, received)
+    """A seat's ``secret`` / ``guess`` / ``resign``: synchronous all the way to the store (or,
+    for a match another node runs, to the bus)."""
+    app.matches.act(conn, msg, received)
 
 
 def _error_reply(exc: MooError, raw: Any) -> dict[str, Any]:

@@ -45,6 +45,9 @@ class Settings:
     #: addresses (or networks) of reverse proxies (HAProxy) whose X-Forwarded-For is believed:
     #: a connection from one of them counts as from the client the header names
     trusted_proxies: list[str] = field(default_factory=list)
+    #: also listen on this Unix socket (a reverse proxy on the same host; only the socket's
+    #: owner may connect: ``--trusted-proxy unix`` then believes its X-Forwarded-For)
+    unix: str = ""
     # [limits]
     max_message_bytes: int = 4096
     max_connections: int = 5000
@@ -110,12 +113,17 @@ class Settings:
         if self.log_format not in ("text", "json"):
             problems.append(f"log_format must be 'text' or 'json', got {self.log_format!r}")
         for proxy in self.trusted_proxies:
+            if proxy == "unix":  # connections through the Unix socket (``unix``)
+                continue
             try:
                 ipaddress.ip_network(proxy, strict=False)
             except ValueError:
                 problems.append(
-                    f"trusted_proxies: {proxy!r} is not an IP address or network (CIDR)"
+                    f"trusted_proxies: {proxy!r} is not an IP address or network (CIDR),"
+                    " nor 'unix'"
                 )
+        if self.unix and not Path(self.unix).parent.is_dir():
+            problems.append(f"unix: no directory for the socket {self.unix!r}")
         if self.lease_ms < 1000:
             problems.append("lease_ms must be at least 1000")
         db_problem = check_db(self.db)
@@ -183,6 +191,7 @@ def describe(db: str) -> str:
 SECTIONS: dict[str, tuple[str, ...]] = {
     "server": (
         "host", "port", "static_dir", "origins", "log_level", "log_format", "trusted_proxies",
+        "unix",
     ),
     "limits": (
         "max_message_bytes", "max_connections", "rate_per_s", "rate_burst",

@@ -137,6 +137,8 @@ UNFINISHED_AMONG = Query(
 EVENTS_OF = Query(
     "SELECT match_id, body FROM events WHERE match_id {in_texts} ORDER BY match_id, seq"
 )
+MATCH_META = Query("SELECT meta FROM matches WHERE match_id = ?")
+EVENTS_OF_MATCH = Query("SELECT body FROM events WHERE match_id = ? ORDER BY seq")
 #: one row with a NULL body for a match with no event after ``seq``; none for no such match
 EVENTS_AFTER = Query(
     "SELECT e.body FROM matches m LEFT JOIN events e ON e.match_id = m.match_id AND e.seq > ?"
@@ -294,3 +296,88 @@ RATING_BOARD = {
     ),
 }
 RATING_OF = Query(f"SELECT {RATING_COLUMNS} FROM player_ratings WHERE variant = ? AND name = ?")
+
+# -- the cluster's directory and leases (server/storage_cluster.py) -------------------------------
+#: the database's clock in ms: every lease is judged by it, never by a node's own clock
+_NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+#: owner rows whose node holds a live lease in the row's epoch
+_LIVE_OWNER = f"JOIN nodes n ON n.name = o.node AND n.epoch = o.epoch AND n.expires_ms > {_NOW}"
+
+OWNER_OF = Query(
+    f"SELECT o.node, o.epoch FROM owners o {_LIVE_OWNER} WHERE o.match_id = ?",
+    only="postgresql",
+)
+OWNERS_OF = Query(
+    f"SELECT o.match_id, o.node, o.epoch FROM owners o {_LIVE_OWNER}"
+    " WHERE o.match_id {in_texts}",
+    only="postgresql",
+)
+MATCH_FINISHED = Query("SELECT finished FROM matches WHERE match_id = ?")
+ALIVE_NODES = Query(
+    f"SELECT name FROM nodes WHERE epoch > 0 AND expires_ms > {_NOW}", only="postgresql"
+)
+#: (``jsonb_exists``: the ``?`` operator, which would read as a parameter here)
+UNFINISHED_OF_PLAYER = Query(
+    "SELECT match_id FROM matches WHERE finished = 0"
+    " AND jsonb_exists(meta::jsonb -> 'players', ?)",
+    only="postgresql",
+)
+LIVE_ELSEWHERE = Query(
+    f"SELECT o.match_id FROM owners o {_LIVE_OWNER} JOIN matches m ON m.match_id = o.match_id"
+    " WHERE m.finished = 0 AND o.node <> ? ORDER BY m.created_ms LIMIT ?",
+    only="postgresql",
+)
+NODE_SESSION = Query(
+    "SELECT 1 FROM pg_stat_activity WHERE application_name = ? LIMIT 1", only="postgresql"
+)
+BEGIN_EPOCH = Query(
+    f"INSERT INTO nodes(name, epoch, expires_ms) VALUES (?, 1, {_NOW} + ?)"
+    " ON CONFLICT (name) DO UPDATE SET epoch = nodes.epoch + 1,"
+    " expires_ms = EXCLUDED.expires_ms RETURNING epoch",
+    only="postgresql",
+)
+RENEW_LEASE = Query(
+    f"UPDATE nodes SET expires_ms = {_NOW} + ? WHERE name = ? AND epoch = ? RETURNING epoch",
+    only="postgresql",
+)
+END_LEASE = Query(
+    f"UPDATE nodes SET expires_ms = LEAST(expires_ms, {_NOW} - 1) WHERE name = ? AND epoch = ?",
+    only="postgresql",
+)
+OWNED = Query(
+    "SELECT match_id FROM owners WHERE match_id {in_texts} AND node = ? AND epoch = ?",
+    only="postgresql",
+)
+OWNED_UNFINISHED = Query(
+    "SELECT o.match_id FROM owners o JOIN matches m ON m.match_id = o.match_id"
+    " WHERE o.node = ? AND o.epoch = ? AND m.finished = 0",
+    only="postgresql",
+)
+OTHERS_ALIVE = Query(
+    f"SELECT 1 FROM nodes WHERE name <> ? AND expires_ms > {_NOW} LIMIT 1", only="postgresql"
+)
+#: unfinished matches whose owner's lease ran out, or whose owner restarted (a new epoch)
+ORPHANS = Query(
+    "SELECT o.match_id, o.node, o.epoch FROM owners o JOIN matches m ON m.match_id = o.match_id"
+    " LEFT JOIN nodes n ON n.name = o.node"
+    " WHERE m.finished = 0 AND NOT (o.node = ? AND o.epoch = ?)"
+    f" AND (n.name IS NULL OR n.epoch <> o.epoch OR n.expires_ms < {_NOW}) LIMIT ?",
+    only="postgresql",
+)
+#: exactly one node wins each: the row must still name the orphan's (node, epoch), and that
+#: lease must still be out
+CLAIM_ORPHANS = Query(
+    "UPDATE owners o SET node = ?, epoch = ?"
+    " FROM unnest(?::text[], ?::text[], ?::bigint[]) AS c(match_id, node, epoch)"
+    " WHERE o.match_id = c.match_id AND o.node = c.node AND o.epoch = c.epoch"
+    " AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.name = c.node"
+    f" AND n.epoch = c.epoch AND n.expires_ms >= {_NOW})"
+    " RETURNING o.match_id",
+    only="postgresql",
+)
+CLAIM_FROM = Query(
+    "UPDATE owners o SET node = ?, epoch = ? FROM matches m"
+    " WHERE m.match_id = o.match_id AND m.finished = 0 AND o.node = ? AND o.epoch = ?"
+    " RETURNING o.match_id",
+    only="postgresql",
+)

@@ -275,6 +275,18 @@ class Store(ABC):
 
         return await self.with_db(read)
 
+    async def stored_match(self, match_id: str) -> StoredMatch | None:
+        """One match with its metadata and log, finished or not (None: no such match)."""
+
+        async def read(db: Db) -> StoredMatch | None:
+            row = await db.row(sql.MATCH_META, match_id)
+            if row is None:
+                return None
+            events = [json.loads(r[0]) for r in await db.rows(sql.EVENTS_OF_MATCH, match_id)]
+            return StoredMatch(match_id, json.loads(row[0]), events)
+
+        return await self.with_db(read)
+
     async def match_events(self, match_id: str, after: int = 0) -> list[Event] | None:
         """The match's committed events with ``seq > after`` in order; None if no such match."""
 

@@ -41,7 +41,7 @@ from server.schema import upgrade_postgres
 from server.sql import Query
 from server.storage import Append, Db, Done, FinishedMatch, Store, describe_db, index_results
 
-__all__ = ["DB_NOW_MS", "LeaseLost", "PostgresStore"]
+__all__ = ["DB_NOW_MS", "UNAVAILABLE_ERRORS", "LeaseLost", "PostgresStore"]
 
 log = logging.getLogger("moo.storage")
 
@@ -55,6 +55,8 @@ _UNAVAILABLE = (
     # not an InterfaceError in asyncpg, but the same thing to us: this session is unusable
     asyncpg.InternalClientError,
 )
+#: (public: the cluster's lease loops treat them as "try again next time")
+UNAVAILABLE_ERRORS = _UNAVAILABLE
 #: of those, the ones that mean the database itself is unreachable or refusing work (as
 #: opposed to one bad statement): they flip /healthz to "unavailable" and start the probe
 _OUTAGE = (
@@ -156,7 +158,7 @@ class PostgresStore(Store):
             max_size=self.pool_size,
             timeout=self.connect_timeout_s,
             command_timeout=self.op_timeout_s,
-            server_settings={"application_name": "moo-reader"},
+            server_settings={"application_name": self.session_label("moo-reader")},
         )
         await self._pool
         self._available = True
@@ -187,12 +189,19 @@ class PostgresStore(Store):
             except (TimeoutError, *_UNAVAILABLE):
                 self._pool.terminate()
 
+    def session_label(self, role: str) -> str:
+        """The ``application_name`` of this store's sessions of ``role`` (writer, reader,
+        probe): what ``pg_stat_activity`` shows for them."""
+        return role
+
     async def _connect(self, name: str) -> Any:
         return await asyncpg.connect(
             self.url,
             timeout=self.connect_timeout_s,
             command_timeout=self.op_timeout_s,
-            server_settings={"application_name": name, "synchronous_commit": "on"},
+            server_settings={
+                "application_name": self.session_label(name), "synchronous_commit": "on"
+            },
         )
 
     # -- availability -----------------------------------------------------------------------

@@ -7,6 +7,7 @@ stay a one-way chain, and a single node on SQLite never loads the PostgreSQL dri
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING
 
 from server.storage import Store, is_postgres_url
@@ -21,6 +22,13 @@ __all__ = ["make_store"]
 def make_store(settings: Settings) -> Store:
     """The store the ``db`` setting names: ``postgresql://...`` or a SQLite file path."""
     if is_postgres_url(settings.db):
+        if settings.cluster_url:  # a cluster node: also the directory and the leases
+            from server.storage_cluster import ClusterStore
+
+            return ClusterStore(
+                settings.db, node=settings.node or socket.gethostname(),
+                commit_window_ms=settings.commit_window_ms,
+            )
         from server.storage_pg import PostgresStore
 
         return PostgresStore(settings.db, commit_window_ms=settings.commit_window_ms)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from tests.server_support import Client
 
@@ -127,3 +128,11 @@ async def challenge_match(port: int) -> tuple[Client, Client, str]:
     offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
     accepted = await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]})
     return ann, bob, str(accepted["match_id"])
+
+
+@pytest.fixture(autouse=True)
+def client_resync_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cluster test runs with the SDK's quiet-match resync off (``MOO_RESYNC_AFTER=0``,
+    inherited by the ``moo`` processes the tests start): the server must keep every follower
+    fed by itself (docs/cluster.md, "Delivery"), not with the clients' help."""
+    monkeypatch.setenv("MOO_RESYNC_AFTER", "0")

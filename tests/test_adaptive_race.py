@@ -191,7 +191,7 @@ def test_old_strategies_still_get_the_responses_and_relabelling_passes_guesses_t
 
 def test_a_hosted_bot_sees_what_a_client_in_its_seat_would_see() -> None:
     from moo.match import Match
-    from server.arena import HostedBot, _think, _visible_to
+    from server.hosted import HostedBot, think, visible_to
 
     for pacing, shown in (("lockstep", True), ("lockstep", False), ("free", True)):
         config = MatchConfig(pacing=pacing, show_guesses=shown)
@@ -201,14 +201,14 @@ def test_a_hosted_bot_sees_what_a_client_in_its_seat_would_see() -> None:
         match.guess(0, "0145", 1)  # 0B2C against 4567
         seen = ("0145" if shown else None, 0, 2)
         # lockstep: round 1 is not over, so the bot (seat 1) has seen nothing of it yet
-        assert _visible_to(match, 1) == ([] if pacing == "lockstep" else [seen])
+        assert visible_to(match, 1) == ([] if pacing == "lockstep" else [seen])
         match.guess(1, "8901", 2)  # 0B1C against 0123: nobody solves
-        assert _visible_to(match, 1) == [seen]
+        assert visible_to(match, 1) == [seen]
         bot = HostedBot("recorder", random.Random(0), strategy=Recorder())
-        _think(bot, config.rules, list(match.seats[1].guesses), _visible_to(match, 1))
+        think(bot, config.rules, list(match.seats[1].guesses), visible_to(match, 1))
         assert isinstance(bot.strategy, Recorder)
         assert bot.strategy.seen == [(1, seen[0], Response(0, 2))]
-        _think(bot, config.rules, list(match.seats[1].guesses), _visible_to(match, 1))
+        think(bot, config.rules, list(match.seats[1].guesses), visible_to(match, 1))
         assert len(bot.strategy.seen) == 1  # told once, not again on the next move
 
 

@@ -8,6 +8,7 @@ import dataclasses
 import random
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -17,6 +18,7 @@ from moo.mastermind import MastermindRules
 from moo.match import MatchConfig
 from moo.rules import DEFAULT_RULES
 from moo.variants import GameRules
+from server.lobby import Lobby
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
 
@@ -77,12 +79,13 @@ async def test_assist_opt_in_through_the_protocol(tmp_path: Path, enc: str) -> N
                     {"type": "room_create", "assist": True}):
             err = await a.request(msg)
             assert err["code"] == "assist_rated", err
-        assert not app.arena.live and not app.lobby.queue and not app.lobby.rooms
+        lobby = cast(Lobby, app.lobby)
+        assert not app.arena.live and not lobby.queue and not lobby.rooms
         q = await a.request({"type": "queue", "rated": False, "assist": True})
         assert q["assist"] is True
         plain = await b.request({"type": "queue", "rated": False})
         assert "assist" not in plain
-        assert len(app.lobby.queue) == 2  # assisted and unassisted practice never pair
+        assert len(cast(Lobby, app.lobby).queue) == 2  # assisted and unassisted practice never pair
         await b.request({"type": "queue", "rated": False, "assist": True})
         m = await a.of_type("match")
         assert m["config"]["assist"] is True and m["config"]["rated"] is False

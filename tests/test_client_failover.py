@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from clients.tournament.runner import make_plan
-from tests.cluster_support import nodes
+from tests.cluster_support import client_resync_off, nodes  # noqa: F401
 from tests.failover_support import ROOT, Server, dead_url
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url

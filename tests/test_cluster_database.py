@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from tests.cluster_support import Node, challenge_match, nodes, query, until
+from tests.cluster_support import Node, challenge_match, client_resync_off, nodes, query, until  # noqa: F401
 from tests.mqtt_support import Broker
 from tests.pg_server import PrivatePostgres
 from tests.server_support import Client

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tests.cluster_support import client_resync_off  # noqa: F401
 from tests.mqtt_support import free_port
 from tests.pg_support import pg_url
 from tests.server_support import Client

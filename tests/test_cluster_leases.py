@@ -11,7 +11,7 @@ import os
 import signal
 from typing import Any
 
-from tests.cluster_support import Node, nodes, query, until
+from tests.cluster_support import Node, client_resync_off, nodes, query, until  # noqa: F401
 from tests.pg_support import pg_url
 from tests.server_support import Client
 from tests.test_server_http import http_get

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from moo.variants import parse_rules_spec
-from tests.cluster_support import Node, nodes, query, until
+from tests.cluster_support import Node, client_resync_off, nodes, query, until  # noqa: F401
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server_support import Client
@@ -224,7 +224,7 @@ class _Arena:
     def __init__(self) -> None:
         self.created: list[tuple[str, str]] = []
 
-    def live_match_of(self, player: str) -> None:
+    def busy(self, player: str) -> None:
         return None
 
     def create(self, players: tuple[str, str], *args: Any, **kwargs: Any) -> None:

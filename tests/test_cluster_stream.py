@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.cluster_support import Node, challenge_match, nodes, query, until
+from tests.cluster_support import Node, challenge_match, client_resync_off, nodes, query, until  # noqa: F401
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server_support import Client

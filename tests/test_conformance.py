@@ -20,7 +20,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import pytest
@@ -29,6 +29,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin, Subprotocol
 
 from server.app import App
+from server.lobby import Lobby
 from tests.server_support import server_settings
 
 ENCODINGS = ["moo.v1.json", "moo.v1.msgpack"]
@@ -286,7 +287,7 @@ async def test_undecodable_unknown_and_ill_typed_messages_change_nothing(
         await peer.send_raw(peer.encode([1, 2]))
         assert (await peer.of_type("error"))["code"] == "bad_field"
         # none of it queued anybody or changed the player
-        assert not app.lobby.queue
+        assert not cast(Lobby, app.lobby).queue
         assert (await peer.request({"type": "ping"}))["type"] == "pong"
 
 

@@ -94,3 +94,44 @@ async def test_the_sign_in_limit_counts_the_forwarded_address(
             assert await _fail(direct, "n5") == "too_many_attempts"
         for c in (first, second, direct):
             await c.close()
+
+
+def test_the_unix_socket_is_a_proxy_only_when_trusted() -> None:
+    assert client_address("unix", ["203.0.113.7"], ("unix",)) == "203.0.113.7"
+    assert client_address("unix", ["203.0.113.7"], ("127.0.0.1",)) == "unix"
+    # over TCP, even from loopback, "unix" trusts nobody: no local process can forge
+    assert client_address("127.0.0.1", ["203.0.113.7"], ("unix",)) == "127.0.0.1"
+    assert load_settings(None, overrides={"trusted_proxies": "unix"}).trusted_proxies == ["unix"]
+
+
+async def test_a_proxy_on_the_unix_socket_names_the_client(tmp_path: Path) -> None:
+    """``--unix PATH --trusted-proxy unix``: the socket (mode 0600) is the proxy's way in; its
+    X-Forwarded-For counts, the same header over TCP does not."""
+    import stat
+
+    from websockets.asyncio.client import unix_connect
+
+    from moo.protocol import Codec
+
+    sock = tmp_path / "node.sock"
+    settings = server_settings(
+        tmp_path, signin_failures_per_address=2, **FAST, trusted_proxies=["unix"],
+        unix=str(sock),
+    )
+    async with running(settings) as app:
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+        for i in range(2):  # two failures over TCP from a forged address: counted as TCP's
+            tcp = await _from(app.port, f"203.0.113.{i}")
+            assert await _fail(tcp, f"t{i}") == "bad_credentials"
+            await tcp.close()
+        tcp = await _from(app.port, "203.0.113.9")
+        assert await _fail(tcp, "t9") == "too_many_attempts"
+        ws = await unix_connect(
+            str(sock), uri="ws://localhost/", subprotocols=["moo.v1.json"],  # type: ignore[list-item]
+            additional_headers={"X-Forwarded-For": "198.51.100.1"},
+        )
+        via_proxy = Client(ws, Codec("moo.v1.json"))
+        assert await _fail(via_proxy, "u1") == "bad_credentials"  # its own budget
+        await via_proxy.close()
+        await tcp.close()
+    assert not sock.exists()  # removed at the stop

@@ -28,6 +28,7 @@ from clients.sdk import (
     retryable,
     url_list,
 )
+from tests.cluster_support import client_resync_off  # noqa: F401
 from tests.failover_support import Server, dead_url
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from moo.protocol import TRANSPORT_FACTOR
 from moo.rules import DEFAULT_RULES
 from server.app import App
+from server.lobby import Lobby
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
 pytestmark = pytest.mark.parametrize("enc", ENCODINGS)
@@ -338,7 +339,7 @@ async def test_pools_pair_humans_and_bots_as_asked(tmp_path: Path, enc: str) -> 
         bob = await Client.hello(app.port, "bob", enc)
         prog = await Client.hello(app.port, "prog", enc, bot=True)
         err = await ann.request({"type": "queue", "pool": "bots"})  # programs only
-        assert err["code"] == "wrong_pool" and not app.lobby.queue
+        assert err["code"] == "wrong_pool" and not cast(Lobby, app.lobby).queue
         await ann.request({"type": "queue", "pool": "any"})
         await prog.request({"type": "queue", "pool": "any"})
         m = await prog.of_type("match")

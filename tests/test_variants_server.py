@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -14,6 +14,7 @@ from moo.mastermind import mastermind_score
 from moo.rules import score
 from server.app import App
 from server.export import records
+from server.lobby import Lobby
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
 pytestmark = pytest.mark.parametrize("enc", ENCODINGS)
@@ -78,12 +79,12 @@ async def test_queue_pairs_only_same_rules(tmp_path: Path, enc: str) -> None:
                               "repeats_in_guess": False}
         classic = await b.request({"type": "queue"})  # no rules: the server's default
         assert classic["rules"]["length"] == 4
-        assert len(app.lobby.queue) == 2  # different rules: not paired
+        assert len(cast(Lobby, app.lobby).queue) == 2  # different rules: not paired
         await c.request({"type": "queue", "rules": {"game": "moo", "length": 5,
                                                     "alphabet": "digits"}})
         m = await a.of_type("match")
         assert m["opponent"] == "cy" and m["config"]["rules"]["length"] == 5
-        assert [w.player for w in app.lobby.queue] == ["bob"]
+        assert [w.player for w in cast(Lobby, app.lobby).queue] == ["bob"]
 
 
 BAD = [
@@ -115,7 +116,8 @@ async def test_bad_rules_create_nothing(tmp_path: Path, enc: str) -> None:
         assert err["code"] == "rules_not_offered" and "mastermind:4:123456" in err["message"]
         err = await a.request({"type": "queue", "rules": "mastermind"})
         assert err["code"] == "bad_field"  # rules must be an object
-        assert not app.lobby.queue and not app.lobby.rooms and not app.lobby.challenges
+        lobby = cast(Lobby, app.lobby)
+        assert not lobby.queue and not lobby.rooms and not lobby.challenges
         assert not app.arena.live
 
 
@@ -263,7 +265,7 @@ async def test_word_match_end_to_end(tmp_path: Path, enc: str) -> None:
             assert err["code"] == "bad_rules" and text in err["message"]
         err = await p0.request({"type": "room_create", "rules": {"game": "words", "length": 7}})
         assert err["code"] == "rules_not_offered" and "words:5:bulls_cows" in err["message"]
-        assert not app.lobby.rooms
+        assert not cast(Lobby, app.lobby).rooms
     exported = [r for r in records(settings.db) if r["match_id"] == mid]
     assert exported[0]["variant"] == "words:5:hits_misses"
     assert exported[0]["config"]["rules"]["scoring"] == "hits_misses"

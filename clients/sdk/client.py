@@ -22,10 +22,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgpack
 from websockets.asyncio.client import ClientConnection, connect
@@ -132,6 +133,15 @@ class _End:
 _END = _End()
 
 
+def _resync_default() -> float | None:
+    raw = os.environ.get("MOO_RESYNC_AFTER", "").strip().lower()
+    if not raw:
+        return 15.0
+    if raw in ("0", "off", "none", "never"):
+        return None
+    return float(raw)
+
+
 class Client:
     """A player's (or a bot's) session with a MOO Arena server.
 
@@ -161,7 +171,7 @@ class Client:
         rate_per_s: float | None = 18.0,
         rate_burst: int = 30,
         buffer_events: bool = True,
-        resync_after: float | None = 15.0,
+        resync_after: float | Literal["env"] | None = "env",
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {sorted(ENCODINGS)}, got {encoding!r}")
@@ -186,11 +196,12 @@ class Client:
         #: messages are not queued for :meth:`events`, which nobody would drain.
         self.buffer_events = buffer_events
         #: Seconds without any event of an unfinished match we play before the client asks
-        #: for it again (``resume`` from the last seq: a no-op when nothing was missed). A
-        #: cluster that moved the match after a node died could leave a player's seat without
-        #: a connection while nothing tells the client; this re-seats it well inside the
-        #: server's grace period. None: never.
-        self.resync_after = resync_after
+        #: for it again (``resume`` from the last seq: a no-op when nothing was missed). The
+        #: server promises never to leave a follower in silence (docs/cluster.md, "Delivery"),
+        #: so this is only a belt. None: never. By default 15 s, or the environment's
+        #: ``MOO_RESYNC_AFTER`` (seconds; ``0`` or ``off``: never; the cluster's tests run
+        #: with it off, so that they see the server keep its promise unaided).
+        self.resync_after = _resync_default() if resync_after == "env" else resync_after
         self._heard: dict[str, float] = {}
         self._resync: asyncio.Task[None] | None = None
         #: match_id -> what we know about it (matches we sit in or watch).

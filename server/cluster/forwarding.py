@@ -1,0 +1,478 @@
+"""The client side of the bus: this node's clients following matches other nodes run.
+
+For every (client, match) pair whose match runs elsewhere, a :class:`Subscription` lives here,
+where the connection lives, with the one number that makes delivery checkable: its *cursor*,
+the last ``seq`` this client was sent. Events relayed by the owner pass through it:
+
+* ``seq == cursor + 1``: delivered, the cursor moves on;
+* ``seq <= cursor``: a repeat (a replay overlapping what was sent), dropped;
+* ``seq > cursor + 1``: a gap (the broker lost something): nothing is delivered out of order;
+  the subscription is re-attached from its cursor instead (below).
+
+A subscription belongs to one owner (node and epoch): messages about its match from any other
+sender are stale and dropped. It is **re-attached** -- a :class:`~server.cluster.wire.Follow`
+from its cursor -- whenever that owner may not have everything right: the owner changed (a
+takeover, announced by :class:`~server.cluster.wire.Adopted`), messages from it were lost
+(the transport noticed a gap, or this node's own broker session dropped), or a forwarded move
+went unanswered too long. The owner answers a follow with a marker (``match``/``watching``),
+the events after the cursor, then :class:`~server.cluster.wire.Followed`; events that arrive
+between the follow and its marker are dropped, as the replay after the marker covers them.
+
+Moves forwarded for a client are remembered until acknowledged, so the acknowledgement is
+never lost either: an event of the client's own seat that matches the oldest pending move and
+comes after the cursor it was sent at carries that move's ``ref`` (a replay from the log has
+none), and :class:`~server.cluster.wire.Followed` says which moves the owner has received --
+one it has not was never applied, and the client is told ``not_available`` "try again".
+When nothing can be done for a client (no owner reachable for a long time), its connection is
+closed with 1012 so that it reconnects and resumes: a client is never left in silence.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from moo.errors import NotAvailable
+from moo.match import Viewer
+from server.cluster.directory import Placement
+from server.cluster.subscription import DELIVER, GAP, Subscription
+from server.cluster.wire import (
+    Act,
+    Close,
+    Deliver,
+    Detach,
+    Dropped,
+    Follow,
+    Followed,
+    Message,
+    NotHere,
+    Unwatch,
+    WireError,
+    item_of,
+)
+from server.connection import CLOSE_RESTART, Connection, error_message
+from server.matches import SPECTATOR
+from server.storage_cluster import Owner
+
+__all__ = ["Forwarding", "Subscription"]
+
+log = logging.getLogger("moo.cluster")
+
+#: a forwarded move unanswered this long makes its subscription re-attach (which tells
+#: whether the owner has it)
+ACT_PATIENCE_S = 5.0
+#: a subscription that has had no owner to follow for this long closes its client with 1012
+#: (it reconnects and resumes: maybe through another node that reaches the owner)
+ORPHAN_PATIENCE_S = 30.0
+#: a follow unanswered this long is sent again
+FOLLOW_PATIENCE_S = 5.0
+
+class Forwarding:
+    """Forwards this node's clients' requests to owners; delivers what owners send back."""
+
+    def __init__(
+        self,
+        node: str,
+        run: str,
+        epoch: Callable[[], int],
+        send: Callable[[str, Message], None],
+        locate: Callable[[str, Callable[[Placement], None]], None],
+        up: Callable[[], bool],
+    ) -> None:
+        self.node = node
+        #: whether the bus is up: a client's request is refused at once ("try again") while it
+        #: is not, rather than kept for an unknown time (re-attachments are kept and sent)
+        self._up = up
+        self.run = run
+        self._epoch = epoch
+        self._send = send
+        #: ``locate(match_id, then)``: ask the directory; ``then(placement)`` once known
+        #: (an owner; None: nobody runs it, it is answered from the log here; MOVING)
+        self._locate = locate
+        #: local connections by cluster-wide id, and their subscriptions by match
+        self.local: dict[str, Connection] = {}
+        self.subs: dict[str, dict[str, Subscription]] = {}
+        #: nodes each connection has sent requests to (each keeps a stand-in for it)
+        self.contacted: dict[str, set[str]] = {}
+        #: counters for /metrics
+        self.forwarded = 0
+        self.gaps = 0
+        self.reattached = 0
+        #: seconds from a forwarded move to its acknowledgement here (recent ones)
+        self.latency: deque[float] = deque(maxlen=5000)
+        #: told every acknowledgement's latency (/metrics' cumulative histogram)
+        self.latency_hooks: list[Callable[[float], None]] = []
+
+    # -- identities ---------------------------------------------------------------------------
+    def cid(self, conn: Connection) -> str:
+        """A connection's id in the cluster: this process's run id and the object's id (which
+        alone would repeat across restarts of this node)."""
+        key = f"{self.run}.{id(conn):x}"
+        self.local[key] = conn
+        return key
+
+    def following(self, conn: Connection, match_id: str) -> Subscription | None:
+        return self.subs.get(self.cid(conn), {}).get(match_id)
+
+    def seated(self, conn: Connection) -> list[str]:
+        """Matches run elsewhere in which ``conn`` holds a seat (unfinished as far as known)."""
+        return [
+            m for m, s in self.subs.get(self.cid(conn), {}).items()
+            if s.viewer is not None and s.viewer != SPECTATOR
+        ]
+
+    # -- requests -----------------------------------------------------------------------------
+    def act(self, conn: Connection, msg: dict[str, Any]) -> None:
+        self._check_up()
+        match_id = msg["match_id"]
+        sub = self._sub(conn, match_id, None, None)
+        sub.sent_act(msg, time.monotonic())
+        self._request(sub, Act(sub.cid, conn.player or "", msg))
+
+    def follow(
+        self, conn: Connection, match_id: str, viewer: Viewer | None, cursor: int,
+        *, announce: bool, ref: Any = None,
+    ) -> None:
+        """Attach ``conn`` to a match run elsewhere from ``cursor`` (a client's ``resume`` or
+        ``watch``, or its seats after ``hello``)."""
+        if ref is not None:
+            self._check_up()
+        sub = self._sub(conn, match_id, viewer, cursor)
+        sub.cursor = cursor
+        self._follow(sub, announce=announce, ref=ref)
+
+    def unwatch(self, conn: Connection, match_id: str) -> bool:
+        """Stop following a match run elsewhere; False if ``conn`` does not follow it here."""
+        cid = self.cid(conn)
+        sub = self.subs.get(cid, {}).pop(match_id, None)
+        if sub is None:
+            return False
+        if sub.owner is not None:
+            self._send(sub.owner[0], Unwatch(cid, match_id))
+        return True
+
+    def detach(self, conn: Connection, *, replaced: bool = False) -> None:
+        """The connection is gone (or ``replaced`` by a newer one of the same player): every
+        owner it followed lets go of its stand-in."""
+        cid = self.cid(conn)
+        subs = self.subs.pop(cid, {})
+        nodes = {s.owner[0] for s in subs.values() if s.owner is not None}
+        for node in nodes | self.contacted.pop(cid, set()):
+            self._send(node, Detach(cid, replaced))
+        self.local.pop(cid, None)
+
+    def _check_up(self) -> None:
+        if not self._up():
+            raise NotAvailable("the node running this match cannot be reached; try again")
+
+    def _sub(
+        self, conn: Connection, match_id: str, viewer: Viewer | None, cursor: int | None
+    ) -> Subscription:
+        cid = self.cid(conn)
+        subs = self.subs.setdefault(cid, {})
+        sub = subs.get(match_id)
+        if sub is None:
+            sub = subs[match_id] = Subscription(conn, cid, match_id, viewer, cursor)
+        elif viewer is not None:
+            sub.viewer = viewer
+        return sub
+
+    def _follow(self, sub: Subscription, *, announce: bool = False, ref: Any = None) -> None:
+        carried = False
+        if announce:
+            sub.owed = (ref,)
+        elif sub.owed is not None:  # the client's own follow is not answered yet: go on
+            announce, ref, carried = True, sub.owed[0], True
+        sub.gen += 1
+        sub.joining = sub.gen
+        sub.join_cursor = sub.cursor or 0
+        sub.join_sent = time.monotonic()
+        sub.announce = announce
+        if carried:
+            sub.carried.add(sub.gen)
+        elif announce:
+            sub.announced.add(sub.gen)
+        self._request(sub, Follow(
+            sub.cid, sub.conn.player or "", sub.match_id, sub.viewer, sub.join_cursor,
+            announce, ref, sub.gen,
+        ))
+
+    def _request(self, sub: Subscription, item: Message) -> None:
+        """Send ``item`` to the subscription's owner, or wait for one to be known."""
+        if sub.owner is not None:
+            self._forward(sub, sub.owner[0], item)
+            return
+        sub.waiting.append(item)
+        if len(sub.waiting) == 1:
+            if not sub.orphaned:
+                sub.orphaned = time.monotonic()
+            self._locate(sub.match_id, lambda placement: self._placed(sub, placement))
+
+    def _placed(self, sub: Subscription, placement: Placement) -> None:
+        """The directory answered where the subscription's match runs."""
+        if self.subs.get(sub.cid, {}).get(sub.match_id) is not sub or sub.conn.closing:
+            return
+        waiting, sub.waiting = sub.waiting, []
+        if not waiting:
+            return
+        if sub.owner is None:
+            if isinstance(placement, str):  # MOVING
+                # between owners for too long (or the database is away): the requests were
+                # not applied; the client hears "try again" for each that expects an answer
+                for item in waiting:
+                    self._refuse(sub, item)
+                return
+            # None: nobody runs it (finished or unknown): this node answers from the log
+            sub.owner = (self.node, self._epoch()) if placement is None else placement
+            sub.orphaned = 0.0
+        for item in waiting:
+            self._forward(sub, sub.owner[0], item)
+
+    def _forward(self, sub: Subscription, node: str, item: Message) -> None:
+        self.forwarded += 1
+        self.contacted.setdefault(sub.cid, set()).add(node)
+        self._send(node, item)
+
+    def _refuse(self, sub: Subscription, item: Message) -> None:
+        ref = None
+        if isinstance(item, Act):
+            ref = item.msg.get("id")
+            sub.acts = deque(a for a in sub.acts if a.ref != ref)
+        elif isinstance(item, Follow):
+            ref = item.ref
+            if sub.joining == item.gen:
+                sub.joining = None
+        if ref is not None:
+            sub.conn.send(error_message(
+                NotAvailable("the match is moving to another node; try again"), ref
+            ) | {"match_id": sub.match_id})
+
+    # -- what owners send back -------------------------------------------------------------------
+    def received(self, sender: str, epoch: int, item: Message) -> None:
+        if isinstance(item, Deliver):
+            self._deliver(sender, epoch, item.conn, item.msg)
+        elif isinstance(item, Followed):
+            self._followed(sender, epoch, item)
+        elif isinstance(item, Close):
+            conn = self.local.get(item.conn)
+            if conn is not None:
+                conn.close(item.code, item.reason)
+        elif isinstance(item, NotHere):
+            self._not_here(sender, item)
+        elif isinstance(item, Dropped):
+            for sub in list(self.subs.get(item.conn, {}).values()):
+                if sub.owner is not None and sub.owner[0] == sender:
+                    self.reattached += 1
+                    self._follow(sub)
+
+    def _deliver(self, sender: str, epoch: int, cid: str, msg: dict[str, Any]) -> None:
+        conn = self.local.get(cid)
+        if conn is None or conn.closing:
+            return
+        match_id = msg.get("match_id")
+        kind = msg.get("type")
+        sub = self.subs.get(cid, {}).get(match_id) if isinstance(match_id, str) else None
+        if sub is None:
+            if kind == "match" and isinstance(match_id, str):
+                # a match the lobby started on another node: this client follows it from now
+                sub = self._sub(conn, match_id, msg.get("seat"), 0)
+                sub.owner = (sender, epoch)
+            conn.send(msg)
+            return
+        if kind == "error":  # a reply (from the owner, or from the lobby leader)
+            ref = msg.get("ref")
+            if ref is not None:
+                self._acknowledged(sub, ref)
+            if sub.viewer is None and sub.joining is None and not sub.acts:
+                # a move on a match this client never followed (finished, unknown): refused,
+                # and nothing to follow
+                self.subs.get(cid, {}).pop(sub.match_id, None)
+            conn.send(msg)
+            return
+        if kind not in ("event", "match", "watching"):
+            conn.send(msg)
+            return
+        if sub.owner is None:
+            sub.owner = (sender, epoch)
+            sub.orphaned = 0.0
+        elif sub.owner != (sender, epoch):
+            return  # from a former owner (or a restarted one): the subscription moved on
+        if kind == "event":
+            self._event(sub, msg)
+        elif kind in ("match", "watching"):
+            gen = msg.get("_gen")
+            if gen is not None:
+                msg = {k: v for k, v in msg.items() if k != "_gen"}
+            # the client's own request: its reply; a request carried on after a move: the reply
+            # if the client has not had one yet
+            owed = sub.owed is not None and msg.get("ref") == sub.owed[0]
+            client_asked = gen in sub.announced or (gen in sub.carried and owed)
+            sub.announced.discard(gen)
+            sub.carried.discard(gen)
+            if client_asked and owed:
+                sub.owed = None
+            if sub.joining is not None and gen == sub.joining:
+                # the marker: the owner's replay of the events after join_cursor follows
+                sub.joining = None
+                sub.cursor = sub.join_cursor
+                if kind == "match":
+                    sub.viewer = msg.get("seat")
+                elif sub.viewer is None:
+                    sub.viewer = SPECTATOR
+            # A marker the client asked for is its reply, even that of an older follow (whose
+            # replay is dropped: the newest follow replays from what the client has).
+            if gen is None or client_asked:
+                conn.send(msg)
+
+    def _event(self, sub: Subscription, msg: dict[str, Any]) -> None:
+        verdict = sub.admit(msg["seq"])
+        if verdict == GAP:
+            self.gaps += 1
+            log.warning("bus: %s missed %s after seq %s; re-attaching", sub.conn.player,
+                        sub.match_id, sub.cursor)
+            self._follow(sub)
+            return
+        if verdict != DELIVER:
+            return  # a repeat, or (joining) what the pending follow's replay covers
+        ref = msg.get("ref")
+        if ref is None:
+            ref = sub.replayed_ack(msg)
+            if ref is not None:
+                msg = msg | {"ref": ref}  # an acknowledgement replayed from the log
+        if ref is not None:
+            self._acknowledged(sub, ref)
+        sub.cursor = msg["seq"]
+        sub.conn.send(msg)
+        if msg.get("kind") == "finished":
+            self.subs.get(sub.cid, {}).pop(sub.match_id, None)
+            if sub.match_id in sub.conn.spectating:  # finished matches are not watched
+                sub.conn.spectating.remove(sub.match_id)
+
+    def _acknowledged(self, sub: Subscription, ref: Any) -> None:
+        act = sub.acknowledged(ref)
+        if act is not None:
+            latency = time.monotonic() - act.sent
+            self.latency.append(latency)
+            for hook in self.latency_hooks:
+                hook(latency)
+
+    def _followed(self, sender: str, epoch: int, item: Followed) -> None:
+        sub = self.subs.get(item.conn, {}).get(item.match_id)
+        if sub is None or item.gen != sub.gen or sub.owner != (sender, epoch):
+            return
+        sub.joining = None
+        if item.error is not None:
+            sub.owed = None  # (the client heard the error if it had asked)
+            if item.error in ("storage_unavailable", "not_available"):
+                sub.owner = None  # it runs nowhere right now: ask again where it does
+                sub.orphaned = time.monotonic()
+            else:  # not followable at all (e.g. not your seat): the client heard why
+                self.subs.get(sub.cid, {}).pop(sub.match_id, None)
+            return
+        for act in sub.unapplied(item.gen, item.seen):
+            # sent before this follow and never received by the owner, nor acknowledged in
+            # its replay: it was not applied
+            sub.conn.send(error_message(
+                NotAvailable("the match moved to another node; try again"), act.ref
+            ) | {"match_id": sub.match_id})
+
+    def _not_here(self, sender: str, item: NotHere) -> None:
+        sub = self.subs.get(item.conn, {}).get(item.match_id)
+        if sub is None:
+            return
+        if sub.owner is not None and sub.owner[0] == sender:
+            sub.owner = None
+            sub.orphaned = time.monotonic()
+        try:
+            request = item_of(item.request)
+        except WireError:
+            return
+        if isinstance(request, Follow) and request.gen != sub.gen:
+            return  # a newer follow is on its way
+        self._request(sub, request)
+
+    # -- keeping subscriptions attached ----------------------------------------------------------
+    def moved(self, match_id: str, owner: Owner) -> None:
+        """``owner`` runs ``match_id`` now: every subscription to it re-attaches there."""
+        for subs in self.subs.values():
+            sub = subs.get(match_id)
+            if sub is not None and sub.owner != owner:
+                sub.owner = owner
+                sub.orphaned = 0.0
+                self.reattached += 1
+                self._follow(sub)
+                waiting, sub.waiting = sub.waiting, []
+                for item in waiting:
+                    self._forward(sub, owner[0], item)
+
+    def lost(self, sender: str | None) -> None:
+        """Messages from ``sender`` (None: anyone) may have been lost: re-attach."""
+        for subs in self.subs.values():
+            for sub in subs.values():
+                if sub.owner is not None and sender in (None, sub.owner[0]):
+                    self.reattached += 1
+                    self._follow(sub)
+
+    def owner_gone(self, node: str, epoch: int | None) -> None:
+        """``node``'s process died: its subscriptions wait for the takeover."""
+        for subs in self.subs.values():
+            for sub in subs.values():
+                if sub.owner is not None and sub.owner[0] == node and (
+                    epoch is None or sub.owner[1] == epoch
+                ):
+                    sub.owner = None
+                    sub.orphaned = time.monotonic()
+
+    def matches(self) -> dict[str, Owner | None]:
+        """Every match followed from here, with the owner it is attached to."""
+        out: dict[str, Owner | None] = {}
+        for subs in self.subs.values():
+            for match_id, sub in subs.items():
+                if out.get(match_id) is None:
+                    out[match_id] = sub.owner
+        return out
+
+    def check(self, owners: dict[str, Owner]) -> None:
+        """Periodic: re-attach to owners that changed (an :class:`Adopted` may be lost),
+        follows and moves that waited too long; close clients left without an owner."""
+        now = time.monotonic()
+        for subs in list(self.subs.values()):
+            for sub in list(subs.values()):
+                if sub.conn.closing:
+                    continue
+                current = owners.get(sub.match_id)
+                if current is not None and current != sub.owner:
+                    sub.owner = current
+                    sub.orphaned = 0.0
+                    self.reattached += 1
+                    self._follow(sub)
+                    continue
+                if sub.owner is None:
+                    if sub.orphaned and now - sub.orphaned > ORPHAN_PATIENCE_S:
+                        log.warning("bus: no owner for %s for %.0f s; %s resumes",
+                                    sub.match_id, now - sub.orphaned, sub.conn.player)
+                        sub.conn.close(CLOSE_RESTART, "match unreachable; resume")
+                    elif not sub.waiting:
+                        self._request_owner(sub)
+                    continue
+                late_join = sub.joining is not None and now - sub.join_sent > FOLLOW_PATIENCE_S
+                late_act = sub.joining is None and sub.acts and (
+                    now - sub.acts[0].sent > ACT_PATIENCE_S
+                )
+                if late_join or late_act:
+                    self.reattached += 1
+                    self._follow(sub)
+
+    def _request_owner(self, sub: Subscription) -> None:
+        """An orphaned subscription with nothing to send asks where its match runs now."""
+        self._locate(sub.match_id, lambda placement: self._found(sub, placement))
+
+    def _found(self, sub: Subscription, placement: Placement) -> None:
+        if isinstance(placement, str) or sub.owner is not None or (
+            self.subs.get(sub.cid, {}).get(sub.match_id) is not sub
+        ):
+            return  # (MOVING: the next check asks again)
+        self.moved(sub.match_id, (self.node, self._epoch()) if placement is None else placement)

@@ -1,0 +1,474 @@
+"""The cluster's lobby: one node leads it, the others forward to it.
+
+The lobby leader is the alive node with the smallest name (server/cluster/directory.py); it
+runs the ordinary :class:`~server.lobby.Lobby` for the whole cluster: the queue, challenges,
+rooms, rematch wishes and everyone's presence, with clients of other nodes represented by
+stand-ins (server/cluster/serving.py). Every other node forwards its clients' lobby requests
+there (:class:`~server.cluster.wire.LobbyCall`), with the match the client sits in as that
+node knows it (``busy``: one unfinished match per person), and keeps two things per client so
+that nothing is lost when the leadership changes (the leader died, or a node with a smaller
+name came back):
+
+* the leader's record of what the client has open (queue entry, challenges, rooms, rematch
+  wishes), which the leader sends after every change (:class:`~server.cluster.wire.
+  LobbyState`);
+* its requests the leader has not answered yet.
+
+A new leader is told both by every node (presence, the records, the unanswered requests sent
+again), and a former leader hands its own clients' entries back the same way. Matches the
+lobby agrees on start on the node of the first seated player (:class:`~server.cluster.wire.
+Create`), which checks once more that none of its people already sits in a match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from moo.errors import MooError, NotAvailable, UnknownPlayer
+from server.arena import Arena
+from server.background import spawn
+from server.cluster.directory import Directory
+from server.cluster.forwarding import Forwarding
+from server.cluster.records import EMPTY as _EMPTY
+from server.cluster.records import open_entries, restore_entries
+from server.cluster.serving import Serving, StandIn
+from server.cluster.wire import Deliver, LobbyCall, LobbyState, Message
+from server.connection import CLOSE_REPLACED, Connection, error_message
+from server.lobby import Lobby
+from server.matches import Follower, MatchService
+
+__all__ = ["ClusterLobby"]
+
+log = logging.getLogger("moo.cluster")
+
+#: how long the leader keeps a challenge to a registered player it does not see online yet
+#: (their node's presence may still be on its way), before refusing it with unknown_player
+CHALLENGE_HOLD_S = 3.0
+#: a forwarded lobby request unanswered this long gets not_available ("try again")
+LOBBY_PATIENCE_S = 5.0
+
+
+
+class ClusterLobby:
+    """The :class:`~server.matches.LobbyService` of a cluster node."""
+
+    def __init__(
+        self,
+        node: str,
+        arena: Arena,
+        strategies: list[str],
+        matches: MatchService,
+        directory: Directory,
+        serving: Serving,
+        forwarding: Forwarding,
+        send: Callable[[str, Message], None],
+        connected: Callable[[], bool],
+    ) -> None:
+        self.node = node
+        self.arena = arena
+        self.directory = directory
+        self.serving = serving
+        self.forwarding = forwarding
+        self.send = send
+        self.connected = connected
+        #: the lobby this node runs while it leads (its own clients' presence always)
+        self.lobby = Lobby(arena, strategies, matches=matches, busy=self.busy)
+        self.leader: str | None = None
+        #: leader side, during one forwarded request: player (casefolded) -> the match their
+        #: own node says they sit in
+        self._busy_now: dict[str, str] = {}
+        #: leader side: what each client was last told it has open (by (node, conn id))
+        self._synced: dict[tuple[str, str], dict[str, Any]] = {}
+        #: leader side: challenges to a registered player not (yet) seen online
+        self._held: list[tuple[Follower, dict[str, Any]]] = []
+        #: client side: the leader's last record of each local client's open entries
+        self.records: dict[str, dict[str, Any]] = {}
+        #: client side: forwarded requests not answered yet: (conn id, ref) -> the call, when
+        self.pending: dict[tuple[str, Any], tuple[LobbyCall, float]] = {}
+
+    # -- LobbyService -----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.lobby.closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self.lobby.closed = value
+
+    def strategies(self) -> list[str]:
+        return self.lobby.strategies()
+
+    def is_bot(self, player: str) -> bool:
+        return self.lobby.is_bot(player)
+
+    def left(self, conn: Follower) -> None:
+        """A client of another node is gone (its node said so, or died)."""
+        self.lobby.leave(conn)
+        self.sync()
+
+    def online_count(self) -> int:
+        return self.lobby.online_count()
+
+    def queue_length(self) -> int:
+        return self.lobby.queue_length()
+
+    def arrive(self, conn: Follower, player: str, bot: bool) -> Follower | None:
+        old = self.lobby.arrive(conn, player, bot)
+        if self.leading():
+            self._retry_held(player)
+        elif isinstance(conn, Connection):
+            self._call(conn, "arrive", {"bot": bot}, track=False)
+        return old
+
+    def leave(self, conn: Follower) -> None:
+        self.lobby.leave(conn)
+        if isinstance(conn, Connection):
+            cid = self.forwarding.cid(conn)
+            self.records.pop(cid, None)
+            for key in [k for k in self.pending if k[0] == cid]:
+                del self.pending[key]
+            if not self.leading():
+                self._call(conn, "leave", {}, track=False)
+
+    def enqueue(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._request(conn, "queue", msg)
+
+    def unqueue(self, conn: Follower, ref: Any) -> None:
+        self._request(conn, "unqueue", {"id": ref})
+
+    def challenge(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._request(conn, "challenge", msg)
+
+    def answer(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._request(conn, "answer", msg)
+
+    def room_create(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._request(conn, "room_create", msg)
+
+    def room_cancel(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._request(conn, "room_cancel", msg)
+
+    def room_join(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._request(conn, "room_join", msg)
+
+    def play_bot(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A hosted bot's match starts here, on the player's own node (no leader needed)."""
+        self.lobby.play_bot(conn, msg)
+
+    async def rematch(self, conn: Follower, msg: dict[str, Any]) -> None:
+        if self.leading():
+            try:
+                await self.lobby.rematch(conn, msg)
+            finally:
+                self.sync()
+        else:
+            self._request(conn, "rematch", msg)
+
+    # -- one match per person --------------------------------------------------------------------
+    def busy(self, player: str) -> str | None:
+        """The unfinished match ``player`` sits in: what their node said with this request,
+        a match this node runs, or one another node runs for this node's client."""
+        hint = self._busy_now.get(player.casefold())
+        if hint is not None:
+            return hint
+        live = self.arena.busy(player)
+        if live is not None:
+            return live
+        conn = self.lobby.online.get(player)
+        if isinstance(conn, Connection):
+            seated = self.forwarding.seated(conn)
+            if seated:
+                return seated[0]
+        return None
+
+    # -- requests from this node's clients -------------------------------------------------------
+    def leading(self) -> bool:
+        return self.leader in (None, self.node)
+
+    def _request(self, conn: Follower, op: str, msg: dict[str, Any]) -> None:
+        if self.leading():
+            try:
+                self._run(conn, op, msg)
+            finally:
+                self.sync()
+            return
+        assert isinstance(conn, Connection)
+        self._call(conn, op, msg)
+
+    def _call(self, conn: Connection, op: str, msg: dict[str, Any], track: bool = True) -> None:
+        leader = self.leader
+        if leader is None or leader == self.node:
+            return
+        if not self.connected():
+            if track:
+                raise NotAvailable("the lobby cannot be reached right now; try again")
+            return
+        busy = None
+        if conn.player is not None and op in _SEATING and not self.lobby.is_bot(conn.player):
+            busy = self.busy(conn.player)
+        call = LobbyCall(self.forwarding.cid(conn), conn.player or "", op, msg, busy)
+        ref = msg.get("id")
+        if track and ref is not None:
+            self.pending[(call.conn, ref)] = (call, time.monotonic())
+        self.send(leader, call)
+
+    def note_reply(self, cid: str, msg: dict[str, Any]) -> None:
+        """A message from the leader for a local client: a reply ends a pending request."""
+        ref = msg.get("ref")
+        if ref is not None:
+            self.pending.pop((cid, ref), None)
+
+    def expire(self) -> None:
+        """Requests the leader did not answer in time: the client hears "try again"."""
+        now = time.monotonic()
+        for key, (_call, sent) in list(self.pending.items()):
+            if now - sent > LOBBY_PATIENCE_S:
+                del self.pending[key]
+                conn = self.forwarding.local.get(key[0])
+                if conn is not None and not conn.closing:
+                    conn.send(error_message(
+                        NotAvailable(f"the lobby (node {self.leader}) did not answer; try again"),
+                        key[1],
+                    ))
+
+    # -- the leader's side -----------------------------------------------------------------------
+    def received(self, sender: str, item: Message) -> None:
+        if isinstance(item, LobbyState):
+            if item.state == _EMPTY or not any(item.state.values()):
+                self.records.pop(item.conn, None)
+            else:
+                self.records[item.conn] = item.state
+            return
+        if not isinstance(item, LobbyCall):
+            return
+        if not self.leading():
+            # not (or no longer) the leader: the caller's node re-sends when it learns who is
+            if item.msg.get("id") is not None and item.op not in ("arrive", "leave"):
+                self.send(sender, _refusal(item))
+            return
+        conn = self.serving.standin(sender, item.conn, item.player)
+        if item.op == "leave":
+            self.lobby.leave(conn)
+            self.sync()
+            return
+        folded = item.player.casefold()
+        if item.busy is not None:
+            self._busy_now[folded] = item.busy
+        try:
+            if item.op == "arrive":
+                old = self.lobby.arrive(conn, item.player, bool(item.msg.get("bot")))
+                if old is not None and old is not conn:
+                    old.close(CLOSE_REPLACED, "replaced by a newer connection")
+                self._retry_held(item.player)
+            elif item.op == "restore":
+                self._restore(conn, item.msg)
+            elif item.op == "rematch":
+                spawn(self._rematch(conn, item))
+                return
+            else:
+                self._run(conn, item.op, item.msg)
+        except MooError as exc:
+            conn.send(error_message(exc, item.msg.get("id")))
+        finally:
+            self._busy_now.pop(folded, None)
+            self.sync()
+
+    async def _rematch(self, conn: Follower, item: LobbyCall) -> None:
+        folded = item.player.casefold()
+        if item.busy is not None:
+            self._busy_now[folded] = item.busy
+        try:
+            await self.lobby.rematch(conn, item.msg)
+        except MooError as exc:
+            conn.send(error_message(exc, item.msg.get("id")))
+        finally:
+            self._busy_now.pop(folded, None)
+            self.sync()
+
+    def _run(self, conn: Follower, op: str, msg: dict[str, Any]) -> None:
+        lobby = self.lobby
+        if op == "queue":
+            lobby.enqueue(conn, msg)
+        elif op == "unqueue":
+            lobby.unqueue(conn, msg.get("id"))
+        elif op == "challenge":
+            self._challenge(conn, msg)
+        elif op == "answer":
+            lobby.answer(conn, msg)
+        elif op == "room_create":
+            lobby.room_create(conn, msg)
+        elif op == "room_cancel":
+            lobby.room_cancel(conn, msg)
+        elif op == "room_join":
+            lobby.room_join(conn, msg)
+        elif op == "rematch":
+            spawn(self._local_rematch(conn, msg))
+
+    async def _local_rematch(self, conn: Follower, msg: dict[str, Any]) -> None:
+        try:
+            await self.lobby.rematch(conn, msg)
+        except MooError as exc:
+            conn.send(error_message(exc, msg.get("id")))
+        finally:
+            self.sync()
+
+    def _challenge(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A challenge whose target's presence may still be on its way from the target's
+        node: a target that is a registered player is waited for, briefly."""
+        try:
+            self.lobby.challenge(conn, msg)
+        except UnknownPlayer as exc:
+            spawn(self._hold(conn, msg, exc))
+
+    async def _hold(self, conn: Follower, msg: dict[str, Any], exc: MooError) -> None:
+        try:
+            known = await self.arena.store.account(msg["opponent"])
+        except MooError:
+            known = None
+        if known is None:
+            conn.send(error_message(exc, msg.get("id")))
+            return
+        entry = (conn, msg)
+        self._held.append(entry)
+        asyncio.get_running_loop().call_later(CHALLENGE_HOLD_S, self._give_up, entry, exc)
+        self._retry_held(msg["opponent"])  # they may have arrived during the read
+
+    def _give_up(self, entry: tuple[Follower, dict[str, Any]], exc: MooError) -> None:
+        if entry in self._held:
+            self._held.remove(entry)
+            if not entry[0].closing:
+                entry[0].send(error_message(exc, entry[1].get("id")))
+
+    def _retry_held(self, player: str | None) -> None:
+        folded = None if player is None else player.casefold()
+        for entry in list(self._held):
+            conn, msg = entry
+            if folded is not None and msg["opponent"].casefold() != folded:
+                continue
+            if conn.closing:
+                self._held.remove(entry)
+                continue
+            try:
+                self.lobby.challenge(conn, msg)
+            except UnknownPlayer:
+                continue  # still not here: keep waiting
+            except MooError as exc:
+                conn.send(error_message(exc, msg.get("id")))
+            self._held.remove(entry)
+        self.sync()
+
+    # -- records of open entries -----------------------------------------------------------------
+    def _entries(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """What each client has open at this (leading) node, by (node, conn id)."""
+
+        def key(conn: Follower) -> tuple[str, str] | None:
+            if isinstance(conn, StandIn):
+                return (conn.origin, conn.cid)
+            if isinstance(conn, Connection):
+                return (self.node, self.forwarding.cid(conn))
+            return None
+
+        return open_entries(self.lobby, key)
+
+    def sync(self) -> None:
+        """Leader: tell each node what its clients have open here, when it changed."""
+        if not self.leading():
+            return
+        state = self._entries()
+        for key in set(state) | set(self._synced):
+            now = state.get(key, _EMPTY)
+            if now != self._synced.get(key, _EMPTY):
+                if key[0] == self.node:
+                    if now == _EMPTY:
+                        self.records.pop(key[1], None)
+                    else:
+                        self.records[key[1]] = now
+                else:
+                    self.send(key[0], LobbyState(key[1], now))
+        self._synced = state
+
+    def _restore(self, conn: Follower, state: dict[str, Any]) -> None:
+        restore_entries(self.lobby, conn, state)
+
+    # -- leadership ----------------------------------------------------------------------------
+    def elect(self) -> None:
+        leader = self.directory.leader()
+        if leader == self.leader:
+            return
+        log.info("bus: lobby leader is %s (was %s)", leader, self.leader)
+        was = self.leader
+        self.leader = leader
+        if was == self.node:
+            self._hand_over()
+        if leader == self.node:
+            self._take_over()
+        else:
+            self.announce()
+
+    def _hand_over(self) -> None:
+        """This node stops leading: its own clients' entries become records to re-announce;
+        the state of other nodes' clients is dropped (their nodes re-announce it)."""
+        self.sync_records()
+        lobby = self.lobby
+        lobby.queue.clear()
+        lobby.challenges.clear()
+        lobby.rooms.clear()
+        lobby.wishes.clear()
+        for _name, conn in list(lobby.online.items()):
+            if not isinstance(conn, Connection):
+                lobby.leave(conn)
+        self._synced.clear()
+        self._held.clear()
+
+    def sync_records(self) -> None:
+        for key, state in self._entries().items():
+            if key[0] == self.node:
+                self.records[key[1]] = state
+
+    def _take_over(self) -> None:
+        """This node leads now: its own clients' entries at the former leader come back."""
+        for cid, state in list(self.records.items()):
+            conn = self.forwarding.local.get(cid)
+            if conn is not None and not conn.closing:
+                self._restore(conn, state)
+        for (cid, _), (call, _) in list(self.pending.items()):
+            conn = self.forwarding.local.get(cid)
+            if conn is not None and not conn.closing:
+                try:
+                    self._run(conn, call.op, call.msg)
+                except MooError as exc:
+                    conn.send(error_message(exc, call.msg.get("id")))
+        self.pending.clear()
+        self._retry_held(None)
+        self.sync()
+
+    def announce(self) -> None:
+        """Tell the leader who is online here and what they had open (after a leader change
+        or a reconnect), and send again the requests it has not answered."""
+        leader = self.leader
+        if leader is None or leader == self.node or not self.connected():
+            return
+        for conn in list(self.lobby.online.values()):
+            if not isinstance(conn, Connection) or conn.player is None or conn.closing:
+                continue
+            self._call(conn, "arrive", {"bot": self.lobby.is_bot(conn.player)}, track=False)
+            state = self.records.get(self.forwarding.cid(conn))
+            if state is not None:
+                self._call(conn, "restore", state, track=False)
+        for key, (call, _) in list(self.pending.items()):
+            self.pending[key] = (call, time.monotonic())
+            self.send(leader, call)
+
+
+#: lobby requests that would seat the player in a match
+_SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
+
+
+def _refusal(call: LobbyCall) -> Message:
+    return Deliver(call.conn, error_message(
+        NotAvailable("the lobby is moving to another node; try again"), call.msg.get("id")
+    ))

@@ -1,0 +1,90 @@
+"""The lobby's records of what each client has open, which outlive a lobby leader.
+
+The leader sends each node, after every change, the record of what its clients have open at
+the leader: challenges and rooms (with the ids and codes the players were told), the queue
+entry and the rematch wishes. A new leader is given these records back by the clients' nodes
+and puts everything back under the same ids, telling nobody anything again
+(docs/cluster.md, "Lobby"). Pure functions over a :class:`~server.lobby.Lobby`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from moo.variants import rules_from_dict
+from server.lobby import Challenge, Lobby, Room, Waiting
+from server.matches import Follower
+
+__all__ = ["EMPTY", "open_entries", "restore_entries"]
+
+#: the record of a client with nothing open
+EMPTY: dict[str, Any] = {"challenges": [], "rooms": [], "queue": None, "wishes": []}
+
+K = TypeVar("K", bound=Hashable)
+
+
+def open_entries(lobby: Lobby, key_of: Callable[[Follower], K | None]) -> dict[K, dict[str, Any]]:
+    """Each client's record, by ``key_of(connection)`` (None: not recorded)."""
+    out: dict[K, dict[str, Any]] = {}
+
+    def record(conn: Follower) -> dict[str, Any] | None:
+        key = None if conn.closing else key_of(conn)
+        if key is None:
+            return None
+        return out.setdefault(key, {"challenges": [], "rooms": [], "queue": None, "wishes": []})
+
+    for ch in lobby.challenges.values():
+        entry = record(ch.source)
+        if entry is not None:
+            entry["challenges"].append({
+                "id": ch.challenge_id, "target": ch.target, "pacing": ch.pacing,
+                "rated": ch.rated, "rules": ch.rules.to_dict(), "assist": ch.assist,
+            })
+    for room in lobby.rooms.values():
+        entry = record(room.owner)
+        if entry is not None:
+            entry["rooms"].append({
+                "code": room.code, "pacing": room.pacing, "rated": room.rated,
+                "rules": room.rules.to_dict(), "assist": room.assist,
+            })
+    for w in lobby.queue:
+        entry = record(w.conn)
+        if entry is not None:
+            entry["queue"] = {"pool": w.pool, "pacing": w.pacing, "rated": w.rated,
+                              "rules": w.rules.to_dict(), "assist": w.assist}
+    for match_id, who in lobby.wishers().items():
+        for conn in who:
+            entry = record(conn)
+            if entry is not None:
+                entry["wishes"].append(match_id)
+    return out
+
+
+def restore_entries(lobby: Lobby, conn: Follower, state: dict[str, Any]) -> None:
+    """Put back what ``conn``'s client had open at a former leader, under the same ids and
+    codes; nobody is told again. What pairs now is paired."""
+    player = conn.player
+    if player is None:
+        return
+    for c in state.get("challenges", ()):
+        if c["id"] not in lobby.challenges:
+            lobby.challenges[c["id"]] = Challenge(
+                c["id"], conn, player, c["target"], c["pacing"], bool(c["rated"]),
+                rules_from_dict(c["rules"]), bool(c.get("assist", False)),
+            )
+    for r in state.get("rooms", ()):
+        if r["code"] not in lobby.rooms:
+            lobby.rooms[r["code"]] = Room(
+                r["code"], conn, player, r["pacing"], bool(r["rated"]),
+                rules_from_dict(r["rules"]), bool(r.get("assist", False)),
+            )
+    q = state.get("queue")
+    if q is not None and all(w.conn is not conn for w in lobby.queue):
+        lobby.queue.append(Waiting(
+            conn, player, lobby.is_bot(player), q["pool"], q["pacing"], bool(q["rated"]),
+            rules_from_dict(q["rules"]), bool(q.get("assist", False)),
+        ))
+    for match_id in state.get("wishes", ()):
+        lobby.restore_wish(match_id, conn)
+    lobby.pair_waiting()

@@ -1,0 +1,508 @@
+"""A cluster node's :class:`~server.matches.MatchService`: local matches here, the rest forwarded.
+
+The router composes the cluster's parts, each with one job, passed to each other at
+construction (nothing replaces anything's methods):
+
+* :class:`~server.arena.Arena` runs the matches this node owns;
+* :class:`~server.cluster.transport.Transport` is the MQTT session (ordered, numbered
+  envelopes; losses and deaths reported);
+* :class:`~server.cluster.directory.Directory` says where a match runs and which nodes live;
+* :class:`~server.cluster.forwarding.Forwarding` keeps this node's clients' subscriptions to
+  matches run elsewhere (cursors, re-attachment, acknowledgements);
+* :class:`~server.cluster.serving.Serving` runs other nodes' clients' requests here;
+* :class:`~server.cluster.leases.Leases` decides ownership (leases, takeovers);
+* :class:`~server.cluster.leadership.ClusterLobby` is the cluster's lobby.
+
+A guess from a client of this node reads one way: :meth:`Router.act` -> the arena, if the
+match runs here; else :meth:`Forwarding.act` -> the transport -> the owner's
+:meth:`Serving.handle` -> its arena, which commits and fans out to the client's stand-in ->
+the transport -> :meth:`Forwarding.received` -> the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from moo.errors import InMatch, MooError, NotAvailable
+from moo.match import Match, MatchConfig, Viewer
+from moo.variants import GameRules, rules_from_dict
+from server.arena import MAX_WATCHING, Arena, FollowerAt, match_summary
+from server.background import spawn
+from server.cluster.directory import Directory
+from server.cluster.forwarding import Forwarding
+from server.cluster.leadership import ClusterLobby
+from server.cluster.leases import Leases
+from server.cluster.serving import Serving, StandIn
+from server.cluster.transport import Transport
+from server.cluster.wire import (
+    Act,
+    Adopted,
+    Close,
+    Create,
+    Deliver,
+    Detach,
+    Dropped,
+    Follow,
+    Followed,
+    LobbyCall,
+    LobbyState,
+    Message,
+    NotHere,
+    Unwatch,
+)
+from server.connection import Connection, error_message
+from server.matches import SPECTATOR, Follower
+from server.settings import Settings
+from server.storage import StoredMatch
+from server.storage_cluster import ClusterStore
+
+__all__ = ["Router"]
+
+log = logging.getLogger("moo.cluster")
+
+#: a node whose will the broker published is dead once PostgreSQL holds no session of it:
+#: asked this many times, this far apart, before it counts as alive (cut from the broker only)
+DEATH_CHECKS = 5
+DEATH_CHECK_S = 0.1
+
+
+class Router:
+    """One cluster node's match operations and the parts behind them."""
+
+    def __init__(
+        self, settings: Settings, arena: Arena, store: ClusterStore, node: str,
+        strategies: list[str],
+    ) -> None:
+        assert settings.cluster_url
+        self.node = node
+        self.arena = arena
+        self.store = store
+        self.check_s = settings.lease_ms / 10000
+        self.transport = Transport(settings.cluster_url, node, self, self._epoch)
+        self.directory = Directory(store, node, settings.lease_ms)
+        self.leases = Leases(store, node, self, lease_ms=settings.lease_ms)
+        self.serving = Serving(node, arena, self._send)
+        self.forwarding = Forwarding(
+            node, self.transport.run, self._epoch, self._send, self.directory.locate,
+            self.transport.up.is_set,
+        )
+        self.lobby = ClusterLobby(
+            node, arena, strategies, self, self.directory, self.serving, self.forwarding,
+            self._send, self.transport.up.is_set,
+        )
+        arena.movers.append(self._moved)
+        #: a player's unfinished matches elsewhere, read for ``welcome`` and used by the
+        #: ``rejoin`` right after it
+        self._elsewhere: dict[str, list[StoredMatch]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    def _epoch(self) -> int:
+        return self.leases.epoch
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Lease and adopt first (so this node knows what it runs), then join the bus."""
+        await self.leases.start()
+        with contextlib.suppress(MooError):
+            await self.directory.refresh()
+        self.lobby.elect()
+        self.transport.start()
+        self._tasks = [asyncio.get_running_loop().create_task(self._watchdog())]
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.transport.stop()
+
+    @property
+    def state(self) -> str:
+        return self.transport.state
+
+    def _send(self, node: str, item: Message) -> None:
+        """To a node; to this very node without the broker (in order, on the next turn)."""
+        if node == self.node:
+            asyncio.get_running_loop().call_soon(self._dispatch, node, self._epoch(), item)
+        else:
+            self.transport.send(node, item)
+
+    # -- the MatchService seam -----------------------------------------------------------------
+    def _here(self, conn: Follower, match_id: str) -> bool:
+        """Whether a request of ``conn`` about ``match_id`` goes straight to this arena: the
+        match runs here and the client does not follow it through a subscription."""
+        if not self.arena.is_live(match_id):
+            return False
+        return not isinstance(conn, Connection) or (
+            self.forwarding.following(conn, match_id) is None
+        )
+
+    def act(self, conn: Follower, msg: dict[str, Any], received: float | None = None) -> None:
+        match_id = msg["match_id"]
+        if self._here(conn, match_id) or not isinstance(conn, Connection) or (
+            conn.player is None
+        ):
+            self.arena.act(conn, msg, received)
+            return
+        if match_id in self.arena.recent and self.forwarding.following(conn, match_id) is None:
+            self.arena.act(conn, msg, received)  # finished here: refused by the arena
+            return
+        if self.arena.stopping:
+            # draining: this connection is about to be closed and its client will resume from
+            # another node; a move sent now on its behalf could overtake that resume
+            raise NotAvailable("the server is shutting down; try again in a moment")
+        self.forwarding.act(conn, msg)
+
+    async def follow(
+        self, conn: Follower, match_id: str, viewer: Viewer | None, cursor: int,
+        *, announce: bool, ref: Any = None,
+    ) -> None:
+        if self._here(conn, match_id) or not isinstance(conn, Connection):
+            await self.arena.follow(conn, match_id, viewer, cursor, announce=announce, ref=ref)
+            return
+        if self.arena.stopping:
+            raise NotAvailable("the server is shutting down; try again in a moment")
+        if viewer == SPECTATOR and announce and match_id not in conn.spectating:
+            if len(conn.spectating) >= MAX_WATCHING:
+                raise NotAvailable(
+                    f"watching {MAX_WATCHING} matches already; unwatch one first"
+                )
+            conn.spectating.append(match_id)
+        self.forwarding.follow(conn, match_id, viewer, cursor, announce=announce, ref=ref)
+
+    async def resume(self, conn: Follower, match_id: str, last_seq: int, ref: Any) -> None:
+        await self.follow(conn, match_id, None, last_seq, announce=True, ref=ref)
+
+    async def watch(self, conn: Follower, match_id: str, last_seq: int, ref: Any) -> None:
+        await self.follow(conn, match_id, SPECTATOR, last_seq, announce=True, ref=ref)
+
+    def unwatch(self, conn: Follower, match_id: str) -> None:
+        if isinstance(conn, Connection) and self.forwarding.unwatch(conn, match_id):
+            if match_id in conn.spectating:
+                conn.spectating.remove(match_id)
+            return
+        self.arena.unwatch(conn, match_id)
+
+    def detach(self, conn: Follower) -> None:
+        if isinstance(conn, Connection):
+            spectating = [m for m in conn.spectating if not self.arena.is_live(m)]
+            for match_id in spectating:
+                conn.spectating.remove(match_id)
+            self.forwarding.detach(conn)
+        self.arena.detach(conn)
+
+    def release(self, conn: Follower) -> None:
+        if isinstance(conn, Connection):
+            self.forwarding.detach(conn, replaced=True)
+        self.arena.release(conn)
+
+    async def rejoin(self, conn: Follower, player: str) -> None:
+        await self.arena.rejoin(conn, player)
+        if not isinstance(conn, Connection):
+            return
+        stored = self._elsewhere.pop(player, None)
+        if stored is None:
+            try:
+                stored = await self.store.unfinished_of(player)
+            except MooError:
+                return
+        for sm in sorted(stored, key=lambda sm: sm.match_id):
+            if self.arena.is_live(sm.match_id) or conn.closing:
+                continue
+            seat = _seat(sm, player)
+            if seat is not None:
+                self.forwarding.follow(conn, sm.match_id, seat, 0, announce=True)
+
+    async def player_matches(self, player: str) -> list[dict[str, Any]]:
+        """``welcome.matches``: the player's unfinished matches anywhere in the cluster."""
+        here = self.arena.live_player_matches(player)
+        known = {m["match_id"] for m in here}
+        try:
+            stored = [sm for sm in await self.store.unfinished_of(player)
+                      if sm.match_id not in known]
+        except MooError:
+            return here  # the database is away: what runs here
+        self._elsewhere[player] = stored
+        out = list(here)
+        for sm in stored:
+            seat = _seat(sm, player)
+            if seat is None:
+                continue
+            match = _replay(sm)
+            if match is not None and not match.finished:
+                out.append(
+                    {"match_id": sm.match_id, "seat": seat, "seq": match.seq,
+                     "phase": match.phase}
+                )
+        return sorted(out, key=lambda m: str(m["match_id"]))
+
+    async def list_matches(self) -> list[dict[str, Any]]:
+        """This node's live matches, then those other live nodes own (rebuilt from their
+        logs for phase and counts); without the database, this node's only."""
+        limit = 100
+        here = self.arena.listing(limit)
+        if len(here) >= limit:
+            return here
+        try:
+            stored = await self.store.live_elsewhere(self.node, limit)
+        except MooError:
+            return here
+        out = list(here)
+        for sm in stored:
+            if len(out) >= limit:
+                break
+            match = _replay(sm)
+            if match is not None and not match.finished and not self.arena.is_live(sm.match_id):
+                out.append(match_summary(match))
+        return out
+
+    def create(
+        self,
+        players: tuple[str, str],
+        conns: tuple[Follower | None, Follower | None],
+        pacing: str | None,
+        bots: tuple[str | None, str | None] = (None, None),
+        refs: tuple[Any, Any] = (None, None),
+        rated: bool = True,
+        rules: GameRules | None = None,
+        assist: bool = False,
+    ) -> None:
+        """A match the lobby agreed on starts on the node of its first seated player, so
+        matches spread over the nodes like their players."""
+        first = next((c for c in conns if c is not None), None)
+        target = first.origin if isinstance(first, StandIn) else self.node
+        if target == self.node or not self.transport.up.is_set():
+            self._create_here(players, conns, pacing, bots, refs, rated, rules, assist)
+            return
+        seats: list[Any] = []
+        for c in conns:
+            if c is None:
+                seats.append(None)
+            elif isinstance(c, StandIn):
+                seats.append([c.origin, c.cid, c.player])
+            else:
+                assert isinstance(c, Connection)
+                seats.append([self.node, self.forwarding.cid(c), c.player])
+        self._send(target, Create(
+            list(players), seats, pacing, list(bots), list(refs), rated,
+            None if rules is None else rules.to_dict(), assist,
+        ))
+
+    def _create_here(
+        self, players: tuple[str, str], conns: tuple[Follower | None, Follower | None],
+        pacing: str | None, bots: tuple[str | None, str | None], refs: tuple[Any, Any],
+        rated: bool, rules: GameRules | None, assist: bool,
+    ) -> None:
+        """Start the match here, after checking once more that none of this node's people
+        already sits in an unfinished match (the lobby leader may not have known)."""
+        try:
+            for conn, bot in zip(conns, bots, strict=True):
+                if (
+                    isinstance(conn, Connection) and bot is None and conn.player is not None
+                    and not self.lobby.is_bot(conn.player)
+                ):
+                    busy = self.arena.busy(conn.player) or next(
+                        iter(self.forwarding.seated(conn)), None
+                    )
+                    if busy is not None:
+                        raise InMatch(
+                            f"{conn.player} is playing match {busy}: finish or resign it first",
+                            match_id=busy,
+                        )
+            self.arena.create(players, conns, pacing, bots, refs, rated, rules, assist)
+        except MooError as exc:
+            for conn, ref in zip(conns, refs, strict=True):
+                if conn is not None and not conn.closing:
+                    conn.send(error_message(
+                        NotAvailable(f"the match could not start: {exc.message}")
+                        if isinstance(exc, InMatch) else exc, ref,
+                    ))
+
+    def busy(self, player: str) -> str | None:
+        return self.lobby.busy(player)
+
+    def is_live(self, match_id: str) -> bool:
+        return self.arena.is_live(match_id) or match_id in self.forwarding.matches()
+
+    async def finished_terms(
+        self, match_id: str, player: str
+    ) -> tuple[list[str], list[str | None], MatchConfig]:
+        return await self.arena.finished_terms(match_id, player)
+
+    # -- the transport's receiver ----------------------------------------------------------------
+    def received(self, sender: str, epoch: int, items: list[Message]) -> None:
+        for item in items:
+            try:
+                self._dispatch(sender, epoch, item)
+            except Exception:  # one bad item does not cost the others theirs
+                log.exception("bus: cannot handle %s from %s", type(item).__name__, sender)
+
+    def _dispatch(self, sender: str, epoch: int, item: Message) -> None:
+        if isinstance(item, Deliver):
+            self.lobby.note_reply(item.conn, item.msg)
+            self.forwarding.received(sender, epoch, item)
+        elif isinstance(item, Followed | Close | NotHere | Dropped):
+            self.forwarding.received(sender, epoch, item)
+        elif isinstance(item, Act | Follow | Unwatch | Detach):
+            if isinstance(item, Detach) and not item.replaced:
+                s = self.serving.standins.get((sender, item.conn))
+                if s is not None:
+                    self.lobby.left(s)
+            self.serving.handle(sender, item)
+        elif isinstance(item, LobbyCall | LobbyState):
+            self.lobby.received(sender, item)
+        elif isinstance(item, Create):
+            self._create_from(sender, item)
+        elif isinstance(item, Adopted):
+            self._adopted_elsewhere(item)
+
+    def _create_from(self, sender: str, item: Create) -> None:
+        conns: list[Follower | None] = []
+        for seat in item.seats:
+            if seat is None:
+                conns.append(None)
+            elif seat[0] == self.node:
+                conns.append(self.forwarding.local.get(seat[1]))
+            else:
+                conns.append(self.serving.standin(seat[0], seat[1], seat[2]))
+        rules = None if item.rules is None else rules_from_dict(item.rules)
+        self._create_here(
+            (item.players[0], item.players[1]), (conns[0], conns[1]), item.pacing,
+            (item.bots[0], item.bots[1]), (item.refs[0], item.refs[1]), item.rated, rules,
+            item.assist,
+        )
+
+    def lost(self, sender: str | None) -> None:
+        self.forwarding.lost(sender)
+
+    def connected(self) -> None:
+        self.lobby.announce()
+
+    def gone(self, node: str, run: str, epoch: int | None) -> None:
+        """The broker published ``node``'s will: its connection to the broker dropped."""
+        if node != self.node:
+            spawn(self._gone(node, epoch))
+
+    async def _gone(self, node: str, epoch: int | None) -> None:
+        """If ``node``'s process is dead (it holds no database session any more), take its
+        matches now, fenced by its epoch: its clients' seats here start their grace, this
+        node's subscriptions wait for the new owner. A node that only lost the broker (or a
+        broker that shut down and published everyone's will) keeps its matches; a paused
+        one is left to its lease."""
+        try:
+            # PostgreSQL ends a dead process's sessions as soon as it sees their sockets
+            # close, which may be a few ms after the broker did: ask a few times
+            for _ in range(DEATH_CHECKS):
+                if not await self.store.node_connected(node):
+                    break
+                await asyncio.sleep(DEATH_CHECK_S)
+            else:
+                log.warning("bus: node %s lost its broker connection but is alive", node)
+                return
+        except MooError as exc:
+            log.warning("bus: cannot tell whether node %s is alive: %s", node, exc)
+            return
+        log.warning("bus: node %s (epoch %s) is dead", node, epoch)
+        self.directory.gone(node, epoch)
+        self.forwarding.owner_gone(node, epoch)
+        for s in self.serving.origin_gone(node):
+            self.lobby.left(s)
+        self.lobby.elect()
+        if epoch is not None:
+            try:
+                await self.leases.claim_from(node, epoch)
+            except MooError as exc:
+                log.warning("bus: cannot take over %s's matches now: %s", node, exc)
+
+    # -- ownership changes -----------------------------------------------------------------------
+    def claiming(self, match_ids: list[str]) -> None:
+        self.serving.claiming(match_ids)
+
+    def adopt(self, match_ids: list[str], stored: list[StoredMatch]) -> list[str]:
+        """Leases took these matches: run them here, tell every node, re-seat followers."""
+        adopted = self.arena.restore(stored)
+        self.serving.claimed(match_ids)
+        if adopted:
+            owner = (self.node, self._epoch())
+            self.transport.broadcast(Adopted(self.node, owner[1], adopted))
+            self.directory.adopted(adopted)
+            for match_id in adopted:
+                self.forwarding.moved(match_id, owner)  # this node's clients, via loopback
+        return adopted
+
+    def live_seqs(self) -> dict[str, int]:
+        return {i: lm.durable_seq for i, lm in self.arena.live.items() if not lm.broken}
+
+    def let_go(self, match_id: str) -> None:
+        """Another node owns ``match_id`` now: this node's followers re-attach there."""
+        self._reseat(match_id, self.arena.let_go(match_id))
+
+    def _moved(self, match_id: str) -> None:
+        """A commit found the match owned elsewhere (its lease passed): re-seat followers."""
+        self._reseat(match_id, self.arena.unpark(match_id))
+
+    def _reseat(self, match_id: str, followers: list[FollowerAt]) -> None:
+        for f in followers:
+            if isinstance(f.conn, Connection) and not f.conn.closing:
+                if f.viewer == SPECTATOR and match_id not in f.conn.spectating:
+                    f.conn.spectating.append(match_id)
+                self.forwarding.follow(f.conn, match_id, f.viewer, f.cursor, announce=False)
+
+    def _adopted_elsewhere(self, item: Adopted) -> None:
+        owner = (item.node, item.epoch)
+        self.directory.adopted(item.match_ids)
+        for match_id in item.match_ids:
+            if self.arena.is_live(match_id) or self.arena.moved_away(match_id) or (
+                match_id in self.arena.parked
+            ):
+                self.let_go(match_id)  # (this node lost it: its commits would be fenced)
+            self.forwarding.moved(match_id, owner)
+
+    # -- periodic checks -------------------------------------------------------------------------
+    async def _watchdog(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.check_s)
+            try:
+                await self._check()
+            except MooError as exc:
+                log.warning("bus: check failed: %s", exc)
+            except Exception:
+                log.exception("bus: check failed unexpectedly")
+
+    async def _check(self) -> None:
+        self.lobby.expire()
+        alive = await self.directory.refresh()
+        self.lobby.elect()
+        for node in {k[0] for k in self.serving.standins if k[0] not in alive}:
+            for s in self.serving.origin_gone(node):
+                self.lobby.left(s)
+        followed = self.forwarding.matches()
+        owners = await self.store.owners_of(list(followed))
+        self.forwarding.check(
+            {m: o for m, o in owners.items() if not self.directory.is_dead(o)}
+        )
+        for match_id in self.arena.moved_parked():
+            self._moved(match_id)
+
+
+def _seat(sm: StoredMatch, player: str) -> int | None:
+    players = [str(p) for p in sm.meta.get("players", ())]
+    bots = list(sm.meta.get("bots") or [None, None])
+    folded = player.casefold()
+    for seat, name in enumerate(players[:2]):
+        if name.casefold() == folded and (seat >= len(bots) or bots[seat] is None):
+            return seat
+    return None
+
+
+def _replay(sm: StoredMatch) -> Match | None:
+    try:
+        return Match.replay(sm.events, keep_log=False)
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,123 @@
+"""One client's subscription to a match another node runs: the rules of delivery, pure.
+
+A subscription lives on the client's node. Its **cursor** is the last ``seq`` its client was
+sent; :meth:`Subscription.admit` decides for each event the owner relays whether it is the next
+one (deliver), one the client has (a repeat: drop), one past a hole (a gap: re-attach from the
+cursor, deliver nothing out of order), or one the pending re-attachment's replay will bring
+(drop while joining). The moves forwarded for the client wait here for their
+acknowledgement: a replay from the log carries no ``ref``, so :meth:`replayed_ack` recognises
+the client's own move in it; :meth:`unapplied` names the moves an owner's answer to a follow
+proves were never applied. No I/O: :mod:`server.cluster.forwarding` does the sending.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from moo.match import Viewer
+from server.cluster.wire import Message
+from server.connection import Connection
+from server.storage_cluster import Owner
+
+__all__ = ["DELIVER", "DROP", "GAP", "PendingAct", "Subscription"]
+
+DELIVER, DROP, GAP = "deliver", "drop", "gap"
+
+
+@dataclass(slots=True)
+class PendingAct:
+    """A move forwarded for a client and not yet acknowledged (or refused)."""
+
+    ref: Any
+    kind: str
+    #: the guess, for a guess (what its event must show)
+    value: str | None
+    #: the cursor when it was sent: its event comes after it
+    after: int
+    #: the subscription's follow generation when it was sent
+    gen: int
+    sent: float
+
+
+@dataclass(eq=False, slots=True)
+class Subscription:
+    conn: Connection
+    cid: str
+    match_id: str
+    #: the seat, or "spectator"; None until the owner's ``match`` names the seat
+    viewer: Viewer | None
+    #: the last seq this client was sent (None: not known yet; the first event sets it)
+    cursor: int | None
+    #: where the subscription is attached (None: nowhere yet / owner gone)
+    owner: Owner | None = None
+    #: follows sent; the generation of the one in flight (events dropped until its marker)
+    gen: int = 0
+    joining: int | None = None
+    join_cursor: int = 0
+    join_sent: float = 0.0
+    #: the follow in flight was the client's own (resume/watch): its marker is passed on
+    announce: bool = False
+    #: generations of follows in flight that the client asked for (their markers are replies)
+    announced: set[int] = field(default_factory=set)
+    #: the client asked to follow (``resume``/``watch``, or its seats after ``hello``) and has
+    #: not had its reply yet: ``(ref,)``. A re-attachment meanwhile carries the request on, so
+    #: the reply comes from wherever the match runs now
+    owed: tuple[Any] | None = None
+    #: generations of follows that carry such a request on
+    carried: set[int] = field(default_factory=set)
+    acts: deque[PendingAct] = field(default_factory=deque)
+    #: requests waiting for an owner (no live owner known)
+    waiting: list[Message] = field(default_factory=list)
+    #: since when it has had no owner to follow (monotonic), 0 while it has one
+    orphaned: float = 0.0
+
+    def admit(self, seq: int) -> str:
+        """What to do with the relayed event ``seq``: :data:`DELIVER`, :data:`DROP` or
+        :data:`GAP`."""
+        if self.joining is not None:
+            return DROP  # the replay after the pending follow's marker covers it
+        if self.cursor is None or seq == self.cursor + 1:
+            return DELIVER
+        return DROP if seq <= self.cursor else GAP
+
+    def sent_act(self, msg: dict[str, Any], now: float) -> None:
+        """A ``secret`` / ``guess`` / ``resign`` of the client goes to the owner."""
+        ref = msg.get("id")
+        if ref is not None:
+            kind = msg["type"]
+            value = msg.get("guess") if kind == "guess" else None
+            self.acts.append(PendingAct(ref, kind, value, self.cursor or 0, self.gen, now))
+
+    def replayed_ack(self, event: dict[str, Any]) -> Any:
+        """The ``ref`` an event without one acknowledges: the client's oldest pending move,
+        if the event is that move (its seat, kind and guess, after the cursor it was sent at);
+        else None."""
+        if not self.acts or event.get("seat") != self.viewer:
+            return None
+        head = self.acts[0]
+        if (
+            event.get("kind") == head.kind and event["seq"] > head.after
+            and (head.value is None or event.get("guess") == head.value)
+        ):
+            return head.ref
+        return None
+
+    def acknowledged(self, ref: Any) -> PendingAct | None:
+        """The move ``ref`` got its answer: no longer pending."""
+        for act in self.acts:
+            if act.ref == ref:
+                self.acts.remove(act)
+                return act
+        return None
+
+    def unapplied(self, gen: int, seen: list[Any]) -> list[PendingAct]:
+        """The owner answered follow ``gen`` after its replay, listing the moves it received
+        (``seen``): a pending move sent before that follow and not among them was never
+        applied (and is no longer pending)."""
+        received = set(seen)
+        out = [a for a in self.acts if a.gen < gen and a.ref not in received]
+        for act in out:
+            self.acts.remove(act)
+        return out
