@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: secret checks, LEFT)
+from bots.judge.assistant import assist
 from clients.sdk import (
     DEFAULT_URL,
     Away,
@@ -50,7 +51,6 @@ from clients.sdk import (
 from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
 from clients.wordplay import describe_answer, play_words
-from moo.assist import assist
 from moo.cli import rules_arg
 from moo.errors import InvalidCode
 from moo.mastermind import MastermindRules
@@ -290,6 +290,8 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
     while True:
         secret = rng.choice(rules.secrets)
         turns: list[tuple[str, Response]] = []
+        if getattr(args, "assist", False):  # the APL helper counts before the first guess too
+            say(f"     ASSISTANT: {assist(rules, []).text()}")
         while True:
             line = read(f"\nTYPE {rules.length} SYMBOLS? " if not _is_digits(rules)
                         else f"\nTYPE {rules.length} NUMBERS? ")
@@ -326,8 +328,7 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
             turns.append((entry.value, response))
             say(f"  -> {show_response(response)}")
             if getattr(args, "assist", False) and response != rules.solved:
-                said = assist(rules, [(g, r.bulls, r.cows) for g, r in turns])
-                say(f"     ASSISTANT: {said.text()}")
+                say(f"     ASSISTANT: {assist(rules, turns).text()}")
             elif args.helper and response != rules.solved:
                 say(f"     {choices_text(choices_left(rules, turns))}")
             if response == rules.solved:
@@ -569,6 +570,8 @@ class OnlineMatch:
                 say(f"  {exc.message}.")
                 return
             say(f"YOUR SECRET IS {secret}. DON'T TELL {self.opp}!")
+            if self.announced.config.get("assist") and not isinstance(self.rules, WordRules):
+                say(f"     ASSISTANT: {assist(self.rules, []).text()}")
             if not st.finished and st.phase == "secrets":
                 say(f"WAITING FOR {self.opp} TO CHOOSE A SECRET...")
             return

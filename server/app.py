@@ -175,6 +175,7 @@ class App:
                 log.warning("some connections did not close in time")
         if self.bus is not None:
             await self.bus.stop()
+        await self.arena.analysis.close()
         await self.store.close()
         await self.hooks.stop()
         log.info("stopped")

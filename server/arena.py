@@ -15,6 +15,7 @@ path as remote players (and so are subject to the same rules and durability).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import secrets
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-# importing it installs the word list as word MOO's dictionary (moo.words.set_dictionary)
+from bots import dictionary
 from bots.dictionary import available as dictionary_available
 from bots.dictionary import words_of_length
 from bots.variants import bot_note, create_for
@@ -44,8 +45,8 @@ from moo.errors import (
 from moo.match import Event, Match, MatchConfig, Viewer
 from moo.rules import Response
 from moo.variants import GameRules, is_words, parse_rules, parse_rules_spec, rules_spec
-from server.analysis import MatchAnalysis
 from server.connection import Connection, error_message
+from server.review_worker import MatchAnalysis
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
 
@@ -58,6 +59,8 @@ MAX_WATCHING = 32
 #: seconds a match dropped by a failed write is still answered "being restored; try again"
 #: after the store is back (see Arena.restoring)
 RESTORING_S = 60.0
+#: seconds between two looks for a word list that was missing (Arena.variants)
+WORDS_RECHECK_S = 1.0
 
 
 def bot_player_name(strategy: str) -> str:
@@ -172,11 +175,37 @@ class Arena:
         self.ack_latency: deque[float] = deque(maxlen=5000)
         #: one thread for every hosted bot's thinking (strategies are not thread-safe)
         self._bot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-bots")
-        #: the variants this server offers (settings.variants), the first being the default
-        self.variants: list[GameRules] = offered_variants(settings.variants)
-        self.default_rules: GameRules = self.variants[0]
-        #: the ``analysis`` request (server/analysis.py: the solver in a child process)
+        #: the variants configured (settings.variants) and, of them, those offered now: word
+        #: MOO waits for its dictionary (:attr:`variants` looks again, see there)
+        dictionary.install()
+        self.configured: list[GameRules] = [parse_rules_spec(v) for v in settings.variants]
+        self._offered: list[GameRules] = offered_variants(settings.variants)
+        self._words_checked = time.monotonic()
+        self._warming: asyncio.Task[None] | None = None
+        self.default_rules: GameRules = self._offered[0]
+        #: the ``analysis`` request (server/review_worker.py: the review in a child process)
         self.analysis = MatchAnalysis(store)
+
+    @property
+    def variants(self) -> list[GameRules]:
+        """The variants this server offers now, the first being the default.
+
+        A configured word variant left out for want of the dictionary is offered as soon as
+        the list appears (installed after the server started): while one is missing, this
+        looks for the file again, at most once a second (a few ``stat`` calls), so ``welcome``
+        and the requests for it see the new list without a restart.
+        """
+        if len(self._offered) < len(self.configured) and (
+                time.monotonic() - self._words_checked >= WORDS_RECHECK_S):
+            self._words_checked = time.monotonic()
+            if dictionary_available() is None:
+                self._offered = list(self.configured)
+                log.info("word MOO offered from now on: the dictionary is there (%s)",
+                         dictionary.dictionary_file())
+                with contextlib.suppress(RuntimeError):  # no running loop: read on first use
+                    self._warming = asyncio.get_running_loop().create_task(
+                        self.warm_dictionary())
+        return self._offered
 
     async def warm_dictionary(self) -> None:
         """Read the word list in a thread once at start when word MOO is offered, so the first
@@ -204,6 +233,10 @@ class Arena:
         except ValueError as exc:  # a rules value's own check (never expected past parse)
             raise BadRules(str(exc)) from None
         if rules not in self.variants:
+            if rules in self.configured:  # a word variant whose dictionary is still missing
+                raise RulesNotOffered(
+                    f"this server does not offer {rules_spec(rules)} yet: "
+                    f"{dictionary_available()}")
             raise RulesNotOffered(
                 f"this server does not offer {rules_spec(rules)}; it offers: "
                 + ", ".join(rules_spec(r) for r in self.variants)
