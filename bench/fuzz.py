@@ -48,9 +48,9 @@ from websockets.protocol import State
 import moo.errors as errors_module
 from moo.errors import MooError
 from moo.protocol import CLIENT_MESSAGES, MAX_MESSAGE_BYTES, TRANSPORT_FACTOR, Codec, Field
-from server.review_worker import TIME_LIMIT_S as ANALYSIS_LIMIT_S
 from server.app import App
 from server.connection import Connection
+from server.review_worker import TIME_LIMIT_S as ANALYSIS_LIMIT_S
 from server.session import run_session
 from server.settings import Settings
 

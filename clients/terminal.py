@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: secret checks, LEFT)
+from bots import dictionary
 from bots.judge.assistant import assist
 from clients.sdk import (
     DEFAULT_URL,
@@ -1002,6 +1002,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    dictionary.install()  # word MOO: secret checks, LEFT
     if args.solo or args.words is not None:
         def read(prompt: str) -> str | None:
             try:

@@ -1,15 +1,15 @@
 """The ``analysis`` request: a finished match's post-match review, from a warm worker process.
 
 The review (:mod:`bots.judge.review`) runs in one child process per server
-(:mod:`bots.judge.worker`), started on the first request and kept: it reads a match record per line on stdin and answers one JSON line on
-stdout, so after the first request (interpreter start and imports, well under a second) an
-answer costs only the review itself (milliseconds for a classic match: the opening table and
-the judge's table-free search). A child, not a thread: the solver's native engines (used for
-Mastermind and the small MOO variants) are process-wide state shared with the hosted bots, and
-a child can be killed when it overruns :data:`TIME_LIMIT_S` (it is then started afresh on the
-next request). Requests are served one at a time; results are kept for the last
-:data:`CACHE_SIZE` matches (a finished match never changes). See docs/analysis.md, "On the
-match page".
+(:mod:`bots.judge.worker`), started on the first request and kept: it reads a match record per
+line on stdin and answers one JSON line on stdout, so after the first request (interpreter
+start and imports, well under a second) an answer costs only the review itself (milliseconds
+for a classic match: the opening table and the judge's table-free search). A child, not a
+thread: the solver's native engines (used for Mastermind and the small MOO variants) are
+process-wide state shared with the hosted bots, and a child can be killed when it overruns
+:data:`TIME_LIMIT_S` (it is then started afresh on the next request). Requests are served one
+at a time; results are kept for the last :data:`CACHE_SIZE` matches (a finished match never
+changes). See docs/analysis.md, "On the match page".
 """
 
 from __future__ import annotations

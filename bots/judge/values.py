@@ -93,9 +93,12 @@ class MooJudge(_Parts):
         self.rules = rules
         self.codes = rules.secrets
         self.index = {c: i for i, c in enumerate(self.codes)}
-        self.table = (opening.load(opening.TABLE)
-                      if rules == opening.RULES and opening.TABLE.exists()
-                      else None)
+        self.table = None
+        if rules == opening.RULES:
+            if not opening.TABLE.exists():  # a broken install: solving instead takes minutes
+                raise ValueError(f"the judge's opening table is missing ({opening.TABLE}); "
+                                 "reinstall moo-arena")
+            self.table = opening.load(opening.TABLE)
         self._solved: dict[bytes, tuple[int, str]] = {}
         self._answer_cache: dict[tuple[str, Response], Any] = {}
 

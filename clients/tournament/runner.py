@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: the secrets of words:N)
+from bots import dictionary
 from bots.base import Strategy, available, close_strategy, create, display_names
 from bots.variants import VARIANT_BOTS, check_bot, create_for, prepare
 from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
@@ -274,6 +274,7 @@ def _cached(spec: str, seat: int, rules: GameRules) -> Strategy:
 
 
 def _worker_play(job: Job, config: dict[str, Any]) -> MatchRecord:
+    dictionary.install()  # a worker process starts without it (the pool may spawn)
     cfg = MatchConfig.from_dict(config)
     return play_local(
         job, (_cached(job.specs[0], 0, cfg.rules), _cached(job.specs[1], 1, cfg.rules)), cfg
@@ -290,6 +291,7 @@ class LocalEngine:
         self._strategies: dict[tuple[str, int], Strategy] = {}
 
     async def start(self, jobs: Sequence[Job]) -> None:
+        dictionary.install()  # word MOO's secrets are checked against the real list
         # Fail fast on a bad bot name before any match is played.
         for spec in sorted({s for job in jobs for s in job.specs}):
             self._strategy(spec, 0)
