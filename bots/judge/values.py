@@ -284,8 +284,8 @@ def exact_feasible(rules: Rules | MastermindRules) -> str | None:
     if (rules.repeats_in_guess or len(rules.secrets) > MAX_SOLVED_CODES
             or len(rules.alphabet) > 10):
         return (f"{rules_label(rules)} is too large for the exact solver, so it is not "
-                f"analysed (exact analysis: 4 of 10, Mastermind of at most 10000 codes, and "
-                f"distinct-symbol MOO of at most {MAX_SOLVED_CODES} codes and 10 symbols)")
+                f"analysed (exact analysis: 4 of 10, and distinct-symbol MOO of at most "
+                f"{MAX_SOLVED_CODES} codes and 10 symbols)")
     return None
 
 
