@@ -43,6 +43,10 @@ static uint64_t *posmask = NULL;  /* bit pos * NSYM + sym for each position */
 static uint32_t *symmask = NULL;  /* bit sym for each symbol of the code */
 static int64_t cap[64];           /* cap[j]: at most cap[j] secrets solved within j guesses */
 static uint64_t st_nodes = 0, st_probes = 0;
+/* A solve() may be given a budget of probes; past it the search gives up (aborted), storing
+ * nothing it has not finished, and the caller uses another engine. */
+static uint64_t probe_limit = 0;
+static int aborted = 0;
 
 static inline int resp(int g, int s) {
     int bulls = __builtin_popcountll(posmask[g] & posmask[s]);
@@ -130,7 +134,7 @@ static void tt_store(const uint16_t *S, int n, uint64_t h, int64_t value, int ex
 }
 
 /* -- scoring ------------------------------------------------------------------------- */
-typedef struct { int64_t bound; uint64_t sig; int32_t guess; } Cand;
+typedef struct { int64_t bound; int64_t spread; uint64_t sig; int32_t guess; } Cand;
 
 static Cand *cands[MAXDEPTH];
 static uint16_t *parts_buf[MAXDEPTH];
@@ -223,6 +227,11 @@ static int64_t quick(const uint16_t *S, int n, int *exact, int full) {
         return b;
     }
     st_probes++;
+    if (probe_limit && st_probes > probe_limit) {
+        aborted = 1;
+        *exact = 0;
+        return INF;
+    }
     int cnt[MAXR];
     int64_t best = INF;
     int64_t floor_ = LB(n) > 2 * (int64_t)n ? LB(n) : 2 * (int64_t)n;
@@ -249,6 +258,7 @@ static int64_t quick(const uint16_t *S, int n, int *exact, int full) {
 static int cmp_cand(const void *a, const void *b) {
     const Cand *x = a, *y = b;
     if (x->bound != y->bound) return x->bound < y->bound ? -1 : 1;
+    if (x->spread != y->spread) return x->spread < y->spread ? -1 : 1;
     if (x->sig != y->sig) return x->sig < y->sig ? -1 : 1;
     return x->guess - y->guess;
 }
@@ -257,6 +267,7 @@ static int64_t search(const uint16_t *S, int n, int depth, int64_t beta, int *be
     st_nodes++;
     int exact;
     int64_t q = quick(S, n, &exact, 1);
+    if (aborted) return INF;
     uint64_t h = hash_set(S, n);
     if (exact || q >= beta) {
         TTEntry *e = tt_find(S, n, h);
@@ -276,6 +287,9 @@ static int64_t search(const uint16_t *S, int n, int depth, int64_t beta, int *be
         uint64_t sig = score_guess(g, S, n, cnt);
         if (max_count(cnt) == n && !is_member[g]) continue;  /* learns nothing */
         cs[m].bound = guess_bound(cnt, n);
+        int64_t spread = 0;  /* sum of squared part sizes: balanced splits first */
+        for (int r = 0; r < MAXR; r++) spread += (int64_t)cnt[r] * cnt[r];
+        cs[m].spread = spread;
         cs[m].sig = sig ^ (is_member[g] ? 0x5555555555555555ULL : 0);
         cs[m].guess = g;
         m++;
@@ -285,8 +299,9 @@ static int64_t search(const uint16_t *S, int n, int depth, int64_t beta, int *be
     int64_t best = INF, lower = INF;
     int bestg = -1;
     uint16_t *buf = parts_buf[depth];
-    for (int c = 0; c < m; c++) {
-        if (c > 0 && cs[c].sig == cs[c - 1].sig && cs[c].bound == cs[c - 1].bound) continue;
+    for (int c = 0; c < m && !aborted; c++) {
+        if (c > 0 && cs[c].sig == cs[c - 1].sig && cs[c].bound == cs[c - 1].bound
+            && cs[c].spread == cs[c - 1].spread) continue;
         int64_t cutoff = best < beta ? best : beta;
         if (cs[c].bound >= cutoff) {
             if (cs[c].bound < lower) lower = cs[c].bound;
@@ -355,6 +370,7 @@ static int64_t search(const uint16_t *S, int n, int depth, int64_t beta, int *be
         bestg = g;
         if (best <= floor_) break;
     }
+    if (aborted) return INF;
     if (best < beta) {
         tt_store(S, n, h, best, 1, bestg, 1);
         *best_guess = bestg;
@@ -468,14 +484,16 @@ static int get_set(PyObject *obj, Py_buffer *view, const uint16_t **S, int *n) {
 }
 
 PyDoc_STRVAR(solve_doc,
-"solve(set) -> (value, guess)\n\n"
+"solve(set, budget=0) -> (value, guess) or None\n\n"
 "W of the non-empty candidate `set` (bytes of sorted uint16 code indices): the least total\n"
-"number of guesses, the next one included, summed over its secrets; and an optimal guess.");
+"number of guesses, the next one included, summed over its secrets; and an optimal guess.\n"
+"With a `budget`, None once the search has probed that many positions (it gives up).");
 
 static PyObject *py_solve(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *set_obj;
-    if (!PyArg_ParseTuple(args, "O", &set_obj)) return NULL;
+    unsigned long long budget = 0;
+    if (!PyArg_ParseTuple(args, "O|K", &set_obj, &budget)) return NULL;
     if (!posmask) { PyErr_SetString(PyExc_RuntimeError, "call init() first"); return NULL; }
     Py_buffer view;
     const uint16_t *S;
@@ -488,10 +506,17 @@ static PyObject *py_solve(PyObject *self, PyObject *args) {
     }
     int guess = -1;
     int64_t v;
+    aborted = 0;
+    probe_limit = budget ? st_probes + budget : 0;
     Py_BEGIN_ALLOW_THREADS
     v = search(S, n, 0, INF, &guess);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
+    probe_limit = 0;
+    if (aborted) {
+        aborted = 0;
+        Py_RETURN_NONE;
+    }
     return Py_BuildValue("(Li)", (long long)v, guess);
 }
 

@@ -42,6 +42,14 @@ __all__ = ["Judge", "MastermindJudge", "MooJudge", "exact_feasible", "judge_for"
 #: (guess, response) pairs so far, oldest first
 History = Sequence[tuple[str, Response]]
 
+#: Largest position (secrets) the table-free search takes after the opening table; larger
+#: ones go to the solver's engine, whose symmetry under the guesses played prunes far more but
+#: which costs about half a second of CPU to build (docs/analysis.md).
+SEARCH_LIMIT = 40
+#: Probes (one-ply scans, about a millisecond each) the table-free search may spend on a
+#: larger position while the engine is not built; past them the engine is built and used.
+SEARCH_BUDGET = 100
+
 #: Largest distinct-symbol MOO game judged from the empty history by the solver (4 of 9);
 #: 4 of 10 has the opening table.
 MAX_SOLVED_CODES = 3024
@@ -215,8 +223,17 @@ class MooJudge(_Parts):
         key = _as_set(cand)
         got = self._solved.get(key)
         if got is None:
-            if self.table is not None:
-                value, guess = self.search.solve(key)
+            quick = None
+            if self.table is not None and (n <= SEARCH_LIMIT or "solver" not in self.__dict__):
+                # small, or the engine not built yet: try the table-free search first, within
+                # a budget (unbounded for small sets, where it is never slow)
+                quick = self.search.solve(key, 0 if n <= SEARCH_LIMIT else SEARCH_BUDGET)
+            if quick is not None:
+                value, guess = quick
+            elif self.table is not None:  # the engine's symmetry pays off on larger sets
+                kept = self._reduced(history, n)
+                value, guess = self.solver.best_guess(key, [self.index[g] for g, _ in kept])
+                value -= len(kept) * n
             else:
                 value, guess = self.solver.best_guess(key, [self.index[g] for g, _ in history])
                 value -= len(history) * n
