@@ -23,6 +23,14 @@ from server.export import records
 from tests import browser_support
 from tests.browser_support import finished, login, new_page, rows, set_secret, wait_revealed
 
+
+@pytest.fixture(autouse=True)
+def _installed_dictionary() -> None:
+    """Word MOO's rules get the real list the way the programs do it (no import does it)."""
+    from bots.dictionary import install
+
+    install()
+
 pytestmark = pytest.mark.browser
 
 browser = browser_support.browser

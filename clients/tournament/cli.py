@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bots import dictionary
 from clients.sdk.cli_args import add_url_option, urls_of
 from clients.tournament.results import (
     MatchRecord,
@@ -101,6 +102,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    dictionary.install()  # word MOO: the secrets of words:N are checked against the real list
     try:
         return asyncio.run(_main(args))
     except (MooError, ValueError, OSError) as exc:
