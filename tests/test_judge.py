@@ -89,7 +89,9 @@ def test_search_agrees_with_the_solver() -> None:
             if not 3 <= len(cand) <= 60:
                 continue
             data = array.array("H", sorted(solver.index[c] for c in cand)).tobytes()
-            value, guess = _search.solve(data)
+            solved = _search.solve(data)
+            assert solved is not None
+            value, guess = solved
             assert value == _value(solver, cand, history)
             parts: dict[Response, list[str]] = {}
             for s in cand:

@@ -184,6 +184,8 @@ class MooJudge(_Parts):
         if not history:
             return self._root
         if len(history) > 2:
+            if n <= SEARCH_LIMIT:  # searched at once anyway: not worth reducing the history
+                return None
             history = self._reduced(history, n)
             if len(history) > 2:
                 return None
