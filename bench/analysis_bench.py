@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -67,43 +68,55 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * len(s)) - 1))]
 
 
+def _timed(cmd: list[str]) -> tuple[float, float]:
+    """(wall, CPU of the child: user + system) of one process run to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def fresh(files: list[Path], runs: int) -> dict[str, Any]:
+    """Wall and CPU time of ``moo analyse FILE --json`` in new processes, with two baselines
+    from the same run: an empty Python, and the imports of the command alone."""
     moo = [sys.executable, "-m", "moo", "analyse"]
-    times, base, imports = [], [], []
+    got: dict[str, list[tuple[float, float]]] = {"analyse": [], "python": [], "imports": []}
+    load0 = os.getloadavg()
     for i in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        base.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import moo.cli, clients.analyse, bots.judge.review"],
-                       check=True)
-        imports.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        subprocess.run([*moo, str(files[i % len(files)]), "--json"], check=True,
-                       stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - t0)
-    return {
-        "runs": runs, "files": len(files), "load": os.getloadavg(),
-        "analyse_p50": statistics.median(times), "analyse_p99": pct(times, 0.99),
-        "analyse_max": max(times),
-        "python_p50": statistics.median(base), "python_p99": pct(base, 0.99),
-        "imports_p50": statistics.median(imports), "imports_p99": pct(imports, 0.99),
-    }
+        got["python"].append(_timed([sys.executable, "-c", "pass"]))
+        got["imports"].append(_timed([sys.executable, "-c",
+                                      "import moo.cli, clients.analyse, bots.judge.review"]))
+        got["analyse"].append(_timed([*moo, str(files[i % len(files)]), "--json"]))
+    out: dict[str, Any] = {"runs": runs, "files": len(files), "load": (load0, os.getloadavg())}
+    for name, rows in got.items():
+        for k, label in ((0, "wall"), (1, "cpu")):
+            values = [r[k] for r in rows]
+            out[f"{name}_{label}_p50"] = round(statistics.median(values), 4)
+            out[f"{name}_{label}_p99"] = round(pct(values, 0.99), 4)
+            out[f"{name}_{label}_max"] = round(max(values), 4)
+    return out
 
 
 def in_process(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every match reviewed in this one process (as ``moo export --analysis`` does): wall and
+    CPU time in all, and per match."""
+    load0 = os.getloadavg()
+    t0, c0 = time.perf_counter(), time.process_time()
     from bots.judge.review import parse_record, review_players
 
-    t0 = time.perf_counter()
     per: list[float] = []
     for rec in records:
-        t = time.perf_counter()
+        t = time.process_time()
         rules, players = parse_record(rec)
         review_players(rules, players)
-        per.append(time.perf_counter() - t)
-    return {"matches": len(records), "seconds": time.perf_counter() - t0,
-            "per_match_p50": statistics.median(per), "per_match_p99": pct(per, 0.99),
-            "per_match_max": max(per), "load": os.getloadavg()}
+        per.append(time.process_time() - t)
+    return {"matches": len(records), "wall": round(time.perf_counter() - t0, 2),
+            "cpu": round(time.process_time() - c0, 2),
+            "per_match_cpu_p50": round(statistics.median(per), 4),
+            "per_match_cpu_p99": round(pct(per, 0.99), 4),
+            "per_match_cpu_max": round(max(per), 4), "load": (load0, os.getloadavg())}
 
 
 def main(argv: list[str] | None = None) -> int:
