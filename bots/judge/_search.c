@@ -520,6 +520,49 @@ static PyObject *py_solve(PyObject *self, PyObject *args) {
     return Py_BuildValue("(Li)", (long long)v, guess);
 }
 
+PyDoc_STRVAR(partition_doc,
+"partition(set, guess) -> {response_id: bytes}\n\n"
+"Split the candidate `set` (bytes of sorted uint16 code indices) by the response to code\n"
+"`guess`; response_id = bulls * (length + 1) + cows; each part sorted, as bytes.");
+
+static PyObject *py_partition(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *set_obj;
+    int g;
+    if (!PyArg_ParseTuple(args, "Oi", &set_obj, &g)) return NULL;
+    if (!posmask || g < 0 || g >= N) {
+        PyErr_SetString(PyExc_ValueError, "bad guess or not initialised");
+        return NULL;
+    }
+    Py_buffer view;
+    const uint16_t *S;
+    int n;
+    if (get_set(set_obj, &view, &S, &n) < 0) return NULL;
+    int cnt[MAXR] = {0}, off[MAXR + 1], fill[MAXR];
+    for (int i = 0; i < n; i++) cnt[resp(g, S[i])]++;
+    off[0] = 0;
+    for (int r = 0; r < MAXR; r++) off[r + 1] = off[r] + cnt[r];
+    memcpy(fill, off, sizeof fill);
+    uint16_t *tmp = malloc(sizeof(uint16_t) * (n ? n : 1));
+    PyObject *out = tmp ? PyDict_New() : NULL;
+    if (out) {
+        for (int i = 0; i < n; i++) tmp[fill[resp(g, S[i])]++] = S[i];
+        for (int r = 0; r < MAXR && out; r++) {
+            if (!cnt[r]) continue;
+            PyObject *key = PyLong_FromLong(r);
+            PyObject *val = PyBytes_FromStringAndSize((const char *)(tmp + off[r]),
+                                                      (Py_ssize_t)cnt[r] * 2);
+            if (!key || !val || PyDict_SetItem(out, key, val) < 0) Py_CLEAR(out);
+            Py_XDECREF(key);
+            Py_XDECREF(val);
+        }
+    }
+    free(tmp);
+    PyBuffer_Release(&view);
+    if (!out && !PyErr_Occurred()) PyErr_NoMemory();
+    return out;
+}
+
 static PyObject *py_stats(PyObject *self, PyObject *args) {
     (void)self; (void)args;
     return Py_BuildValue("{sKsKsn}", "nodes", (unsigned long long)st_nodes,
@@ -535,6 +578,7 @@ static PyObject *py_clear(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"init", py_init, METH_VARARGS, init_doc},
     {"solve", py_solve, METH_VARARGS, solve_doc},
+    {"partition", py_partition, METH_VARARGS, partition_doc},
     {"stats", py_stats, METH_NOARGS, "nodes and probes searched since init()"},
     {"clear", py_clear, METH_NOARGS, "empty the transposition table"},
     {NULL, NULL, 0, NULL},

@@ -113,6 +113,16 @@ class MooJudge(_Parts):
     def score(self, secret: str, guess: str) -> Response:
         return score(secret, guess)
 
+    def parts(self, cand: Sequence[int], guess: str) -> dict[Response, list[int]]:
+        """The partition in C (the judge's search module, which needs no tables)."""
+        width = self.rules.length + 1
+        out: dict[Response, list[int]] = {}
+        for rid, data in self.search.partition(_as_set(cand), self.index[guess]).items():
+            part = array.array("H")
+            part.frombytes(data)
+            out[Response(rid // width, rid % width)] = part.tolist()
+        return out
+
     @cached_property
     def solver(self) -> Any:
         """The solver's native engine, for games without the opening table (it solves them
