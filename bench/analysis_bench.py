@@ -2,6 +2,7 @@
 
     python -m bench.analysis_bench --matches 200 --runs 200          # fresh processes
     python -m bench.analysis_bench --matches 1000 --in-process       # what export --analysis does
+    python -m bench.analysis_bench --matches 50 --server             # the page's analysis request
 
 The matches are classic two-player matches between the arena's bots, two drawn at random per
 match from :data:`PLAYERS` (the weak ones, ``random`` and ``first``, play like a person who
@@ -10,7 +11,8 @@ the other's random secret; seeded, so every run analyses the same matches. ``--r
 ``moo analyse FILE --json`` (a new interpreter each time, so the first analysis of a process,
 imports included) over the files in turn, next to a baseline process that only starts Python
 (``python -c pass``) in the same run, and the import of the command alone. ``--in-process``
-analyses every match in one process, as ``moo export --analysis`` does.
+analyses every match in one process, as ``moo export --analysis`` does. ``--server`` plays each
+match on a server (free pacing, a room between two clients) and times its ``analysis`` request.
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--matches", type=int, default=200)
     parser.add_argument("--runs", type=int, default=0, help="fresh `moo analyse` processes")
     parser.add_argument("--in-process", action="store_true")
+    parser.add_argument("--server", action="store_true",
+                        help="the analysis request on a server, per match played there")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, default=None, help="write the match files here")
     args = parser.parse_args(argv)
@@ -143,7 +147,46 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(fresh(files, args.runs)))
     if args.in_process:
         print(json.dumps(in_process(records)))
+    if args.server:
+        import asyncio
+
+        print(json.dumps(asyncio.run(_server_latency(records))))
     return 0
+
+
+
+async def _server_latency(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``analysis`` request on a real server: each record played as a room match, then
+    asked for; the first request starts the worker, the rest find it warm."""
+    from tests.server_support import Client, running, server_settings
+
+    out: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with running(server_settings(Path(tmp), pacing="free", rate_per_s=1000.0,
+                                           rate_burst=1000)) as app:
+            a = await Client.hello(app.port, "ann", "moo.v1.json")
+            b = await Client.hello(app.port, "bob", "moo.v1.json")
+            for rec in records:
+                p = rec["players"]
+                room = await a.request({"type": "room_create"})
+                m = await b.request({"type": "room_join", "code": room["code"]})
+                mid = m["match_id"]
+                seats = (a, b) if m["seat"] == 1 else (b, a)  # seats[i] plays seat i
+                for i in (0, 1):  # seat i guesses the other seat's secret
+                    await seats[i].request({"type": "secret", "match_id": mid,
+                                            "secret": p[1 - i]["secret"]})
+                for i in (0, 1):
+                    for g in p[i]["guesses"]:
+                        await seats[i].request({"type": "guess", "match_id": mid, "guess": g})
+                await a.event(mid, "finished")
+                t0 = time.perf_counter()
+                reply = await a.request({"type": "analysis", "match_id": mid}, timeout=300)
+                out.append(time.perf_counter() - t0)
+                assert reply["type"] == "analysis", reply
+    return {"requests": len(out), "first": round(out[0], 3),
+            "warm_p50": round(statistics.median(out[1:]), 4),
+            "warm_p99": round(pct(out[1:], 0.99), 4), "warm_max": round(max(out[1:]), 4),
+            "load": os.getloadavg()}
 
 
 if __name__ == "__main__":

@@ -63,6 +63,10 @@ class Judge(Protocol):
 
     def score(self, secret: str, guess: str) -> Response: ...
 
+    def parts(self, cand: Sequence[int], guess: str) -> dict[Response, list[int]]:
+        """The parts of S (code indices) by the response to ``guess``."""
+        ...
+
     def best(self, history: History, cand: Sequence[int]) -> tuple[int, str, str]:
         """(W(S), an optimal guess, where W came from: ``table`` or ``solver``)."""
         ...
