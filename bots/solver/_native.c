@@ -38,6 +38,7 @@
 /* Game tables                                                                           */
 /* ------------------------------------------------------------------------------------ */
 static int L = 0, NSYM = 0, N = 0, NR = 0, SOLVED = 0, NRESP = 0;
+static int REPEATS = 0;               /* 0: MOO (distinct symbols), 1: Mastermind (any code) */
 static uint8_t (*codes)[MAXL];        /* codes[i][pos] = symbol index */
 static int32_t *index_of;             /* packed base-NSYM code -> index, -1 if not a code */
 static uint8_t *resp;                 /* resp[g * N + s]: compact id of (bulls, cows); symmetric */
@@ -65,13 +66,24 @@ static int packed(const uint8_t *c) {
     return p;
 }
 
-/* Scores are symmetric for distinct-symbol codes (bulls and common symbols both are), so row s
- * of the table also lists the responses of every guess against secret s. */
+/* Scores are symmetric (bulls and common symbols both are, with or without repeats), so row s
+ * of the table also lists the responses of every guess against secret s.  With repeated
+ * symbols the common count is Mastermind's: sum over symbols of the smaller of the counts. */
 static int score_codes(const uint8_t *a, const uint8_t *b) {
     int bulls = 0, common = 0;
-    for (int i = 0; i < L; i++) {
-        if (a[i] == b[i]) bulls++;
-        for (int j = 0; j < L; j++) common += a[i] == b[j];
+    if (REPEATS) {
+        int ca[MAXSYM] = {0}, cb[MAXSYM] = {0};
+        for (int i = 0; i < L; i++) {
+            bulls += a[i] == b[i];
+            ca[a[i]]++;
+            cb[b[i]]++;
+        }
+        for (int s = 0; s < NSYM; s++) common += ca[s] < cb[s] ? ca[s] : cb[s];
+    } else {
+        for (int i = 0; i < L; i++) {
+            if (a[i] == b[i]) bulls++;
+            for (int j = 0; j < L; j++) common += a[i] == b[j];
+        }
     }
     return bulls * (L + 1) + (common - bulls);
 }
@@ -222,16 +234,23 @@ static void sym_setup(Sym *sy, const uint16_t *S, int n, const int *h, int nh) {
     }
 }
 
-/* Smallest code obtainable from x by permuting class-A and class-F symbols among themselves. */
+/* Smallest code obtainable from x by permuting class-A and class-F symbols among themselves:
+ * each symbol of a class becomes, at its first occurrence, the next unused one of its class
+ * (a repeated symbol keeps the name it got). */
 static int canon(const Sym *sy, const uint8_t *x) {
     uint8_t out[MAXL];
+    int8_t map[MAXSYM];
+    memset(map, -1, sizeof(map));
     int nextA = 0, nextF = 0;
     for (int i = 0; i < L; i++) {
         int s = x[i], c = sy->cls[s];
         if (c) {
-            int *nx = c == 1 ? &nextA : &nextF;
-            while (sy->cls[*nx] != c) (*nx)++;     /* next unused symbol of the class */
-            s = (*nx)++;
+            if (map[s] < 0) {
+                int *nx = c == 1 ? &nextA : &nextF;
+                while (sy->cls[*nx] != c) (*nx)++; /* next unused symbol of the class */
+                map[s] = (int8_t)(*nx)++;
+            }
+            s = map[s];
         }
         out[i] = (uint8_t)s;
     }
@@ -831,48 +850,67 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
 /* ------------------------------------------------------------------------------------ */
 /*
  * cap(S, j) = max_g [g in S] + sum over non-solved parts P of cap(P, j-1), and a subset never
- * does better than the full code set.  Expanding two levels from the full set (first guess is
- * any code, they are all equivalent) and bounding the third level by min(|Q|, cap[j-2]):
- *   cap[j] <= 1 + sum_P max_g2 ([g2 in P] + sum_Q min(|Q|, cap[j-2])).
+ * does better than the full code set.  Expanding two levels from the full set (the first guess
+ * is one code per symmetry class: all codes are equivalent in MOO, five patterns for four-peg
+ * Mastermind) and bounding the third level by min(|Q|, cap[j-2]):
+ *   cap[j] <= max_g1 (1 + sum_P max_g2 ([g2 in P] + sum_Q min(|Q|, cap[j-2]))).
  * For j = 2, 3 this is exact (Tanaka's Table 1 for ten symbols: 14, 127).
  */
+static int64_t cap_after(int g1, int j, uint16_t *sorted) {
+    int cnt[NRMAX], start[NRMAX + 1], pos[NRMAX];
+    memset(cnt, 0, sizeof(cnt));
+    const uint8_t *r1 = resp + (size_t)g1 * N;
+    for (int i = 0; i < N; i++) cnt[r1[i]]++;
+    start[0] = 0;
+    for (int k = 0; k < NR; k++) start[k + 1] = start[k] + cnt[k];
+    memcpy(pos, start, sizeof(pos));
+    for (int i = 0; i < N; i++) sorted[pos[r1[i]]++] = (uint16_t)i;
+    int64_t total = 1;
+    for (int k = 0; k < NR; k++) {
+        if (!cnt[k] || k == SOLVED) continue;
+        const uint16_t *P = sorted + start[k];
+        int64_t bestp = 0;
+        for (int g = 0; g < N; g++) {
+            int c2[NRMAX];
+            memset(c2, 0, sizeof(c2));
+            const uint8_t *r = resp + (size_t)g * N;
+            for (int i = 0; i < cnt[k]; i++) c2[r[P[i]]]++;
+            int64_t v = c2[SOLVED] ? 1 : 0;
+            for (int q = 0; q < NR; q++)
+                if (c2[q] && q != SOLVED) v += c2[q] < cap[j - 2] ? c2[q] : cap[j - 2];
+            if (v > bestp) bestp = v;
+        }
+        total += bestp;
+    }
+    return total;
+}
+
+static int is_canonical(const Sym *sy, int g);
+
 static void compute_caps(void) {
     cap[0] = 0;
     cap[1] = 1;
     uint16_t *all = malloc(sizeof(uint16_t) * N);
     uint16_t *sorted = malloc(sizeof(uint16_t) * N);
-    int cnt[NRMAX], start[NRMAX + 1];
-    memset(cnt, 0, sizeof(cnt));
+    int *firsts = malloc(sizeof(int) * N);
+    int nfirst = 0;
     for (int i = 0; i < N; i++) all[i] = (uint16_t)i;
-    for (int i = 0; i < N; i++) cnt[resp[i]]++;        /* guess 0 against everything */
-    start[0] = 0;
-    for (int k = 0; k < NR; k++) start[k + 1] = start[k] + cnt[k];
-    int pos[NRMAX];
-    memcpy(pos, start, sizeof(pos));
-    for (int i = 0; i < N; i++) sorted[pos[resp[i]]++] = (uint16_t)i;
+    Sym *sy = &sym_buf[0];
+    sym_setup(sy, all, N, hist, 0);
+    for (int g = 0; g < N; g++)
+        if (is_canonical(sy, g)) firsts[nfirst++] = g;
     for (int j = 2; j <= MAXD + 1; j++) {
         if (cap[j - 1] >= N) { cap[j] = N; continue; }
-        int64_t total = 1;
-        for (int k = 0; k < NR; k++) {
-            if (!cnt[k] || k == SOLVED) continue;
-            const uint16_t *P = sorted + start[k];
-            int64_t bestp = 0;
-            for (int g = 0; g < N; g++) {
-                int c2[NRMAX];
-                memset(c2, 0, sizeof(c2));
-                const uint8_t *r = resp + (size_t)g * N;
-                for (int i = 0; i < cnt[k]; i++) c2[r[P[i]]]++;
-                int64_t v = c2[SOLVED] ? 1 : 0;
-                for (int q = 0; q < NR; q++)
-                    if (c2[q] && q != SOLVED) v += c2[q] < cap[j - 2] ? c2[q] : cap[j - 2];
-                if (v > bestp) bestp = v;
-            }
-            total += bestp;
+        int64_t best = 0;
+        for (int f = 0; f < nfirst; f++) {
+            int64_t t = cap_after(firsts[f], j, sorted);
+            if (t > best) best = t;
         }
-        cap[j] = total < N ? total : N;
+        cap[j] = best < N ? best : N;
     }
     free(all);
     free(sorted);
+    free(firsts);
 }
 
 /* LB(d, n): fill guess numbers d+1, d+2, ... greedily up to their capacities. */
@@ -910,26 +948,40 @@ static void gen_perms(int *cur, int k, int used) {
         if (!(used >> i & 1)) { cur[k] = i; gen_perms(cur, k + 1, used | 1 << i); }
 }
 
+/* Codes in lexicographic order of symbol indices (= the Python rules' `secrets` order). */
 static void gen_codes(uint8_t *cur, int k, int used, int *count) {
     if (k == L) { memcpy(codes[*count], cur, MAXL); (*count)++; return; }
     for (int s = 0; s < NSYM; s++)
-        if (!(used >> s & 1)) { cur[k] = (uint8_t)s; gen_codes(cur, k + 1, used | 1 << s, count); }
+        if (REPEATS || !(used >> s & 1)) {
+            cur[k] = (uint8_t)s;
+            gen_codes(cur, k + 1, used | 1 << s, count);
+        }
 }
 
 PyDoc_STRVAR(init_doc,
-"init(length, nsym, costs, tt_log2=22) -> caps\n\n"
-"Build the tables for codes of `length` distinct symbols out of `nsym`; costs[k] is the cost\n"
-"of solving a secret with guess number k (k = 0.. at least 20, increasing from k = 1).\n"
+"init(length, nsym, costs, tt_log2=22, repeats=False) -> caps\n\n"
+"Build the tables for codes of `length` distinct symbols out of `nsym` (with `repeats`: every\n"
+"code of `length` symbols, scored the Mastermind way); costs[k] is the cost of solving a\n"
+"secret with guess number k (k = 0.. at least 20, increasing from k = 1).\n"
 "Clears the transposition table. Returns the capacity list cap[j] used by the bound.");
 
 static PyObject *py_init(PyObject *self, PyObject *args) {
     (void)self;
-    int length, nsym, tt_log2 = 22;
+    int length, nsym, tt_log2 = 22, repeats = 0;
     PyObject *costs_obj;
-    if (!PyArg_ParseTuple(args, "iiO|i", &length, &nsym, &costs_obj, &tt_log2)) return NULL;
-    if (length < 2 || length > MAXL || nsym < length || nsym > MAXSYM) {
+    if (!PyArg_ParseTuple(args, "iiO|ip", &length, &nsym, &costs_obj, &tt_log2, &repeats))
+        return NULL;
+    if (length < 2 || length > MAXL || nsym < (repeats ? 2 : length) || nsym > MAXSYM) {
         PyErr_SetString(PyExc_ValueError, "unsupported game size");
         return NULL;
+    }
+    {
+        double ncodes = 1;
+        for (int i = 0; i < length; i++) ncodes *= repeats ? nsym : nsym - i;
+        if (ncodes > 65535) {                  /* code indices are uint16 */
+            PyErr_SetString(PyExc_ValueError, "too many codes for the solver (at most 65535)");
+            return NULL;
+        }
     }
     PyObject *seq = PySequence_Fast(costs_obj, "costs must be a sequence");
     if (!seq) return NULL;
@@ -944,9 +996,10 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
         if (cost[k] <= cost[k - 1]) { PyErr_SetString(PyExc_ValueError, "costs must increase"); return NULL; }
 
     free_tables();
+    REPEATS = repeats;
     L = length; NSYM = nsym; NR = (L + 1) * (L + 1); SOLVED = L * (L + 1);
     N = 1;
-    for (int i = 0; i < L; i++) N *= NSYM - i;
+    for (int i = 0; i < L; i++) N *= REPEATS ? NSYM : NSYM - i;
     codes = malloc(sizeof(*codes) * N);
     int npacked = 1;
     for (int i = 0; i < L; i++) npacked *= NSYM;
@@ -1188,13 +1241,24 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The same engine is built twice (see _mastermind.c): one module per game family, so that a
+ * process can hold a MOO engine and a Mastermind engine at once (each keeps its tables in its
+ * own module state). */
+#ifndef ENGINE_MODULE
+#define ENGINE_MODULE _native
+#endif
+#define ENGINE_STR2(x) #x
+#define ENGINE_STR(x) ENGINE_STR2(x)
+#define ENGINE_CAT2(a, b) a##b
+#define ENGINE_CAT(a, b) ENGINE_CAT2(a, b)
+
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_native",
-    "Native core of the exact MOO solver (see bots/solver/_native.c).", -1, methods,
+    PyModuleDef_HEAD_INIT, ENGINE_STR(ENGINE_MODULE),
+    "Native core of the exact MOO/Mastermind solver (see bots/solver/_native.c).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__native(void) {
+PyMODINIT_FUNC ENGINE_CAT(PyInit_, ENGINE_MODULE)(void) {
     PyObject *m = PyModule_Create(&moduledef);
     if (m && PyModule_AddIntConstant(m, "NCOSTS", MAXD + 2) < 0) { Py_DECREF(m); return NULL; }
     return m;
