@@ -1,39 +1,25 @@
-"""Exact Mastermind on the solver's native engine (``_mastermind``), across processes.
+"""Exact Mastermind on the solver's native engine (``_mastermind``), in one or more processes.
 
 ``_mastermind`` is the MOO engine (``_native.c``) built a second time and started with
 ``repeats=True``: the same bounds, transposition table, symmetry reduction and probe kernels,
-with Mastermind's scoring. This module drives it the way :mod:`bots.solver.full` drives the MOO
-solve, one level higher, because in Mastermind the first guess matters:
-
-1. The first guesses worth trying (one per symmetry class, five for four pegs) come in bound
-   order from the engine (``candidates``).
-2. The first one is played: each of its response cells is a task (a big cell is split again at
-   its second guess, as ``full.py`` splits MOO's cells), which gives the value to beat.
-3. Every other first guess whose bound is below that value is a refutation task (probe its
-   cells, then search them with the slack left, as the engine itself does).
-
-The answer is the smallest exact total, ties to the earlier guess in bound order, which is what
-the one-process search picks; so ``jobs`` never changes the tree. The tree is read back node by
-node and replayed with the game's Python scoring (``moo.mastermind.mastermind_score``).
+with Mastermind's scoring. Unlike MOO, the first guess matters (one per symmetry class: five
+for four pegs), so the whole game is one search from the empty history. With ``jobs`` > 1 the
+first guess and, in big cells, the second guess are played by this process and the subtrees
+below are solved by workers (:mod:`bots.solver.split`); the tree does not depend on ``jobs``.
+The tree is read back node by node and replayed with the game's Python scoring
+(``moo.mastermind.mastermind_score``), independently of the engine.
 """
 
 from __future__ import annotations
 
 import array
-import multiprocessing
-import multiprocessing.pool
-import queue
-import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import cast
 
 from moo.mastermind import MastermindRules, mastermind_score
 from moo.rules import Response
 
-from . import _mastermind
+from . import _mastermind, split
 from .core import Objective
 from .full import verify_paths
 from .table import TableCell, TableResult
@@ -144,7 +130,7 @@ class MastermindSolver:
             paths = self._paths(everything, [])
             nodes = int(_mastermind.stats()["nodes"]) - before
         else:
-            value, first, paths, nodes = _solve_parallel(self, jobs, tasks)
+            value, first, paths, nodes = self._solve_split(everything, jobs, tasks)
             if progress:
                 progress(f"value {value}, first guess {self.codes[first]} "
                          f"({time.perf_counter() - t0:.1f}s)")
@@ -154,6 +140,25 @@ class MastermindSolver:
         verify_paths(self.rules, paths, self.score)
         return TableResult(self.rules, self.objective, self.codes[first], value,
                            time.perf_counter() - t0, paths, self.cells(first, paths), nodes)
+
+    def _solve_split(self, everything: bytes, jobs: int, tasks: Progress | None
+                     ) -> tuple[int, int, dict[str, list[str]], int]:
+        """The whole game with ``jobs`` workers (:mod:`bots.solver.split`): the first guess and
+        the second guess in big cells are played here, the subtrees below in the workers."""
+        answer: list[tuple[int, int, dict[str, list[str]]]] = []
+
+        def done(value: int, guess: int, paths: dict[str, list[str]]) -> None:
+            answer.append((value, guess, paths))
+
+        def counts(done: int, total: int) -> None:
+            if tasks:
+                tasks(done, total, "")
+
+        nodes = split.run(_mastermind, self.codes, self.solved_id, self.objective.costs,
+                          [split.Root(everything, [], done)], jobs, progress=counts,
+                          split_min=SPLIT_MIN, split_depth=1)
+        value, first, paths = answer[0]
+        return value, first, paths, nodes
 
     def cells(self, first: int, paths: dict[str, list[str]]) -> list[TableCell]:
         """The tree's first-response cells (secrets, second guess, guesses after the first)."""
@@ -166,211 +171,3 @@ class MastermindSolver:
             out.append(TableCell(response, len(members), second,
                                  sum(len(paths[s]) - 1 for s in members)))
         return out
-
-
-# --------------------------------------------------------------------------------------------
-# Worker side: one engine per process, inherited through fork from the parent's.
-# --------------------------------------------------------------------------------------------
-_worker: MastermindSolver | None = None
-_inherited: MastermindSolver | None = None
-
-
-def _init_worker(rules: MastermindRules, objective: Objective) -> None:
-    global _worker
-    inherited = _inherited
-    if inherited is not None and inherited.rules == rules and inherited.objective == objective:
-        _worker = inherited
-    else:
-        _worker = MastermindSolver(rules, objective)
-
-
-def _nodes() -> int:
-    return int(_mastermind.stats()["nodes"])
-
-
-def _solve_part(history: list[int], part: bytes) -> tuple[int, dict[str, list[str]], int]:
-    """Exact value and subtree of one part (paths hold the guesses after ``history``)."""
-    assert _worker is not None
-    before = _nodes()
-    value, _g = _worker._best(part, history)
-    return value, _worker._paths(part, history), _nodes() - before
-
-
-def _refute(
-    history: list[int], cand: bytes, guess: int, cutoff: int
-) -> tuple[int, bool, dict[str, list[str]] | None, int]:
-    """Value of asking ``guess`` next on ``cand``, or a lower bound >= ``cutoff``.
-
-    One iteration of the engine's own guess loop: the guess's one-ply bound, probes of every
-    part (largest first), then each part's value searched with the slack left.
-    """
-    assert _worker is not None
-    solver = _worker
-    before = _nodes()
-    depth = len(history) + 1
-    nxt = [*history, guess]
-    parts = _mastermind.partition(cand, guess)
-    total = solver.objective.costs[depth] if solver.solved_id in parts else 0
-    others = sorted(
-        (p for rid, p in parts.items() if rid != solver.solved_id), key=lambda p: -len(p)
-    )
-    bounds = [_mastermind.lower_bound(len(p) // 2, depth) for p in others]
-    total += sum(bounds)
-    for i, part in enumerate(others):  # pass 1: one-ply bounds
-        if total >= cutoff:
-            break
-        if len(part) // 2 > 3:
-            v, _g, _exact = _mastermind.solve(part, nxt, cutoff - (total - bounds[i]), True)
-            total += v - bounds[i]
-            bounds[i] = v
-    for i, part in enumerate(others):  # pass 2: values
-        if total >= cutoff:
-            break
-        v, _g, _exact = _mastermind.solve(part, nxt, cutoff - (total - bounds[i]))
-        total += v - bounds[i]
-    if total >= cutoff:
-        return total, False, None, _nodes() - before
-    paths: dict[str, list[str]] = {}
-    if solver.solved_id in parts:
-        paths[solver.codes[guess]] = [solver.codes[guess]]
-    for part in others:
-        tail = solver._paths(part, nxt)
-        paths.update({s: [solver.codes[guess], *p] for s, p in tail.items()})
-    return total, True, paths, _nodes() - before
-
-
-# --------------------------------------------------------------------------------------------
-# Parent side: a node split into tasks (first guess at the root, second guess in big cells).
-# --------------------------------------------------------------------------------------------
-@dataclass
-class _Node:
-    """A node solved as several tasks: its first candidate's parts, then refutations.
-
-    ``paths`` of a finished node hold the guesses from this node on (its own guess first).
-    """
-
-    history: list[int]
-    cand: bytes
-    candidates: list[tuple[int, int]]
-    parent: _Node | None = None
-    pending: int = 0
-    first_value: int = 0
-    first_paths: dict[str, list[str]] = field(default_factory=dict)
-    exact: dict[int, tuple[int, dict[str, list[str]]]] = field(default_factory=dict)
-    result: tuple[int, int, dict[str, list[str]]] | None = None
-
-
-def _solve_parallel(
-    solver: MastermindSolver, jobs: int, tasks: Progress | None
-) -> tuple[int, int, dict[str, list[str]], int]:
-    """Root value, first guess, every secret's path and the engines' node count, with ``jobs``
-    worker processes (see the module docstring)."""
-    global _inherited
-    results: queue.Queue[tuple[tuple[object, ...], object]] = queue.Queue()
-    counts = {"outstanding": 0, "done": 0, "total": 0, "nodes": 0}
-    stop = threading.Event()
-    costs = solver.objective.costs
-    solved_id = solver.solved_id
-
-    def report(note: str) -> None:
-        if tasks:
-            tasks(counts["done"], counts["total"], note)
-
-    def beat() -> None:
-        while not stop.wait(5.0):
-            report("")
-
-    _inherited = solver
-    ctx = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
-    ticker = threading.Thread(target=beat, daemon=True)
-    try:
-        with ctx.Pool(jobs, initializer=_init_worker,
-                      initargs=(solver.rules, solver.objective)) as pool:
-
-            def submit(tag: tuple[object, ...], fn: Callable[..., object],
-                       args: tuple[object, ...]) -> None:
-                counts["outstanding"] += 1
-                counts["total"] += 1
-                pool.apply_async(
-                    fn, args,
-                    callback=lambda r: results.put((tag, r)),
-                    error_callback=lambda e: results.put((("error",), e)),
-                )
-
-            def open_node(history: list[int], cand: bytes, parent: _Node | None) -> _Node:
-                """Play the node's first candidate: its parts become tasks or nodes."""
-                node = _Node(history, cand, _mastermind.candidates(cand, history), parent)
-                guess = node.candidates[0][1]
-                parts = _mastermind.partition(cand, guess)
-                if solved_id in parts:
-                    node.first_value = costs[len(history) + 1]
-                    node.first_paths[solver.codes[guess]] = [solver.codes[guess]]
-                nxt = [*history, guess]
-                others = [p for rid, p in parts.items() if rid != solved_id]
-                for part in sorted(others, key=lambda p: -len(p)):
-                    node.pending += 1
-                    if not history and len(part) // 2 >= SPLIT_MIN:
-                        open_node(nxt, part, node)
-                    else:
-                        submit(("part", node), _solve_part, (nxt, part))
-                return node
-
-            def part_done(node: _Node, value: int, tail: dict[str, list[str]]) -> None:
-                guess = node.candidates[0][1]
-                node.first_value += value
-                node.first_paths.update(
-                    {s: [solver.codes[guess], *p] for s, p in tail.items()}
-                )
-                task_done(node)
-
-            def task_done(node: _Node) -> None:
-                node.pending -= 1
-                if node.pending:
-                    return
-                if 0 not in node.exact:  # the first candidate is known: refute the others
-                    node.exact[0] = (node.first_value, node.first_paths)
-                    cutoff = node.first_value
-                    for i, (bound, guess) in enumerate(node.candidates[1:], 1):
-                        if bound >= cutoff:
-                            break
-                        submit(("refute", node, i), _refute,
-                               (node.history, node.cand, guess, cutoff))
-                        node.pending += 1
-                    if node.pending:
-                        return
-                index = min(node.exact, key=lambda i: (node.exact[i][0], i))
-                value, paths = node.exact[index]
-                node.result = (value, node.candidates[index][1], paths)
-                if node.parent is not None:
-                    part_done(node.parent, value, paths)
-
-            root = open_node([], _as_set(range(len(solver.codes))), None)
-            report("")
-            ticker.start()
-            while root.result is None:
-                tag, res = results.get()
-                counts["outstanding"] -= 1
-                counts["done"] += 1
-                if tag[0] == "error":
-                    assert isinstance(res, BaseException)
-                    raise res
-                node = cast(_Node, tag[1])
-                if tag[0] == "part":
-                    value, tail, nodes = cast(tuple[int, dict[str, list[str]], int], res)
-                    counts["nodes"] += nodes
-                    report("part")
-                    part_done(node, value, tail)
-                else:
-                    total, exact, tail, nodes = cast(
-                        tuple[int, bool, dict[str, list[str]] | None, int], res
-                    )
-                    counts["nodes"] += nodes
-                    report("refutation")
-                    if exact and tail is not None:
-                        node.exact[cast(int, tag[2])] = (total, tail)
-                    task_done(node)
-    finally:
-        _inherited = None
-        stop.set()
-    value, first, paths = root.result
-    return value, first, paths, counts["nodes"]
