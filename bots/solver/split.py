@@ -22,11 +22,11 @@ in the engine's order: the one-process search's choice, so the tree does not dep
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import multiprocessing
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -250,7 +250,7 @@ class _Sched:
 
     def child_done(self, part: _Part, child: _Node) -> None:
         assert child.result is not None
-        value, exact, guess, paths = child.result
+        value, exact, _guess, paths = child.result
         self.part_done(part, value, exact, paths)
 
     def part_done(self, part: _Part, value: int, exact: bool, paths: Paths | None) -> None:
@@ -385,8 +385,8 @@ def run(engine: Any, codes: Sequence[str], solved_id: int, costs: Sequence[int],
                         if part.ev.guess >= 0 else list(part.ev.node.history)
                     pool.apply_async(
                         _leaf, (history, part.cand, beta),
-                        callback=lambda r, p=part: finished(p, r),
-                        error_callback=lambda e, p=part: finished(p, e),
+                        callback=functools.partial(finished, part),
+                        error_callback=functools.partial(finished, part),
                     )
                     running += 1
                 if running == 0 and remaining[0]:
