@@ -1,11 +1,13 @@
-"""Exact solving of games given by a response table (Mastermind first), on ``_table.c``.
+"""Exact solving of games given by a response table, on ``_table.c``.
 
-The MOO engine (:mod:`bots.solver.core` over ``_native.c``) is specialised to distinct-symbol
-codes; this is its generic sibling. A game here is just a list of codes, a scoring function and
-a cost per guess number; the C module searches the whole game from the empty history (no first
-guess is fixed: for Mastermind the first guess matters), and this module reads the optimal tree
-back node by node and replays it with the game's own Python scoring, so a bug in the table or
-the search cannot produce a wrong tree silently.
+The MOO engine (:mod:`bots.solver.core` over ``_native.c``) knows MOO's and Mastermind's
+scoring and is the one :func:`mastermind_solver` uses (:mod:`bots.solver.mastermind`); this is
+its generic, slower sibling, kept as an independent second implementation (tests compare the
+two) and for games that only come as a response table. A game here is just a list of codes, a
+scoring function and a cost per guess number; the C module searches the whole game from the
+empty history (no first guess is fixed: for Mastermind the first guess matters), and this
+module reads the optimal tree back node by node and replays it with the game's own Python
+scoring, so a bug in the table or the search cannot produce a wrong tree silently.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import array
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from moo.mastermind import MastermindRules, mastermind_score
 from moo.rules import Response, format_response
@@ -21,6 +24,9 @@ from moo.rules import Response, format_response
 from . import _table
 from .core import Objective, distribution, score_vs
 from .full import verify_paths
+
+if TYPE_CHECKING:
+    from .mastermind import MastermindSolver
 
 __all__ = ["TableResult", "TableSolver", "mastermind_solver"]
 
@@ -162,8 +168,12 @@ class TableSolver:
                            int(_table.stats()["nodes"]))
 
 
-def mastermind_solver(rules: MastermindRules, objective: Objective) -> TableSolver:
-    return TableSolver(rules, objective, mastermind_score, symmetry=True)
+def mastermind_solver(rules: MastermindRules, objective: Objective) -> MastermindSolver:
+    """The fastest exact solver for a Mastermind game: the MOO engine built for repeated
+    symbols (:mod:`bots.solver.mastermind`); same methods as :class:`TableSolver`."""
+    from .mastermind import MastermindSolver
+
+    return MastermindSolver(rules, objective)
 
 
 def describe(res: TableResult) -> list[str]:
