@@ -332,7 +332,7 @@ static int64_t solve3(const uint16_t *S, int d, int *best_guess) {
 #define BLK 64
 static int64_t *bound_buf[MAXD + 2];
 static uint8_t *mask_lo, *mask_hi;
-static int *link_buf;
+static uint8_t *key_buf;
 static uint8_t *inexact_buf;
 static uint64_t member_key[64];     /* random keys for partition signatures */                /* per guess, padded to a multiple of BLK */
 
@@ -408,27 +408,42 @@ static void guess_bounds(const uint16_t *S, int n, int d, int64_t *gbound) {
 /* The guesses that are smallest among those obtained by permuting class-A symbols among
  * themselves and class-F symbols among themselves (canon(g) == g), for the class pattern of
  * sy; cached by pattern, since a search meets few distinct patterns. */
-typedef struct { uint32_t key; int count; uint16_t *list; } AfList;
+typedef struct { uint32_t key; int count; uint16_t *list; uint8_t *in; } AfList;
 enum { AF_SLOTS = 512 };
 static AfList af_cache[AF_SLOTS];
 
-static const uint16_t *af_canonical(const Sym *sy, int *count) {
+static AfList *af_entry(const Sym *sy) {
     uint32_t key = 1;
     for (int s = 0; s < NSYM; s++) key = key * 3 + (uint32_t)sy->cls[s];
     AfList *e = &af_cache[(key * 2654435761u) >> 23 & (AF_SLOTS - 1)];
-    if (e->list && e->key == key) { *count = e->count; return e->list; }
-    if (!e->list) e->list = malloc(sizeof(uint16_t) * (size_t)N);
+    if (e->list && e->key == key) return e;
+    if (!e->list) {
+        e->list = malloc(sizeof(uint16_t) * (size_t)N);
+        e->in = malloc((size_t)N);
+    }
     int m = 0;
-    for (int g = 0; g < N; g++)
-        if (canon(sy, codes[g]) == g) e->list[m++] = (uint16_t)g;
+    for (int g = 0; g < N; g++) {
+        e->in[g] = canon(sy, codes[g]) == g;
+        if (e->in[g]) e->list[m++] = (uint16_t)g;
+    }
     e->key = key;
     e->count = m;
-    *count = m;
+    return e;
+}
+
+static const uint16_t *af_canonical(const Sym *sy, int *count) {
+    AfList *e = af_entry(sy);
+    *count = e->count;
     return e->list;
 }
 
 static void af_cache_clear(void) {
-    for (int i = 0; i < AF_SLOTS; i++) { free(af_cache[i].list); af_cache[i].list = NULL; }
+    for (int i = 0; i < AF_SLOTS; i++) {
+        free(af_cache[i].list);
+        free(af_cache[i].in);
+        af_cache[i].list = NULL;
+        af_cache[i].in = NULL;
+    }
 }
 
 /* guess_bounds() for the listed guesses only (gbound indexed by guess); n <= 255. */
@@ -516,6 +531,36 @@ static void mask_scan(const uint16_t *S, int n) {
 #endif
 }
 
+/* key[g] = [g gets "solved"] * 16 + number of other responses g gets, from the masks. */
+static void probe_keys(uint8_t *key) {
+    const unsigned sbit = 1u << SOLVED;
+    const uint8_t slo = (uint8_t)(sbit & 0xFF), shi = (uint8_t)(sbit >> 8);
+    int g = 0;
+#if defined(__SSSE3__)
+    const __m128i POP = _mm_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
+    const __m128i NIB = _mm_set1_epi8(0x0F), ZERO = _mm_setzero_si128();
+    const __m128i SLO = _mm_set1_epi8((char)slo), SHI = _mm_set1_epi8((char)shi);
+    const __m128i SIXTEEN = _mm_set1_epi8(16);
+    for (; g + 16 <= N; g += 16) {
+        __m128i lo = _mm_loadu_si128((const __m128i *)(mask_lo + g));
+        __m128i hi = _mm_loadu_si128((const __m128i *)(mask_hi + g));
+        __m128i hit = _mm_or_si128(_mm_and_si128(lo, SLO), _mm_and_si128(hi, SHI));
+        __m128i lo2 = _mm_andnot_si128(SLO, lo), hi2 = _mm_andnot_si128(SHI, hi);
+        __m128i pc = _mm_add_epi8(
+            _mm_add_epi8(_mm_shuffle_epi8(POP, _mm_and_si128(lo2, NIB)),
+                         _mm_shuffle_epi8(POP, _mm_and_si128(_mm_srli_epi16(lo2, 4), NIB))),
+            _mm_add_epi8(_mm_shuffle_epi8(POP, _mm_and_si128(hi2, NIB)),
+                         _mm_shuffle_epi8(POP, _mm_and_si128(_mm_srli_epi16(hi2, 4), NIB))));
+        __m128i h16 = _mm_andnot_si128(_mm_cmpeq_epi8(hit, ZERO), SIXTEEN);
+        _mm_storeu_si128((__m128i *)(key + g), _mm_add_epi8(pc, h16));
+    }
+#endif
+    for (; g < N; g++) {
+        unsigned m = (unsigned)mask_lo[g] | (unsigned)mask_hi[g] << 8;
+        key[g] = (uint8_t)((m & sbit ? 16 : 0) + __builtin_popcount(m & ~sbit));
+    }
+}
+
 /* min over guesses of bound(g) (INF if no guess is useful), for probes: bound' from the
  * response masks, grouped by (hit, parts), which is all bound' depends on; groups are visited
  * in increasing bound' and the inexact members of a group are finished by exact_bound() only
@@ -545,44 +590,36 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
         return best;
     }
     mask_scan(S, n);
-    /* Group by key = hit * 16 + parts: exact groups only need a flag, inexact guesses a list. */
-    enum { NKEY = 32 };
-    int head[NKEY], any_exact[NKEY];
-    for (int k = 0; k < NKEY; k++) { head[k] = -1; any_exact[k] = 0; }
-    int *next = link_buf;
-    const unsigned solved_bit = 1u << SOLVED;
+    /* key[g] = hit * 16 + parts (parts: responses other than "solved"), which is all that
+     * bound' depends on.  A key is exact when no part can exceed cap[2]; the inexact guesses
+     * of a key are finished one by one, class-canonical ones only (equivalent guesses have
+     * equal bounds), while they can still beat the best bound found. */
+    uint8_t *key = key_buf;
+    probe_keys(key);
+    uint32_t present = 0;
+    for (int g = 0; g < N; g++) present |= 1u << key[g];
     const int thr2 = bc.nt > 1 ? bc.thr[1] : n;
-    int nlist;
-    const uint16_t *list = af_canonical(sy, &nlist);
-    for (int j = 0; j < nlist; j++) {
-        int g = list[j];
-        unsigned m = (unsigned)mask_lo[g] | (unsigned)mask_hi[g] << 8;
-        int hit = (m & solved_bit) != 0;
-        int parts = __builtin_popcount(m & ~solved_bit);
-        if (!hit && parts <= 1) continue;                /* learns nothing */
-        int key = hit * 16 + parts;
-        if (n - hit - parts + 1 <= thr2) { any_exact[key] = 1; continue; }
-        next[g] = head[key];
-        head[key] = g;
-    }
-    /* bound'(key) = hit c1 + rest c2 + slope1 (rest - parts): visit keys by increasing value. */
+    const int64_t slope1 = bc.nt > 0 ? bc.slope[0] : 0;
+    enum { NKEY = 32 };
     int64_t kval[NKEY];
     int order[NKEY], nk = 0;
-    const int64_t slope1 = bc.nt > 0 ? bc.slope[0] : 0;
     for (int k = 0; k < NKEY; k++) {
-        if (!any_exact[k] && head[k] < 0) continue;
         int hit = k / 16, parts = k % 16, rest = n - hit;
+        if (!(present >> k & 1) || (!hit && parts <= 1)) continue;   /* absent, or useless */
         kval[k] = (hit ? bc.c1 : 0) + (int64_t)rest * bc.c2 + slope1 * (rest - parts);
         int a = nk++;
         while (a > 0 && kval[order[a - 1]] > kval[k]) { order[a] = order[a - 1]; a--; }
         order[a] = k;
     }
+    const uint8_t *in = af_entry(sy)->in;
     int64_t best = INF;
     for (int a = 0; a < nk; a++) {
         int k = order[a];
         if (kval[k] >= best) break;
-        if (any_exact[k]) { best = kval[k]; break; }  /* nothing later can beat it */
-        for (int g = head[k]; g >= 0; g = next[g]) {
+        int hit = k / 16, parts = k % 16;
+        if (n - hit - parts + 1 <= thr2) { best = kval[k]; break; }  /* exact: unbeatable */
+        for (int g = 0; g < N; g++) {
+            if (key[g] != k || !in[g]) continue;
             int64_t b = exact_bound(S, n, &bc, g);
             if (b < best) best = b;
             if (best <= kval[k]) return best;             /* the group's floor: unbeatable */
@@ -632,9 +669,55 @@ static void search_bounds(const uint16_t *S, int n, int d, int64_t beta, int64_t
         if (inexact[g] && (gbound[g] < beta || gbound[g] < m1)) gbound[g] = exact_bound(S, n, &bc, g);
 }
 
+/* Partition dedup for small sets: a guess whose partition of S (as a set of parts, plus which
+ * part is "solved") equals an earlier one's has the same value, so only the first of them (in
+ * the order guesses are tried) is searched.  Checked lazily, when a guess is about to be
+ * tried: most candidates never are, and the signature reads n scattered table entries.
+ * Guesses with equal partitions have equal bounds, so the first in (bound, guess) order is
+ * also the smallest guess, whichever of them are tried. */
+enum { DEDUP_MAX = 48, DSLOTS = 4096 };
+static uint64_t dd_sig[MAXD + 2][DSLOTS];
+static uint32_t dd_stamp[MAXD + 2][DSLOTS], dd_gen[MAXD + 2];
+static int dd_count[MAXD + 2];
+
+static void dedup_reset(int d) {
+    if (++dd_gen[d] == 0) { memset(dd_stamp[d], 0, sizeof(dd_stamp[d])); dd_gen[d] = 1; }
+    dd_count[d] = 0;
+}
+
+/* 1 if g splits S like a guess already seen at this depth since dedup_reset (then skip g). */
+static int dedup_seen(const uint16_t *S, int n, int d, int g) {
+    if (n > DEDUP_MAX || dd_count[d] >= DSLOTS / 2) return 0;   /* table full: no dedup */
+    /* Signature independent of how the parts are labelled: a part hashes to the sum of its
+     * members' random keys (members by position in S), the parts' hashes are mixed and
+     * summed; the solved part is tagged. */
+    const uint8_t *r = resp + (size_t)g * N;
+    uint64_t ph[NRMAX];
+    memset(ph, 0, sizeof(uint64_t) * NR);
+    for (int i = 0; i < n; i++) ph[r[S[i]]] += member_key[i];
+    ph[SOLVED] ^= 0xA5A5A5A5A5A5A5A5ULL;
+    uint64_t sig = 0;
+    for (int k = 0; k < NR; k++) {
+        if (!ph[k]) continue;
+        uint64_t z = ph[k] * 0xbf58476d1ce4e5b9ULL;
+        z ^= z >> 31;
+        z *= 0x94d049bb133111ebULL;
+        sig += z ^ (z >> 29);
+    }
+    size_t slot = sig & (DSLOTS - 1);
+    while (dd_stamp[d][slot] == dd_gen[d]) {
+        if (dd_sig[d][slot] == sig) return 1;
+        slot = (slot + 1) & (DSLOTS - 1);
+    }
+    dd_stamp[d][slot] = dd_gen[d];
+    dd_sig[d][slot] = sig;
+    dd_count[d]++;
+    return 0;
+}
+
 /* The guesses worth trying at a node, in cand_buf[d] sorted by bound (returns how many):
- * canonical under symmetry, useful (they split S or hit it), with a distinct partition, and
- * with a bound that can still beat beta.  *skipped receives the smallest bound of the guesses
+ * canonical under symmetry, useful (they split S or hit it), and with a bound that can still
+ * beat beta (guesses with the same partition as an earlier one are left to dedup_seen()).  *skipped receives the smallest bound of the guesses
  * left out for their bound (INF if none), which a failing search still needs. */
 static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *skipped) {
     Sym *sy = &sym_buf[d];
@@ -642,12 +725,6 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
     Cand *cands = cand_buf[d];
     int nc = 0;
     int64_t min_skipped = INF;                     /* smallest bound of a guess left out */
-    /* Partition dedup for small sets: a guess whose partition of S (as a set of parts, plus
-     * which part is "solved") equals an earlier one has the same value. */
-    enum { DEDUP_MAX = 48, DHASH = 8192 };
-    static uint64_t dedup[MAXD + 2][DHASH];
-    int use_dedup = n <= DEDUP_MAX;
-    if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
     /* One-ply bounds.  Guesses that only differ by interchangeable symbols (class A or F)
      * have equal bounds, so only the smallest of each such family is bounded at all when
      * that leaves out enough of them to pay for the indirection. */
@@ -668,33 +745,6 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
             continue;
         }
         if (!is_canonical(sy, g)) continue;
-        const uint8_t *r = resp + (size_t)g * N;
-        if (use_dedup) {
-            /* Partition signature, independent of how the parts are labelled: a part hashes
-             * to the sum of its members' random keys (members by position in S), the parts'
-             * hashes are mixed and summed; the solved part is tagged. */
-            uint64_t ph[NRMAX];
-            memset(ph, 0, sizeof(uint64_t) * NR);
-            for (int i = 0; i < n; i++) ph[r[S[i]]] += member_key[i];
-            ph[SOLVED] ^= 0xA5A5A5A5A5A5A5A5ULL;
-            uint64_t sig = 0;
-            for (int k = 0; k < NR; k++) {
-                if (!ph[k]) continue;
-                uint64_t z = ph[k] * 0xbf58476d1ce4e5b9ULL;
-                z ^= z >> 31;
-                z *= 0x94d049bb133111ebULL;
-                sig += z ^ (z >> 29);
-            }
-            if (!sig) sig = 1;
-            size_t slot = sig & (DHASH - 1);
-            int dup = 0;
-            while (dedup[d][slot]) {
-                if (dedup[d][slot] == sig) { dup = 1; break; }
-                slot = (slot + 1) & (DHASH - 1);
-            }
-            if (dup) continue;
-            dedup[d][slot] = sig;
-        }
         cands[nc].bound = b;
         cands[nc].guess = g;
         nc++;
@@ -778,10 +828,12 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
     int64_t best = beta, fail_lb = min_skipped;
     int bestg = -1;
     uint16_t *buf = part_buf[d];
+    dedup_reset(d);
     for (int c = 0; c < nc; c++) {
         int64_t total = cands[c].bound;
         if (total >= best) { if (total < fail_lb) fail_lb = total; break; }
         int g = cands[c].guess;
+        if (dedup_seen(S, n, d, g)) continue;
         const uint8_t *r = resp + (size_t)g * N;
         /* Counting sort of S into parts by response. */
         int cnt[NRMAX], start[NRMAX + 1];
@@ -1013,7 +1065,6 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     free(mask_lo); free(mask_hi);
     mask_lo = malloc((size_t)N + BLK);
     mask_hi = malloc((size_t)N + BLK);
-    free(link_buf);
     {
         uint64_t x = 0x243F6A8885A308D3ULL;                /* splitmix64 */
         for (int i = 0; i < 64; i++) {
@@ -1023,7 +1074,8 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
             member_key[i] = (z ^ (z >> 31)) | 1;
         }
     }
-    link_buf = malloc(sizeof(int) * (size_t)N);
+    free(key_buf);
+    key_buf = malloc((size_t)N + BLK);
     free(inexact_buf);
     inexact_buf = malloc((size_t)N);
     int seen[NRMAX] = {0};
@@ -1155,6 +1207,14 @@ static PyObject *py_candidates(PyObject *self, PyObject *args) {
     if (get_set(set_obj, &view, &S, &n) < 0) return NULL;
     int64_t skipped;
     int nc = n < 2 ? 0 : gen_cands(S, n, (int)nh, beta, &skipped);
+    if (nc) {       /* the ones the search would try: drop repeated partitions here too */
+        Cand *cands = cand_buf[nh];
+        int kept = 0;
+        dedup_reset((int)nh);
+        for (int c = 0; c < nc; c++)
+            if (!dedup_seen(S, n, (int)nh, cands[c].guess)) cands[kept++] = cands[c];
+        nc = kept;
+    }
     PyBuffer_Release(&view);
     PyObject *out = PyList_New(nc);
     if (!out) return NULL;
