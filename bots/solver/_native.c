@@ -369,11 +369,101 @@ static int64_t exact_bound(const uint16_t *S, int n, const BoundCoef *bc, int g)
     return b;
 }
 
+/* AVX-512BW kernels (chosen at run time, see init()): 64 guesses per instruction.  The
+ * counting one keeps one byte counter per response and guess in registers (a compare to a
+ * mask and a masked add per response and member) instead of one scattered increment per
+ * guess and member, which pays for counting every guess rather than one per family of
+ * interchangeable symbols. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX512 1
+static int use_avx512 = 0;
+
+__attribute__((target("avx512f,avx512bw")))
+static void guess_bounds_512(const uint16_t *S, int n, const BoundCoef *bc, int64_t *gbound) {
+    const __m512i ONE = _mm512_set1_epi8(1);
+    uint8_t hitb[BLK], partsb[BLK], excb[8][BLK];
+    for (int g0 = 0; g0 < N; g0 += BLK) {
+        __m512i c[16];
+        for (int k = 0; k < 16; k++) c[k] = _mm512_setzero_si512();
+        for (int i = 0; i < n; i++) {
+            const uint8_t *row = resp + (size_t)S[i] * N + g0;
+            _mm_prefetch((const char *)(row + BLK), _MM_HINT_T0);   /* the next block's line */
+            __m512i v = _mm512_loadu_si512((const void *)row);
+            for (int k = 0; k < 16; k++) {
+                __mmask64 m = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8((char)k));
+                c[k] = _mm512_mask_add_epi8(c[k], m, c[k], ONE);
+            }
+        }
+        __m512i parts = _mm512_setzero_si512();
+        __m512i exc[8];
+        for (int t = 0; t < 8; t++) exc[t] = _mm512_setzero_si512();
+        for (int k = 0; k < 16; k++) {
+            if (k == SOLVED) continue;
+            parts = _mm512_mask_add_epi8(parts, _mm512_test_epi8_mask(c[k], c[k]), parts, ONE);
+            for (int t = 1; t < bc->nt; t++)
+                exc[t] = _mm512_add_epi8(exc[t], _mm512_subs_epu8(c[k],
+                                         _mm512_set1_epi8((char)bc->thr[t])));
+        }
+        _mm512_storeu_si512((void *)hitb, c[SOLVED]);
+        _mm512_storeu_si512((void *)partsb, parts);
+        for (int t = 1; t < bc->nt; t++) _mm512_storeu_si512((void *)excb[t], exc[t]);
+        int gb = N - g0 < BLK ? N - g0 : BLK;
+        for (int j = 0; j < gb; j++) {
+            int hit = hitb[j] != 0, np = partsb[j], rest = n - hit;
+            if (!hit && np == 1) { gbound[g0 + j] = USELESS; continue; }
+            int64_t b = (hit ? bc->c1 : 0) + (int64_t)rest * bc->c2;
+            if (bc->nt > 0) b += bc->slope[0] * (rest - np);
+            for (int t = 1; t < bc->nt; t++) b += bc->slope[t] * excb[t][j];
+            gbound[g0 + j] = b;
+        }
+    }
+}
+
+__attribute__((target("avx512f,avx512bw")))
+static void mask_scan_512(const uint16_t *S, int n) {
+    uint8_t lot[16], hit8[16];
+    for (int k = 0; k < 16; k++) {
+        lot[k] = k < 8 ? (uint8_t)(1 << k) : 0;
+        hit8[k] = k >= 8 ? (uint8_t)(1 << (k - 8)) : 0;
+    }
+    const __m512i LO = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lot));
+    const __m512i HI = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)hit8));
+    for (int g0 = 0; g0 < N; g0 += BLK) {
+        __m512i l = _mm512_setzero_si512(), h = l;
+        for (int i = 0; i < n; i++) {
+            const uint8_t *row = resp + (size_t)S[i] * N + g0;
+            _mm_prefetch((const char *)(row + BLK), _MM_HINT_T0);
+            __m512i v = _mm512_loadu_si512((const void *)row);
+            l = _mm512_or_si512(l, _mm512_shuffle_epi8(LO, v));
+            h = _mm512_or_si512(h, _mm512_shuffle_epi8(HI, v));
+        }
+        _mm512_storeu_si512((void *)(mask_lo + g0), l);
+        _mm512_storeu_si512((void *)(mask_hi + g0), h);
+    }
+}
+#endif
+
+/* Whether counting every guess beats counting one per family of interchangeable symbols. */
+static inline int fast_counting(void) {
+#ifdef HAVE_AVX512
+    return use_avx512;
+#else
+    return 0;
+#endif
+}
+
 /* Exact bound of every guess by counting: the counts of a block of BLK guesses stay in L1
  * while the members' rows are read slice by slice (bytes when n < 256). */
 static void guess_bounds(const uint16_t *S, int n, int d, int64_t *gbound) {
     BoundCoef bc;
     bound_coef(&bc, d, n);
+#ifdef HAVE_AVX512
+    if (use_avx512 && n <= 255 && NR <= 16 && d + 10 <= MAXD) {
+        guess_bounds_512(S, n, &bc, gbound);
+        return;
+    }
+#endif
     if (n > 255 || NR > 16 || d + 10 > MAXD) {
         for (int g = 0; g < N; g++) gbound[g] = exact_bound(S, n, &bc, g);
         return;
@@ -481,6 +571,9 @@ static void guess_bounds_list(const uint16_t *S, int n, int d, const uint16_t *l
 
 /* mask_lo/mask_hi[g]: which responses guess g gets from the members of S (bit = response id). */
 static void mask_scan(const uint16_t *S, int n) {
+#ifdef HAVE_AVX512
+    if (use_avx512) { mask_scan_512(S, n); return; }
+#endif
     int nblk = (N + BLK - 1) / BLK;
 #if defined(__SSSE3__)
     uint8_t lot[16], hit8[16];
@@ -578,7 +671,7 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
         int m;
         const uint16_t *list = af_canonical(sy, &m);
         int64_t best = INF;
-        if (m * 4 < N * 3 && n <= 255 && NR <= 16 && d + 10 <= MAXD) {
+        if (!fast_counting() && m * 4 < N * 3 && n <= 255 && NR <= 16 && d + 10 <= MAXD) {
             guess_bounds_list(S, n, d, list, m, gb);
             for (int j = 0; j < m; j++)
                 if (gb[list[j]] < best) best = gb[list[j]];
@@ -732,7 +825,8 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
     int m;
     const uint16_t *list = af_canonical(sy, &m);
     int use_list = m * 4 < N * 3 && n > SEARCH_MASK_MAX && n <= 255 && NR <= 16 && d + 10 <= MAXD;
-    if (use_list) guess_bounds_list(S, n, d, list, m, gbound);
+    if (use_list && fast_counting()) guess_bounds(S, n, d, gbound);   /* all, then the list */
+    else if (use_list) guess_bounds_list(S, n, d, list, m, gbound);
     else search_bounds(S, n, d, beta, gbound);
     int ng = use_list ? m : N;
     for (int j = 0; j < ng; j++) {
@@ -1048,6 +1142,13 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
         if (cost[k] <= cost[k - 1]) { PyErr_SetString(PyExc_ValueError, "costs must increase"); return NULL; }
 
     free_tables();
+#ifdef HAVE_AVX512
+    {   /* MOO_SOLVER_NO_AVX512=1 forces the portable kernels (tests compare the two). */
+        const char *off = getenv("MOO_SOLVER_NO_AVX512");
+        __builtin_cpu_init();
+        use_avx512 = __builtin_cpu_supports("avx512bw") && !(off && *off && *off != '0');
+    }
+#endif
     REPEATS = repeats;
     L = length; NSYM = nsym; NR = (L + 1) * (L + 1); SOLVED = L * (L + 1);
     N = 1;
