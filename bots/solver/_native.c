@@ -498,7 +498,7 @@ static void guess_bounds(const uint16_t *S, int n, int d, int64_t *gbound) {
 /* The guesses that are smallest among those obtained by permuting class-A symbols among
  * themselves and class-F symbols among themselves (canon(g) == g), for the class pattern of
  * sy; cached by pattern, since a search meets few distinct patterns. */
-typedef struct { uint32_t key; int count; uint16_t *list; uint8_t *in; } AfList;
+typedef struct { uint32_t key; int count; uint16_t *list; uint8_t *in; uint16_t *cidx; } AfList;
 enum { AF_SLOTS = 512 };
 static AfList af_cache[AF_SLOTS];
 
@@ -510,10 +510,12 @@ static AfList *af_entry(const Sym *sy) {
     if (!e->list) {
         e->list = malloc(sizeof(uint16_t) * (size_t)N);
         e->in = malloc((size_t)N);
+        e->cidx = malloc(sizeof(uint16_t) * (size_t)N);
     }
     int m = 0;
     for (int g = 0; g < N; g++) {
-        e->in[g] = canon(sy, codes[g]) == g;
+        e->cidx[g] = (uint16_t)canon(sy, codes[g]);
+        e->in[g] = e->cidx[g] == g;
         if (e->in[g]) e->list[m++] = (uint16_t)g;
     }
     e->key = key;
@@ -531,9 +533,26 @@ static void af_cache_clear(void) {
     for (int i = 0; i < AF_SLOTS; i++) {
         free(af_cache[i].list);
         free(af_cache[i].in);
+        free(af_cache[i].cidx);
         af_cache[i].list = NULL;
         af_cache[i].in = NULL;
+        af_cache[i].cidx = NULL;
     }
+}
+
+/* is_canonical() with the class canonicalisation read from the pattern's cached table. */
+static int is_canonical_af(const Sym *sy, const AfList *af, int g) {
+    if (af->cidx[g] != g) return 0;
+    const uint8_t *x = codes[g];
+    for (int k = 0; k < sy->ng; k++) {
+        uint8_t y[MAXL];
+        for (int i = 0; i < L; i++) {
+            int s = x[sy->sigma[k][i]];
+            y[i] = (uint8_t)(sy->pi[k][s] >= 0 ? sy->pi[k][s] : s);
+        }
+        if (af->cidx[index_of[packed(y)]] < g) return 0;
+    }
+    return 1;
 }
 
 /* guess_bounds() for the listed guesses only (gbound indexed by guess); n <= 255. */
@@ -822,8 +841,9 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
      * have equal bounds, so only the smallest of each such family is bounded at all when
      * that leaves out enough of them to pay for the indirection. */
     int64_t *gbound = bound_buf[d];
-    int m;
-    const uint16_t *list = af_canonical(sy, &m);
+    AfList *af = af_entry(sy);
+    int m = af->count;
+    const uint16_t *list = af->list;
     int use_list = m * 4 < N * 3 && n > SEARCH_MASK_MAX && n <= 255 && NR <= 16 && d + 10 <= MAXD;
     if (use_list && fast_counting()) guess_bounds(S, n, d, gbound);   /* all, then the list */
     else if (use_list) guess_bounds_list(S, n, d, list, m, gbound);
@@ -838,7 +858,7 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
             if (b < min_skipped) min_skipped = b;
             continue;
         }
-        if (!is_canonical(sy, g)) continue;
+        if (!is_canonical_af(sy, af, g)) continue;
         cands[nc].bound = b;
         cands[nc].guess = g;
         nc++;
