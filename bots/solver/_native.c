@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "_native.h"
 #define NRMAX ((MAXL + 1) * (MAXL + 1))
@@ -101,6 +102,25 @@ typedef struct {
     uint8_t exact;
 } TTEntry;
 
+/* The big tables (response table, transposition table and its arena) are read at random:
+ * they live in their own zeroed mappings, asking for huge pages where the kernel has them,
+ * which saves most TLB misses (pages never touched cost nothing either way). */
+#define TT_BYTES ((tt_mask + 1) * sizeof(TTEntry))
+#define ARENA_BYTES (arena_cap * sizeof(uint16_t))
+#define RESP_BYTES ((size_t)N * N + BLK)
+static void *big_alloc(size_t size) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t size) {
+    if (p) munmap(p, size);
+}
+
 static TTEntry *tt = NULL;
 static size_t tt_mask = 0, tt_used = 0;
 static uint16_t *arena = NULL;
@@ -135,10 +155,15 @@ static TTEntry *tt_find(const uint16_t *S, int n, int d, uint64_t h) {
 static void tt_compact(void) {
     TTEntry *old = tt;
     uint16_t *old_arena = arena;
-    TTEntry *fresh = calloc(tt_mask + 1, sizeof(TTEntry));
-    uint16_t *fresh_arena = malloc(sizeof(uint16_t) * arena_cap);
+    TTEntry *fresh = big_alloc(TT_BYTES);
+    uint16_t *fresh_arena = big_alloc(ARENA_BYTES);
     st_tt_compactions++;
-    if (!fresh || !fresh_arena) { free(fresh); free(fresh_arena); tt_clear(); return; }
+    if (!fresh || !fresh_arena) {
+        big_free(fresh, TT_BYTES);
+        big_free(fresh_arena, ARENA_BYTES);
+        tt_clear();
+        return;
+    }
     tt = fresh;
     arena = fresh_arena;
     tt_used = 0;
@@ -155,8 +180,8 @@ static void tt_compact(void) {
         arena_used += o->n;
         tt_used++;
     }
-    free(old);
-    free(old_arena);
+    big_free(old, TT_BYTES);
+    big_free(old_arena, ARENA_BYTES);
 }
 
 static void tt_store(const uint16_t *S, int n, int d, int64_t value, int exact, int guess) {
@@ -643,12 +668,20 @@ static void mask_scan(const uint16_t *S, int n) {
 #endif
 }
 
-/* key[g] = [g gets "solved"] * 16 + number of other responses g gets, from the masks. */
-static void probe_keys(uint8_t *key) {
+/* key[g] = [g gets "solved"] * 16 + number of other responses g gets, from the masks;
+ * returns the set of keys that occur (bit k for key k). */
+static uint32_t probe_keys(uint8_t *key) {
     const unsigned sbit = 1u << SOLVED;
     const uint8_t slo = (uint8_t)(sbit & 0xFF), shi = (uint8_t)(sbit >> 8);
+    uint32_t present = 0;
     int g = 0;
 #if defined(__SSSE3__)
+    /* Which keys occur: key k sets bit k % 8 of byte group k / 8 (k - 8q clamped to 8, which
+     * the table maps to nothing). */
+    const __m128i BIT = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, (char)128, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128i EIGHT = _mm_set1_epi8(8);
+    __m128i seen[4];
+    for (int q = 0; q < 4; q++) seen[q] = _mm_setzero_si128();
     const __m128i POP = _mm_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
     const __m128i NIB = _mm_set1_epi8(0x0F), ZERO = _mm_setzero_si128();
     const __m128i SLO = _mm_set1_epi8((char)slo), SHI = _mm_set1_epi8((char)shi);
@@ -664,13 +697,27 @@ static void probe_keys(uint8_t *key) {
             _mm_add_epi8(_mm_shuffle_epi8(POP, _mm_and_si128(hi2, NIB)),
                          _mm_shuffle_epi8(POP, _mm_and_si128(_mm_srli_epi16(hi2, 4), NIB))));
         __m128i h16 = _mm_andnot_si128(_mm_cmpeq_epi8(hit, ZERO), SIXTEEN);
-        _mm_storeu_si128((__m128i *)(key + g), _mm_add_epi8(pc, h16));
+        __m128i kv = _mm_add_epi8(pc, h16);
+        _mm_storeu_si128((__m128i *)(key + g), kv);
+        for (int q = 0; q < 4; q++) {
+            __m128i idx = _mm_min_epu8(_mm_sub_epi8(kv, _mm_set1_epi8((char)(8 * q))), EIGHT);
+            seen[q] = _mm_or_si128(seen[q], _mm_shuffle_epi8(BIT, idx));
+        }
+    }
+    for (int q = 0; q < 4; q++) {
+        uint8_t b[16];
+        _mm_storeu_si128((__m128i *)b, seen[q]);
+        uint32_t any = 0;
+        for (int i = 0; i < 16; i++) any |= b[i];
+        present |= any << (8 * q);
     }
 #endif
     for (; g < N; g++) {
         unsigned m = (unsigned)mask_lo[g] | (unsigned)mask_hi[g] << 8;
         key[g] = (uint8_t)((m & sbit ? 16 : 0) + __builtin_popcount(m & ~sbit));
+        present |= 1u << key[g];
     }
+    return present;
 }
 
 /* min over guesses of bound(g) (INF if no guess is useful), for probes: bound' from the
@@ -707,9 +754,7 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
      * of a key are finished one by one, class-canonical ones only (equivalent guesses have
      * equal bounds), while they can still beat the best bound found. */
     uint8_t *key = key_buf;
-    probe_keys(key);
-    uint32_t present = 0;
-    for (int g = 0; g < N; g++) present |= 1u << key[g];
+    uint32_t present = probe_keys(key);
     const int thr2 = bc.nt > 1 ? bc.thr[1] : n;
     const int64_t slope1 = bc.nt > 0 ? bc.slope[0] : 0;
     enum { NKEY = 32 };
@@ -730,11 +775,22 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
         if (kval[k] >= best) break;
         int hit = k / 16, parts = k % 16;
         if (n - hit - parts + 1 <= thr2) { best = kval[k]; break; }  /* exact: unbeatable */
-        for (int g = 0; g < N; g++) {
-            if (key[g] != k || !in[g]) continue;
-            int64_t b = exact_bound(S, n, &bc, g);
-            if (b < best) best = b;
-            if (best <= kval[k]) return best;             /* the group's floor: unbeatable */
+        for (int g0 = 0; g0 < N; g0 += 16) {             /* key[] is padded past N */
+            unsigned hits = 0;
+#if defined(__SSSE3__)
+            hits = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(
+                _mm_loadu_si128((const __m128i *)(key + g0)), _mm_set1_epi8((char)k)));
+#else
+            for (int j = 0; j < 16; j++) hits |= (unsigned)(key[g0 + j] == k) << j;
+#endif
+            while (hits) {
+                int g = g0 + __builtin_ctz(hits);
+                hits &= hits - 1;
+                if (g >= N || !in[g]) continue;
+                int64_t b = exact_bound(S, n, &bc, g);
+                if (b < best) best = b;
+                if (best <= kval[k]) return best;         /* the group's floor: unbeatable */
+            }
         }
     }
     return best;
@@ -1103,7 +1159,8 @@ static void compute_lbtab(void) {
 static void af_cache_clear(void);
 static void free_tables(void) {
     af_cache_clear();
-    free(codes); free(index_of); free(resp); free(lbtab); free(tt); free(arena);
+    free(codes); free(index_of); free(lbtab);
+    big_free(resp, RESP_BYTES); big_free(tt, TT_BYTES); big_free(arena, ARENA_BYTES);
     codes = NULL; index_of = NULL; resp = NULL; lbtab = NULL; tt = NULL; arena = NULL;
     for (int d = 0; d < MAXD + 2; d++) { free(cand_buf[d]); free(part_buf[d]); cand_buf[d] = NULL; part_buf[d] = NULL; }
 }
@@ -1182,7 +1239,7 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     int count = 0;
     gen_codes(cur, 0, 0, &count);
     for (int i = 0; i < N; i++) index_of[packed(codes[i])] = i;
-    resp = calloc((size_t)N * N + BLK, 1);      /* padded: the mask kernel reads whole blocks */
+    resp = big_alloc(RESP_BYTES);               /* padded: the mask kernel reads whole blocks */
     free(mask_lo); free(mask_hi);
     mask_lo = malloc((size_t)N + BLK);
     mask_hi = malloc((size_t)N + BLK);
@@ -1196,7 +1253,7 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
         }
     }
     free(key_buf);
-    key_buf = malloc((size_t)N + BLK);
+    key_buf = calloc((size_t)N + BLK, 1);
     free(inexact_buf);
     inexact_buf = malloc((size_t)N);
     int seen[NRMAX] = {0};
@@ -1232,11 +1289,11 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     if (tt_log2 < 10) tt_log2 = 10;
     if (tt_log2 > 28) tt_log2 = 28;
     tt_mask = ((size_t)1 << tt_log2) - 1;
-    tt = calloc(tt_mask + 1, sizeof(TTEntry));
+    tt = big_alloc(TT_BYTES);
     arena_cap = (tt_mask + 1) * 16;
-    arena = malloc(sizeof(uint16_t) * arena_cap);
+    arena = big_alloc(ARENA_BYTES);
     if (!codes || !index_of || !resp || !lbtab || !tt || !arena) { free_tables(); return PyErr_NoMemory(); }
-    tt_used = 0;            /* calloc'ed: already empty, and untouched pages stay free */
+    tt_used = 0;            /* mapped zeroed: already empty, and untouched pages stay free */
     arena_used = 0;
     st_nodes = st_tt_hits = st_tt_stores = st_guesses = st_tt_compactions = 0;
     PyObject *out = PyList_New(0);
