@@ -1116,6 +1116,11 @@ static void compute_caps(void) {
     uint16_t *sorted = malloc(sizeof(uint16_t) * N);
     int *firsts = malloc(sizeof(int) * N);
     int nfirst = 0;
+    if (!all || !sorted || !firsts) {          /* no memory: the trivial capacities */
+        for (int j = 2; j <= MAXD + 1; j++) cap[j] = N;
+        free(all); free(sorted); free(firsts);
+        return;
+    }
     for (int i = 0; i < N; i++) all[i] = (uint16_t)i;
     Sym *sy = &sym_buf[0];
     sym_setup(sy, all, N, hist, 0);
@@ -1179,6 +1184,49 @@ static void gen_codes(uint8_t *cur, int k, int used, int *count) {
             cur[k] = (uint8_t)s;
             gen_codes(cur, k + 1, used | 1 << s, count);
         }
+}
+
+/* resp[g * N + s] = score_codes(s, g) for every pair, filled by symmetry; the common-symbol
+ * count comes from per-code symbol sets (MOO) or symbol counts (Mastermind). */
+static void fill_scores(int *seen) {
+    uint16_t *set = malloc(sizeof(uint16_t) * (size_t)N);
+    uint8_t (*cnt)[MAXSYM] = calloc((size_t)N, sizeof(*cnt));
+    if (!set || !cnt) {                        /* no memory for the shortcut: the plain way */
+        free(set); free(cnt);
+        for (int g = 0; g < N; g++)
+            for (int s = 0; s < N; s++) {
+                int r = score_codes(codes[s], codes[g]);
+                resp[(size_t)g * N + s] = (uint8_t)r;
+                seen[r] = 1;
+            }
+        return;
+    }
+    for (int i = 0; i < N; i++) {
+        set[i] = 0;
+        for (int p = 0; p < L; p++) {
+            set[i] |= (uint16_t)(1u << codes[i][p]);
+            cnt[i][codes[i][p]]++;
+        }
+    }
+    for (int g = 0; g < N; g++) {
+        const uint8_t *a = codes[g];
+        for (int s = g; s < N; s++) {
+            const uint8_t *b = codes[s];
+            int bulls = 0, common = 0;
+            for (int p = 0; p < L; p++) bulls += a[p] == b[p];
+            if (REPEATS) {
+                for (int x = 0; x < NSYM; x++)
+                    common += cnt[g][x] < cnt[s][x] ? cnt[g][x] : cnt[s][x];
+            } else {
+                common = __builtin_popcount((unsigned)(set[g] & set[s]));
+            }
+            int r = bulls * (L + 1) + (common - bulls);
+            resp[(size_t)g * N + s] = resp[(size_t)s * N + g] = (uint8_t)r;
+            seen[r] = 1;
+        }
+    }
+    free(set);
+    free(cnt);
 }
 
 PyDoc_STRVAR(init_doc,
@@ -1257,12 +1305,7 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     free(inexact_buf);
     inexact_buf = malloc((size_t)N);
     int seen[NRMAX] = {0};
-    for (int g = 0; g < N; g++)
-        for (int s = 0; s < N; s++) {
-            int r = score_codes(codes[s], codes[g]);
-            resp[(size_t)g * N + s] = (uint8_t)r;
-            seen[r] = 1;
-        }
+    fill_scores(seen);
     /* Renumber the responses that occur 0..NRESP-1 so per-guess count vectors are short. */
     int compact[NRMAX];
     NRESP = 0;
