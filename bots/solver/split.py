@@ -147,6 +147,7 @@ class _Node:
     cand: bytes
     beta: Callable[[], int]
     done: Callable[[_Node], None]
+    root: Root
     candidates: list[tuple[int, int]] = field(default_factory=list)
     evals: dict[int, _Eval] = field(default_factory=dict)
     best: int = INF
@@ -171,6 +172,7 @@ class Root:
     history: list[int]
     on_done: Callable[[int, int, Paths], None]   # value, first guess, paths from it on
     split: bool = True
+    nodes: int = 0               # engine nodes spent on it, all processes
 
 
 @dataclass
@@ -244,7 +246,8 @@ class _Sched:
         def beta() -> int:
             return ev.cutoff() - (ev.known() - part.lb) if not ev.dead else 0
 
-        child = _Node(history, part.cand, beta, lambda n: self.child_done(part, n))
+        child = _Node(history, part.cand, beta, lambda n: self.child_done(part, n),
+                      ev.node.root)
         part.node = child
         self.open_node(child)
 
@@ -351,7 +354,7 @@ def run(engine: Any, codes: Sequence[str], solved_id: int, costs: Sequence[int],
             remaining[0] -= 1
             root.on_done(value, guess, paths)
 
-        node = _Node(list(root.history), root.cand, lambda: INF, done)
+        node = _Node(list(root.history), root.cand, lambda: INF, done, root)
         if root.split:
             sched.open_node(node)
         else:  # one task: a part with no guess before it
@@ -401,6 +404,7 @@ def run(engine: Any, codes: Sequence[str], solved_id: int, costs: Sequence[int],
                     raise res
                 value, exact, paths, nodes = cast(tuple[int, bool, Paths | None, int], res)
                 sched.nodes += nodes
+                part.ev.node.root.nodes += nodes
                 if part.ev.guess < 0:  # a whole root solved as one task
                     node = part.ev.node
                     node.result = (value, exact, -1, paths or {})
