@@ -299,10 +299,37 @@ static int is_canonical(const Sym *sy, int g) {
 /* ------------------------------------------------------------------------------------ */
 /* The search                                                                             */
 /* ------------------------------------------------------------------------------------ */
-static int cmp_cand(const void *a, const void *b) {
-    const Cand *x = a, *y = b;
-    if (x->bound != y->bound) return x->bound < y->bound ? -1 : 1;
-    return x->guess - y->guess;
+static inline int cand_less(const Cand *x, const Cand *y) {
+    return x->bound < y->bound || (x->bound == y->bound && x->guess < y->guess);
+}
+
+/* Sort by (bound, guess): a quicksort with the comparison inlined (qsort's callback was a
+ * visible share of the search), insertion sort for short runs. */
+static void sort_cands(Cand *a, int n) {
+    while (n > 16) {
+        Cand *m = a + n / 2, *z = a + n - 1, t;
+        if (cand_less(m, a)) { t = *m; *m = *a; *a = t; }
+        if (cand_less(z, m)) { t = *z; *z = *m; *m = t; }
+        if (cand_less(m, a)) { t = *m; *m = *a; *a = t; }
+        Cand pivot = *m;
+        int i = 0, j = n - 1;
+        for (;;) {
+            while (cand_less(&a[i], &pivot)) i++;
+            while (cand_less(&pivot, &a[j])) j--;
+            if (i >= j) break;
+            t = a[i]; a[i] = a[j]; a[j] = t;
+            i++; j--;
+        }
+        /* [0, j] <= pivot <= [j+1, n): recurse into the smaller side, loop on the other. */
+        if (j + 1 < n - j - 1) { sort_cands(a, j + 1); a += j + 1; n -= j + 1; }
+        else { sort_cands(a + j + 1, n - j - 1); n = j + 1; }
+    }
+    for (int i = 1; i < n; i++) {
+        Cand x = a[i];
+        int j = i;
+        while (j > 0 && cand_less(&x, &a[j - 1])) { a[j] = a[j - 1]; j--; }
+        a[j] = x;
+    }
 }
 
 /* Sets of three: a member that separates the other two is optimal (it reaches the bound);
@@ -524,14 +551,19 @@ static void guess_bounds(const uint16_t *S, int n, int d, int64_t *gbound) {
  * themselves and class-F symbols among themselves (canon(g) == g), for the class pattern of
  * sy; cached by pattern, since a search meets few distinct patterns. */
 typedef struct { uint32_t key; int count; uint16_t *list; uint8_t *in; uint16_t *cidx; } AfList;
-enum { AF_SLOTS = 512 };
+#ifndef AF_BITS
+#define AF_BITS 12
+#endif
+enum { AF_SLOTS = 1 << AF_BITS };
+static uint64_t st_af_misses;
 static AfList af_cache[AF_SLOTS];
 
 static AfList *af_entry(const Sym *sy) {
     uint32_t key = 1;
     for (int s = 0; s < NSYM; s++) key = key * 3 + (uint32_t)sy->cls[s];
-    AfList *e = &af_cache[(key * 2654435761u) >> 23 & (AF_SLOTS - 1)];
+    AfList *e = &af_cache[(key * 2654435761u) >> (32 - AF_BITS)];
     if (e->list && e->key == key) return e;
+    st_af_misses++;
     if (!e->list) {
         e->list = malloc(sizeof(uint16_t) * (size_t)N);
         e->in = malloc((size_t)N);
@@ -920,7 +952,7 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
         nc++;
     }
     st_guesses += (uint64_t)nc;
-    qsort(cands, (size_t)nc, sizeof(Cand), cmp_cand);
+    sort_cands(cands, nc);
     *skipped = min_skipped;
     return nc;
 }
@@ -1496,7 +1528,8 @@ static PyObject *py_lower_bound(PyObject *self, PyObject *args) {
 
 static PyObject *py_stats(PyObject *self, PyObject *args) {
     (void)self; (void)args;
-    return Py_BuildValue("{sKsKsKsKsnsK}", "nodes", (unsigned long long)st_nodes,
+    return Py_BuildValue("{sKsKsKsKsnsKsK}", "nodes", (unsigned long long)st_nodes,
+                         "af_misses", (unsigned long long)st_af_misses,
                          "tt_hits", (unsigned long long)st_tt_hits,
                          "tt_stores", (unsigned long long)st_tt_stores,
                          "guesses", (unsigned long long)st_guesses,
