@@ -303,6 +303,22 @@ static inline int cand_less(const Cand *x, const Cand *y) {
     return x->bound < y->bound || (x->bound == y->bound && x->guess < y->guess);
 }
 
+/* A binary min-heap of candidates by (bound, guess). */
+static void heap_down(Cand *h, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < n && cand_less(&h[l], &h[m])) m = l;
+        if (l + 1 < n && cand_less(&h[l + 1], &h[m])) m = l + 1;
+        if (m == i) return;
+        Cand t = h[i]; h[i] = h[m]; h[m] = t;
+        i = m;
+    }
+}
+
+static void heapify_cands(Cand *h, int n) {
+    for (int i = n / 2 - 1; i >= 0; i--) heap_down(h, n, i);
+}
+
 /* Sort by (bound, guess): a quicksort with the comparison inlined (qsort's callback was a
  * visible share of the search), insertion sort for short runs. */
 static void sort_cands(Cand *a, int n) {
@@ -919,7 +935,8 @@ static int dedup_seen(const uint16_t *S, int n, int d, int g) {
  * canonical under symmetry, useful (they split S or hit it), and with a bound that can still
  * beat beta (guesses with the same partition as an earlier one are left to dedup_seen()).  *skipped receives the smallest bound of the guesses
  * left out for their bound (INF if none), which a failing search still needs. */
-static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *skipped) {
+static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *skipped,
+                     int full_sort) {
     Sym *sy = &sym_buf[d];
     sym_setup(sy, S, n, hist, d);
     Cand *cands = cand_buf[d];
@@ -952,7 +969,8 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
         nc++;
     }
     st_guesses += (uint64_t)nc;
-    sort_cands(cands, nc);
+    if (full_sort) sort_cands(cands, nc);
+    else heapify_cands(cands, nc);     /* the search takes them in order, most never */
     *skipped = min_skipped;
     return nc;
 }
@@ -1021,8 +1039,8 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
 
     /* Generate guesses (see gen_cands()). */
     int64_t min_skipped;
-    int nc = gen_cands(S, n, d, beta, &min_skipped);
-    Cand *cands = cand_buf[d];
+    int nc = gen_cands(S, n, d, beta, &min_skipped, 0);
+    Cand *cands = cand_buf[d];            /* a heap: popped in (bound, guess) order */
 
     /* Try guesses in bound order.  For each: probe every part (one-ply bound), then replace
      * each part's bound by its exact value, largest part first, until the running total can
@@ -1031,10 +1049,13 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
     int bestg = -1;
     uint16_t *buf = part_buf[d];
     dedup_reset(d);
-    for (int c = 0; c < nc; c++) {
-        int64_t total = cands[c].bound;
+    for (int hn = nc; hn > 0;) {
+        Cand top = cands[0];
+        cands[0] = cands[--hn];
+        heap_down(cands, hn, 0);
+        int64_t total = top.bound;
         if (total >= best) { if (total < fail_lb) fail_lb = total; break; }
-        int g = cands[c].guess;
+        int g = top.guess;
         if (dedup_seen(S, n, d, g)) continue;
         const uint8_t *r = resp + (size_t)g * N;
         /* Counting sort of S into parts by response. */
@@ -1459,7 +1480,7 @@ static PyObject *py_candidates(PyObject *self, PyObject *args) {
     int n;
     if (get_set(set_obj, &view, &S, &n) < 0) return NULL;
     int64_t skipped;
-    int nc = n < 2 ? 0 : gen_cands(S, n, (int)nh, beta, &skipped);
+    int nc = n < 2 ? 0 : gen_cands(S, n, (int)nh, beta, &skipped, 1);
     if (nc) {       /* the ones the search would try: drop repeated partitions here too */
         Cand *cands = cand_buf[nh];
         int kept = 0;
