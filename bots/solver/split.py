@@ -35,6 +35,8 @@ from typing import Any, Protocol, cast
 __all__ = ["Engine", "Root", "run"]
 
 INF = 1 << 62
+#: Parts this small are solved by the parent itself (the engine answers them without search).
+TINY = 3
 
 #: Paths of a subtree: secret -> the guesses from the subtree's root on (the last is the secret).
 Paths = dict[str, list[str]]
@@ -233,7 +235,15 @@ class _Sched:
             self.eval_done(ev)
             return
         for p in ev.parts:
-            if depth <= self.split_depth and p.size >= self.split_min:
+            if ev.dead:
+                ev.pending -= 1
+            elif p.size <= TINY:  # solved on the spot: cheaper than a round trip to a worker
+                v, _g, _e = self.engine.solve(p.cand, nxt)
+                tail = subtree(self.engine, self.codes, self.solved_id, p.cand, nxt)
+                ev.pending += 1  # part_done counts it off again
+                self.part_done(p, int(v), True, tail)
+                ev.pending -= 1
+            elif depth <= self.split_depth and p.size >= self.split_min:
                 self.open_child(p, nxt)
             else:
                 self.push(p, (0 if index == 0 else 1, len(node.history), index, -p.size))
