@@ -1077,6 +1077,13 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
             order[b2] = x;
         }
         hist[d] = g;
+        /* The parts' table slots are read first thing by their probes: start those misses
+         * now, all at once, rather than one after the other. */
+        for (int a = 0; a < no; a++) {
+            int k = order[a];
+            if (cnt[k] > 3)
+                __builtin_prefetch(&tt[hash_set(buf + start[k], cnt[k], d + 1) & tt_mask]);
+        }
         int ok = 1, child_best;
         int64_t plb[NRMAX];
         /* Pass 1: one-ply bounds of all parts (cheap for parts of <= 3, or known ones). */
