@@ -46,7 +46,7 @@ class MastermindSolver:
     ``partition``, ``solve``), on the faster engine; one live instance per process.
     """
 
-    def __init__(self, rules: MastermindRules, objective: Objective, tt_log2: int = 23) -> None:
+    def __init__(self, rules: MastermindRules, objective: Objective, tt_log2: int = 22) -> None:
         n = len(rules.alphabet) ** rules.length
         if n > MAX_CODES:
             raise ValueError(f"{n} codes: the exact solver handles at most {MAX_CODES}")
