@@ -26,7 +26,7 @@ from bots.solver.core import (
     strongest_objective,
 )
 from bots.solver.full import solve_cells, verify_paths
-from moo.cli import main as moo_main
+from cli.main import main as moo_main
 from moo.rules import Rules, parse_response, score
 
 DATA = Path(__file__).resolve().parent.parent / "bots" / "data"
@@ -322,7 +322,7 @@ def test_cli_mistakes_are_one_line(argv: list[str]) -> None:
     import sys
 
     objective = "strongest" if "--vs" in argv else "minimum"
-    proc = subprocess.run([sys.executable, "-m", "moo", "solve", objective, *argv, "--quiet"],
+    proc = subprocess.run([sys.executable, "-m", "cli", "solve", objective, *argv, "--quiet"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.startswith("moo solve") and proc.stderr.count("\n") == 1

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from moo.cli import UsageError, rules_arg
+from moo.errors import UsageError
 from moo.mastermind import MastermindRules
 from moo.rules import Rules, format_response, parse_response
+from moo.variants import rules_arg
 
 from .core import (
     CellResult,
