@@ -22,7 +22,7 @@ from moo.rules import Response
 from . import _mastermind, split
 from .core import Objective
 from .full import verify_paths
-from .table import TableCell, TableResult
+from .results import TableCell, TableResult
 
 __all__ = ["MAX_CODES", "MastermindSolver", "Progress"]
 
