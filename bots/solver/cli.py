@@ -183,8 +183,10 @@ def _rules(args: argparse.Namespace) -> Rules | MastermindRules:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not 1 <= args.jobs <= MAX_JOBS:
-        raise UsageError(f"--jobs must be 1-{MAX_JOBS}, got {args.jobs}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.jobs > MAX_JOBS:
+        raise UsageError(f"--jobs must be at most {MAX_JOBS}, got {args.jobs}")
     game = _rules(args)
     if isinstance(game, MastermindRules):
         return _main_mastermind(args, game)
