@@ -12,6 +12,8 @@ SIMD = ["-mssse3", "-mpopcnt"] if platform.machine().lower() in ("x86_64", "amd6
 NATIVE = [
     ("bots.solver._native", ["bots/solver/_native.c"]),
     ("bots.solver._table", ["bots/solver/_table.c"]),
+    ("bots.solver._mastermind", ["bots/solver/_mastermind.c"]),
+    ("bots.judge._search", ["bots/judge/_search.c"]),
 ]
 
 setup(
@@ -20,6 +22,8 @@ setup(
             name,
             sources,
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", *SIMD],
+            # _mastermind.c is _native.c built a second time under another module name.
+            depends=["bots/solver/_native.c", "bots/solver/_native.h"],
         )
         for name, sources in NATIVE
         if all((HERE / s).exists() for s in sources)

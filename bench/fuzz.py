@@ -48,10 +48,10 @@ from websockets.protocol import State
 import moo.errors as errors_module
 from moo.errors import MooError
 from moo.protocol import CLIENT_MESSAGES, MAX_MESSAGE_BYTES, TRANSPORT_FACTOR, Codec, Field
-from server.analysis import TIME_LIMIT_S as ANALYSIS_LIMIT_S
 from server.app import App
 from server.connection import Connection
 from server.lobby import Lobby
+from server.review_worker import TIME_LIMIT_S as ANALYSIS_LIMIT_S
 from server.session import run_session
 from server.settings import Settings
 
@@ -702,7 +702,7 @@ class InProcessFuzzer:
         probe = _probe(s.codec, frame)
         before = self.snapshot(player, probe.get("match_id"))
         start = len(s.ws.sent)
-        # An analysis runs the exact solver in a child process (server/analysis.py): its
+        # An analysis runs the exact solver in a child process (server/review_worker.py): its
         # session waits for it, up to the documented limit, and is stuck only past that.
         wait = ANALYSIS_LIMIT_S + 10.0 if probe.get("type") == "analysis" else 5.0
         try:

@@ -1,8 +1,13 @@
 """Time full solver runs from scratch: ``python bench/solve.py [minimum|strongest ...]``.
 
 Each run is a fresh ``moo solve OBJECTIVE --jobs N`` process (no warm tables), so the figure
-includes building the response table. Wall time alone is misleading on a shared machine, so
-the child processes' CPU time and the load average around the run are reported too.
+includes building the response table, the search, reading the tree back and replaying it.
+Wall time alone is misleading on a shared machine, so the child processes' CPU time and the
+load average around the run are reported too; ``--repeat`` runs each one several times.
+
+    python bench/solve.py minimum --jobs 2 --repeat 3                   # classic MOO
+    python bench/solve.py minimum --jobs 1 --game "--rules mastermind:4:1234567"
+    python bench/solve.py minimum --jobs 1 --game "--rules mastermind:4:12345678"
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--nice", action="store_true", help="run the solver under nice")
     parser.add_argument("--game", default="",
-                        help="extra moo solve options, e.g. '--length 4 --alphabet 012345'")
+                        help="extra moo solve options, e.g. '--rules mastermind:4:1234567'")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each (default 1)")
     args = parser.parse_args()
     if args.nice:
         os.nice(10)
@@ -60,13 +66,14 @@ def main() -> int:
     for objective in args.objectives:
         # strongest plays against the shipped minimum tree unless --game changes the game.
         extra = args.game.split()
-        r = run(objective, args.jobs, extra)
-        results.append(r)
-        load = r["load"]
-        assert isinstance(load, tuple)
-        print(f"| {objective} | {args.jobs} | {r['wall']:.1f} | {r['cpu']:.1f} | "
-              f"{load[0]:.1f} / {load[1]:.1f} |", flush=True)
-    for r in results:
+        for _ in range(max(1, args.repeat)):
+            r = run(objective, args.jobs, extra)
+            results.append(r)
+            load = r["load"]
+            assert isinstance(load, tuple)
+            print(f"| {objective} {args.game} | {args.jobs} | {r['wall']:.1f} | {r['cpu']:.1f} "
+                  f"| {load[0]:.1f} / {load[1]:.1f} |", flush=True)
+    for r in results[:: max(1, args.repeat)]:
         print(f"\n$ {r['command']}\n{r['stdout']}")
     return 0
 

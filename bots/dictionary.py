@@ -1,16 +1,20 @@
 """The word-MOO dictionary: Debian's ``wamerican`` list, filtered once and cached.
 
-The I/O half of word MOO (the rules, :mod:`moo.words`, are pure). Importing this module
-installs :func:`words_of_length` as the rules' dictionary (:func:`moo.words.set_dictionary`),
-so anything that plays word MOO against the real list (the server, the bots, the terminal)
-gets it by importing this module, and the rules never open a file themselves.
+The I/O half of word MOO (the rules, :mod:`moo.words`, are pure and have the list injected).
+Nothing happens at import: a program that plays word MOO against the real list (the server, the
+terminal, the local tournament runner) calls :func:`install` once at start, which gives
+:func:`words_of_length` to the rules (:func:`moo.words.set_dictionary`); reading the list is
+left for the first word match (or a server's background thread).
 
-The project never ships the list: on first use the system file
-(``/usr/share/dict/american-english``) is filtered (words of ASCII letters only, upper-cased,
-de-duplicated, sorted) into a cache file (:func:`word_list_path`), rebuilt when the system file
-is newer. Each process reads it at most once (:func:`words_of_length` caches per length), so a
-server pays for it on its first word match, or in a background thread at start
-(server/app.py), never on the classic path.
+Which file (:func:`dictionary_file`): the first of :func:`sources` that exists:
+``$MOO_WORDS_SOURCE`` if set, Debian's ``/usr/share/dict/american-english`` (``apt-get install
+wamerican``), and ``$XDG_DATA_HOME/moo-arena/american-english`` (``~/.local/share/...``), where
+``./dev`` unpacks the same Debian package when it cannot install it (not root). Only the
+**lower-case entries** are words of the game (the list capitalises proper names and most
+abbreviations: ``Flynn``, ``AC``), letters A-Z only, upper-cased, de-duplicated, sorted; the
+project never ships the list.
+The filtered list is cached (:func:`word_list_path`, rebuilt when the source is newer or
+another file) and each process reads it at most once (:func:`words_of_length`).
 """
 
 from __future__ import annotations
@@ -20,19 +24,43 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from moo.words import NoDictionary, filter_words, set_dictionary
+from moo.words import NoDictionary, dictionary_words, filter_words, set_dictionary
 
 __all__ = [
     "DEFAULT_SOURCE",
     "available",
     "build_word_list",
+    "dictionary_file",
+    "install",
     "load_words",
+    "sources",
+    "user_source",
     "word_list_path",
     "words_of_length",
 ]
 
 #: Where Debian's ``wamerican`` package puts its list.
 DEFAULT_SOURCE = Path("/usr/share/dict/american-english")
+#: First line of the cache file: a file without it (an older format) is rebuilt.
+_HEADER = "# moo-arena word list 2: the lower-case entries of "
+
+
+def user_source() -> Path:
+    """Where ``./dev`` unpacks Debian's wamerican for a user who cannot install it:
+    ``$XDG_DATA_HOME/moo-arena/american-english`` (default ``~/.local/share/...``)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "moo-arena" / "american-english"
+
+
+def sources() -> list[Path]:
+    """The files tried for the dictionary, in order."""
+    env = os.environ.get("MOO_WORDS_SOURCE")
+    return [*([Path(env)] if env else []), DEFAULT_SOURCE, user_source()]
+
+
+def dictionary_file() -> Path | None:
+    """The dictionary file in use: the first of :func:`sources` that exists, else None."""
+    return next((p for p in sources() if p.is_file()), None)
 
 
 def word_list_path() -> Path:
@@ -48,48 +76,66 @@ def word_list_path() -> Path:
     return Path(base) / "moo-arena" / "words.txt"
 
 
+def _missing(where: Path | None = None) -> str:
+    return (f"no word list at {where or DEFAULT_SOURCE} (install Debian's wamerican package: "
+            f"apt-get install wamerican, or ./dev setup unpacks it into {user_source()})")
+
+
 def build_word_list(source: Path = DEFAULT_SOURCE, dest: Path | None = None) -> Path:
-    """Filter ``source`` into ``dest`` (atomically: a reader never sees half a file)."""
+    """Filter the dictionary file ``source`` into ``dest`` (its lower-case entries;
+    atomically: a reader never sees half a file)."""
     dest = dest or word_list_path()
     if not source.is_file():
-        raise FileNotFoundError(
-            f"no word list at {source}: install Debian's wamerican package "
-            "(apt-get install wamerican) or pass a list of words"
-        )
-    words = filter_words(source.read_text(encoding="utf-8", errors="replace").splitlines())
+        raise FileNotFoundError(_missing(source))
+    words = dictionary_words(source.read_text(encoding="utf-8", errors="replace").splitlines())
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".words-")
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        f.write("".join(w + "\n" for w in words))
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(_HEADER + str(source) + "\n" + "".join(w + "\n" for w in words))
     os.replace(tmp, dest)
     return dest
+
+
+def _fresh(cache_file: Path, src: Path) -> bool:
+    """The cache holds ``src``'s current list (this format, that file, not older)."""
+    try:
+        with cache_file.open(encoding="utf-8") as f:
+            first = f.readline().rstrip("\n")
+        return first == _HEADER + str(src) and (
+            cache_file.stat().st_mtime >= src.stat().st_mtime)
+    except OSError:
+        return False
 
 
 @cache
 def _load(path: str, mtime: float) -> tuple[str, ...]:
     del mtime  # part of the cache key only: a rebuilt file is read again
-    return tuple(Path(path).read_text(encoding="ascii").split())
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return tuple(w for w in lines if w and not w.startswith("#"))
 
 
 def load_words(length: int | None = None, source: Path | None = None) -> tuple[str, ...]:
     """The dictionary's words (of ``length`` letters if given), upper case, sorted.
 
-    With ``source`` the file is read and filtered as is (any list of words, one per line);
-    without it the cached wamerican list is used, built first if missing or older than the
-    system file.
+    With ``source`` the file is read and filtered as a plain list of words (one per line,
+    any case: every entry of letters counts); without it the dictionary (:func:`source`, its
+    lower-case entries) is used through its cache, built first if missing or stale.
     """
     if source is not None:
         words = tuple(filter_words(source.read_text(encoding="utf-8",
                                                     errors="replace").splitlines()))
     else:
+        src = dictionary_file()
+        if src is None:
+            raise FileNotFoundError(_missing())
         path = word_list_path()
-        if not path.exists() or (
-            DEFAULT_SOURCE.exists() and DEFAULT_SOURCE.stat().st_mtime > path.stat().st_mtime
-        ):
+        if not _fresh(path, src):
             try:
-                build_word_list(DEFAULT_SOURCE, path)
+                build_word_list(src, path)
             except PermissionError:  # no writable cache (a locked-down server): filter in memory
-                return load_words(length, source=DEFAULT_SOURCE)
+                words = tuple(dictionary_words(
+                    src.read_text(encoding="utf-8", errors="replace").splitlines()))
+                return words if length is None else tuple(w for w in words if len(w) == length)
         words = _load(str(path), path.stat().st_mtime)
     if length is None:
         return words
@@ -98,10 +144,12 @@ def load_words(length: int | None = None, source: Path | None = None) -> tuple[s
 
 @cache
 def words_of_length(length: int) -> tuple[str, ...]:
-    """The system dictionary's words of ``length`` letters, read once per process.
+    """The dictionary's words of ``length`` letters, read once per process.
 
     Cached for the life of the process (a server must not re-stat the file on every secret):
     the list changes only when the operator upgrades the package, and a restart picks it up.
+    A missing list is not cached (an exception is not a result), so one installed later is
+    read by the next call.
     """
     try:
         return load_words(length)
@@ -112,14 +160,18 @@ def words_of_length(length: int) -> tuple[str, ...]:
 def available() -> str | None:
     """``None`` when the dictionary can be loaded, else why not (one line, for a log).
 
-    Cheap (two ``stat`` calls): the server asks it at start to decide whether to offer word
-    variants, and leaves the reading itself for later.
+    Cheap (a few ``stat`` calls): the server asks it at start, and again when a word variant
+    it could not offer is asked for, so a list installed later is noticed without a restart.
     """
-    path = word_list_path()
-    if DEFAULT_SOURCE.is_file() or path.is_file():
+    if dictionary_file() is not None:
         return None
-    return (f"no word list at {DEFAULT_SOURCE} (install Debian's wamerican package) "
-            f"and no cached list at {path}")
+    return _missing()
 
 
-set_dictionary(words_of_length)
+def install() -> None:
+    """Give the dictionary to word MOO's rules (:func:`moo.words.set_dictionary`).
+
+    Called once at start by the programs that check word secrets against the real list (the
+    server, the terminal, the local tournament runner); it reads nothing yet.
+    """
+    set_dictionary(words_of_length)

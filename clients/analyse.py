@@ -1,7 +1,8 @@
 """``moo analyse FILE|MATCH_ID``: the post-match analysis of a record file or of a stored match.
 
-The analysis itself is :mod:`bots.analysis` (pure, no network). Fetching a match is a client
-concern, so it lives here: from a server over the protocol's ``match_record`` request
+The analysis itself is :mod:`bots.judge.review` (pure, no network); this module is the command:
+reading the record, printing the table or the JSON. Fetching a match is a client concern, so
+it lives here too: from a server over the protocol's ``match_record`` request
 (``--url``, default the local server), or straight from a server's database (``--db``, read
 only, as ``moo export`` reads it). Either way the match becomes the same ``{rules, players}``
 record a file holds and is analysed exactly as a file would be (docs/analysis.md).
@@ -21,16 +22,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-from websockets.typing import Subprotocol
+from bots.judge.review import Players, parse_record, review_players
+from moo.mastermind import MastermindRules
+from moo.rules import Rules
+from moo.urls import ws_url
 
-from bots import analysis
-from clients.sdk.cli_args import ws_url
-from clients.sdk.client import DEFAULT_URL
-from moo.protocol import JSON_SUBPROTOCOL
+__all__ = ["FetchError", "configure", "fetch_record", "main", "record_from_match_record",
+           "report"]
 
-__all__ = ["FetchError", "configure", "fetch_record", "main", "record_from_match_record"]
+#: the local server (clients.sdk.client.DEFAULT_URL; not imported, so that analysing a file
+#: does not load the WebSocket stack)
+DEFAULT_URL = "ws://127.0.0.1:8765/"
 
 #: seconds to connect and for each reply
 TIMEOUT_S = 10.0
@@ -93,6 +95,11 @@ def record_from_match_record(reply: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _fetch(url: str, match_id: str) -> dict[str, Any]:
+    from websockets.asyncio.client import connect
+    from websockets.typing import Subprotocol
+
+    from moo.protocol import JSON_SUBPROTOCOL
+
     # A throwaway name: match_record works after hello, and reading a record needs no seat.
     name = f"analyse-{secrets.token_hex(3)}"
     async with connect(url, subprotocols=[Subprotocol(JSON_SUBPROTOCOL)],
@@ -119,6 +126,8 @@ def fetch_record(url: str, match_id: str) -> dict[str, Any]:
     """The finished match ``match_id`` from the server at ``url``, as a ``{rules, players}``
     record; :class:`FetchError` with the server's own words (unknown or unfinished match) or
     why the server could not be reached."""
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
     try:
         reply = asyncio.run(_fetch(url, match_id))
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
@@ -142,20 +151,66 @@ def _from_db(db: str, match_id: str) -> dict[str, Any]:
     return record
 
 
+def _load(path: Path) -> tuple[Rules | MastermindRules, Players]:
+    text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("{") and "\n{" in text.strip():
+        text = text.strip().splitlines()[0]  # an export file (JSON lines): its first match
+    return parse_record(json.loads(text))
+
+
+def _from_file(args: argparse.Namespace) -> int:
+    try:
+        rules, players = _load(args.file)
+        return report(rules, players, args.json)
+    except FileNotFoundError:
+        print(f"moo analyse: no such file: {args.file}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        print(f"moo analyse: {args.file} is not JSON ({exc.msg}, line {exc.lineno})",
+              file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as exc:
+        print(f"moo analyse: {exc}", file=sys.stderr)
+        return 2
+
+
+def report(rules: Rules | MastermindRules, players: Players, as_json: bool) -> int:
+    """Analyse every player and print the tables (or the JSON of ``--json``); the analysis'
+    ``ValueError``/``TypeError`` (an illegal code, rules it cannot analyse) propagate."""
+    results = review_players(rules, players)
+    if as_json:
+        print(json.dumps({"rules": rules.to_dict(), "players": results}, indent=2))
+        return 0
+    for player in results:
+        res = player["guesses"]
+        lost = sum(a["loss"] for a in res)
+        print(f"{player['name']} (secret {player['secret']}): {len(res)} guesses, "
+              f"{lost:.3f} expected guesses lost")
+        print(f"{'#':>3} {'guess':>6} {'resp':>5} {'left':>5} {'best':>6} {'played':>6} "
+              f"{'loss':>6}  {'best guess':<10} mark")
+        for a in res:
+            line = (f"{a['number']:>3} {a['guess']:>6} {a['response']:>5} "
+                    f"{a['candidates']:>5} {a['best_expected']:>6.3f} "
+                    f"{a['played_expected']:>6.3f} {a['loss']:>6.3f}  "
+                    f"{a['best_guess']:<10} {a['mark'] or ''}")
+            print(line.rstrip())
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     target = str(args.file)
     if target == "-" or Path(target).exists() or (
         args.url is None and args.db is None and _is_file(target)
     ):
         args.file = Path(target)
-        return analysis.main(args)
+        return _from_file(args)
     try:
         if args.db is not None:
             data = _from_db(args.db, target)
         else:
             data = fetch_record(args.url or DEFAULT_URL, target)
-        rules, players = analysis.parse_record(data)
-        return analysis.report(rules, players, args.json)
+        rules, players = parse_record(data)
+        return report(rules, players, args.json)
     except FetchError as exc:
         print(f"moo analyse: {exc}", file=sys.stderr)
         return 1

@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TextIO
 
+from bots import dictionary
 from bots.base import Strategy
 from bots.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
 from bots.registry import available, create
@@ -569,6 +570,7 @@ def summary(outcomes: list[MatchOutcome]) -> dict[str, object]:
 
 
 def main(args: argparse.Namespace) -> int:
+    dictionary.install()  # word MOO: a word bot's secret is checked against the real list
     if not args.cmd and not args.strategy:
         print("moo bot: name a STRATEGY or give --cmd PROGRAM", file=sys.stderr)
         return 2

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: secret checks, LEFT)
+from bots import dictionary
+from bots.judge.assistant import assist
 from clients.sdk import (
     DEFAULT_URL,
     Away,
@@ -50,7 +51,6 @@ from clients.sdk import (
 from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
 from clients.wordplay import describe_answer, play_words
-from moo.assist import assist
 from moo.errors import InvalidCode
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response
@@ -289,6 +289,8 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
     while True:
         secret = rng.choice(rules.secrets)
         turns: list[tuple[str, Response]] = []
+        if getattr(args, "assist", False):  # the APL helper counts before the first guess too
+            say(f"     ASSISTANT: {assist(rules, []).text()}")
         while True:
             line = read(f"\nTYPE {rules.length} SYMBOLS? " if not _is_digits(rules)
                         else f"\nTYPE {rules.length} NUMBERS? ")
@@ -325,8 +327,7 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
             turns.append((entry.value, response))
             say(f"  -> {show_response(response)}")
             if getattr(args, "assist", False) and response != rules.solved:
-                said = assist(rules, [(g, r.bulls, r.cows) for g, r in turns])
-                say(f"     ASSISTANT: {said.text()}")
+                say(f"     ASSISTANT: {assist(rules, turns).text()}")
             elif args.helper and response != rules.solved:
                 say(f"     {choices_text(choices_left(rules, turns))}")
             if response == rules.solved:
@@ -568,6 +569,8 @@ class OnlineMatch:
                 say(f"  {exc.message}.")
                 return
             say(f"YOUR SECRET IS {secret}. DON'T TELL {self.opp}!")
+            if self.announced.config.get("assist") and not isinstance(self.rules, WordRules):
+                say(f"     ASSISTANT: {assist(self.rules, []).text()}")
             if not st.finished and st.phase == "secrets":
                 say(f"WAITING FOR {self.opp} TO CHOOSE A SECRET...")
             return
@@ -1006,6 +1009,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    dictionary.install()  # word MOO: secret checks, LEFT
     if args.solo or args.words is not None:
         def read(prompt: str) -> str | None:
             try:

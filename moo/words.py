@@ -11,10 +11,11 @@ and in the guess):
   ``SKIPS`` is 2 hits 2 misses (I and P; the second S is in the word), ``GUPPY`` 0 hits 4 misses.
 
 The dictionary is data read from the system (Debian's ``wamerican``), so it lives outside the
-pure core: :mod:`bots.dictionary` reads and caches it and *injects* it here with
-:func:`set_dictionary`, or a caller passes its own list as ``WordRules(words=...)`` (tests, the
-offline helper). The rules only ever ask the injected provider for "the words of N letters";
-nothing here opens a file, so replaying a match or scoring a guess stays I/O-free.
+pure core: :mod:`bots.dictionary` reads and caches it, and a program that needs it installs it
+here with :func:`set_dictionary` (``bots.dictionary.install()``), or a caller passes its own
+list as ``WordRules(words=...)`` (tests, the offline helper). The rules only ever ask the
+injected provider for "the words of N letters"; nothing here opens a file, so replaying a
+match or scoring a guess stays I/O-free.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "Scoring",
     "WordRules",
     "dictionary_installed",
+    "dictionary_words",
     "filter_words",
     "score_bulls_cows",
     "score_hits_misses",
@@ -107,6 +109,18 @@ def filter_words(lines: list[str]) -> list[str]:
     of "a word" whatever file the lines came from.
     """
     return sorted({w.upper() for w in (x.strip() for x in lines) if w.isascii() and w.isalpha()})
+
+
+def dictionary_words(lines: list[str]) -> list[str]:
+    """The words of the game in a dictionary file: its lower-case entries of letters a-z,
+    upper-cased, de-duplicated, sorted.
+
+    A dictionary such as wamerican capitalises proper names and most abbreviations (``Flynn``,
+    ``AC``, ``Dr``), which are no secret a player could be expected to find; a word that is
+    also an ordinary word has its own lower-case entry (``bill`` beside ``Bill``).
+    """
+    return sorted({w.upper() for w in (x.strip() for x in lines)
+                   if w.isascii() and w.isalpha() and w.islower()})
 
 
 # -- the injected dictionary ------------------------------------------------------------------
@@ -182,7 +196,8 @@ class WordRules:
         if self.words:
             return self.words
         if _provider is None:
-            raise NoDictionary("no word list: word MOO needs the dictionary (bots.dictionary)")
+            raise NoDictionary("no word list: word MOO needs the dictionary "
+                               "(bots.dictionary.install())")
         return _provider(self.length)
 
     @property

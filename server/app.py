@@ -191,6 +191,7 @@ class App:
                 log.warning("some connections did not close in time")
         if self.router is not None:
             await self.router.stop()
+        await self.arena.analysis.close()
         await self.store.close()
         await self.hooks.stop()
         log.info("stopped")

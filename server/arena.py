@@ -23,6 +23,7 @@ follower never waits in silence for a match that runs again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-# importing it installs the word list as word MOO's dictionary (moo.words.set_dictionary)
+from bots import dictionary
 from bots.dictionary import available as dictionary_available
 from bots.dictionary import words_of_length
 from bots.variants import bot_note
@@ -50,11 +51,11 @@ from moo.errors import (
 )
 from moo.match import Event, Match, MatchConfig, Viewer
 from moo.variants import GameRules, is_words, parse_rules, parse_rules_spec, rules_spec
-from server.analysis import MatchAnalysis
 from server.background import spawn
 from server.connection import error_message
 from server.hosted import HostedBot, HostedBots, bot_player_name
 from server.matches import SPECTATOR, Follower
+from server.review_worker import MatchAnalysis
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
 
@@ -69,6 +70,8 @@ MAX_WATCHING = 32
 RESTORING_S = 60.0
 #: matches whose followers are kept parked at most (the oldest are forgotten first)
 _PARKED_MAX = 10_000
+#: seconds between two looks for a word list that was missing (Arena.variants)
+WORDS_RECHECK_S = 1.0
 
 
 def match_config(
@@ -180,11 +183,37 @@ class Arena:
         #: told every acknowledgement's latency (/metrics' cumulative histogram)
         self.ack_hooks: list[Callable[[float], None]] = []
         self.hosted = HostedBots(settings.bot_delay_ms, self.clock, self._persist, self._alive)
-        #: the variants this server offers (settings.variants), the first being the default
-        self.variants: list[GameRules] = offered_variants(settings.variants)
-        self.default_rules: GameRules = self.variants[0]
-        #: the ``analysis`` request (server/analysis.py: the solver in a child process)
+        #: the variants configured (settings.variants) and, of them, those offered now: word
+        #: MOO waits for its dictionary (:attr:`variants` looks again, see there)
+        dictionary.install()
+        self.configured: list[GameRules] = [parse_rules_spec(v) for v in settings.variants]
+        self._offered: list[GameRules] = offered_variants(settings.variants)
+        self._words_checked = time.monotonic()
+        self._warming: asyncio.Task[None] | None = None
+        self.default_rules: GameRules = self._offered[0]
+        #: the ``analysis`` request (server/review_worker.py: the review in a child process)
         self.analysis = MatchAnalysis(store)
+
+    @property
+    def variants(self) -> list[GameRules]:
+        """The variants this server offers now, the first being the default.
+
+        A configured word variant left out for want of the dictionary is offered as soon as
+        the list appears (installed after the server started): while one is missing, this
+        looks for the file again, at most once a second (a few ``stat`` calls), so ``welcome``
+        and the requests for it see the new list without a restart.
+        """
+        if len(self._offered) < len(self.configured) and (
+                time.monotonic() - self._words_checked >= WORDS_RECHECK_S):
+            self._words_checked = time.monotonic()
+            if dictionary_available() is None:
+                self._offered = list(self.configured)
+                log.info("word MOO offered from now on: the dictionary is there (%s)",
+                         dictionary.dictionary_file())
+                with contextlib.suppress(RuntimeError):  # no running loop: read on first use
+                    self._warming = asyncio.get_running_loop().create_task(
+                        self.warm_dictionary())
+        return self._offered
 
     async def warm_dictionary(self) -> None:
         """Read the word list in a thread once at start when word MOO is offered, so the first
@@ -212,6 +241,10 @@ class Arena:
         except ValueError as exc:  # a rules value's own check (never expected past parse)
             raise BadRules(str(exc)) from None
         if rules not in self.variants:
+            if rules in self.configured:  # a word variant whose dictionary is still missing
+                raise RulesNotOffered(
+                    f"this server does not offer {rules_spec(rules)} yet: "
+                    f"{dictionary_available()}")
             raise RulesNotOffered(
                 f"this server does not offer {rules_spec(rules)}; it offers: "
                 + ", ".join(rules_spec(r) for r in self.variants)

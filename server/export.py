@@ -300,10 +300,10 @@ def _pg_one(url: str, match_id: str) -> tuple[dict[str, Any] | None, list[dict[s
 
 
 def with_analysis(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` plus ``analysis``: per seat, the exact solver's judgement of each guess
-    (``bots.analysis.GuessAnalysis.to_dict()``), or ``null`` for a match that cannot be analysed
-    (no secrets, word MOO) with ``analysis_error`` saying why."""
-    from bots.analysis import analyse_guesses, from_export
+    """``record`` plus ``analysis``: per seat, the judge's review of each guess
+    (``bots.judge.review.GuessAnalysis.to_dict()``), or ``null`` for a match that cannot be
+    analysed (no secrets, word MOO, rules too large) with ``analysis_error`` saying why."""
+    from bots.judge.review import analyse_guesses, from_export
     from moo.variants import rules_from_dict
     from moo.words import WordRules
 
@@ -343,8 +343,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="FILE.jsonl",
                         help="output file, one JSON line per match ('-' for stdout)")
     parser.add_argument("--analysis", action="store_true",
-                        help="add each player's post-match analysis by the exact solver "
-                        "(docs/analysis.md); seconds per match")
+                        help="add each player's post-match analysis by exact values "
+                        "(docs/analysis.md); milliseconds per classic match")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -81,7 +81,7 @@ async def finished_log(store: Store, match_id: str) -> tuple[Match, list[Event]]
 
     Only the unbroken run of events from seq 1 counts: a failed commit can only cut the tail,
     and a match whose stored run does not reach its end is not finished (``not_finished``).
-    Shared by ``match_record`` and the ``analysis`` request (server/analysis.py).
+    Shared by ``match_record`` and the ``analysis`` request (server/review_worker.py).
     """
     events = await store.match_events(match_id) if len(match_id) <= 40 else None
     if not events:

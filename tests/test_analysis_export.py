@@ -1,5 +1,5 @@
 """Post-match analysis in exports (``moo export --analysis``) and ``moo analyse`` reading an
-export record: the figures are the solver's (``bots.analysis.analyse_guesses``)."""
+export record: the figures are the judge's (``bots.judge.review.analyse_guesses``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bots.analysis import analyse_guesses
-from bots.analysis import main as analyse_main
+from bots.judge.review import analyse_guesses
+from clients.analyse import main as analyse_main
 from moo.mastermind import MastermindRules
 from moo.match import Match, MatchConfig
 from moo.rules import DEFAULT_RULES
@@ -62,7 +62,7 @@ def test_moo_analyse_reads_an_export_file(tmp_path: Path,
                      (["0123", "4567", "0724"], ["1234", "5678", "3581"]))
     exported = tmp_path / "matches.jsonl"
     exported.write_text(json.dumps(record) + "\n" + json.dumps(record) + "\n")
-    assert analyse_main(argparse.Namespace(file=exported, json=True)) == 0
+    assert analyse_main(argparse.Namespace(file=exported, json=True, url=None, db=None)) == 0
     out = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in out["players"]] == ["ann", "bob"]
     assert out["players"][1]["secret"] == "5381"

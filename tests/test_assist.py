@@ -1,19 +1,19 @@
-"""The practice assistant (moo/assist.py): its figures against a brute force, the protocol's
-``assist`` opt-in (never rated), and ``moo play --solo --assist``."""
+"""The practice assistant (bots/judge/assistant.py): its count against a brute force, the
+protocol's ``assist`` opt-in (never rated), and ``moo play --solo --assist``. That its
+suggestions lose nothing is tests/test_judge.py."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import random
-from collections import Counter
 from pathlib import Path
 from typing import cast
 
 import pytest
 
+from bots.judge.assistant import assist
 from clients.terminal import play_solo
-from moo.assist import MINIMAX_LIMIT, assist
 from moo.mastermind import MastermindRules
 from moo.match import MatchConfig
 from moo.rules import DEFAULT_RULES
@@ -33,13 +33,9 @@ def test_assistant_counts_and_suggests_a_possible_code(rules: GameRules) -> None
     secret = rng.choice(rules.secrets)
     turns: list[tuple[str, int, int]] = []
     for _ in range(4):
-        said = assist(rules, turns)
+        said = assist(rules, turns)  # type: ignore[arg-type]
         left = _possible(rules, turns)
-        assert said.left == len(left) and said.suggestion in left
-        if len(left) <= MINIMAX_LIMIT:  # the suggestion's worst answer leaves the fewest
-            def worst(g: str, pool: list[str] = left) -> int:
-                return max(Counter(rules.score(c, g) for c in pool).values())
-            assert worst(said.suggestion) == min(worst(g) for g in left)
+        assert said.left == len(left) and said.first == (not turns)
         assert said.suggestion is not None
         if said.suggestion == secret:
             break
@@ -64,6 +60,7 @@ def test_solo_assist_prints_the_assistant(tmp_path: Path) -> None:
               lambda _p: next(typed, None), said.append)
     b, c = rules.score(secret, guess)
     expected = assist(rules, [(guess, b, c)])
+    assert f"     ASSISTANT: {assist(rules, []).text()}" in said  # before the first guess
     assert f"     ASSISTANT: {expected.text()}" in said
     assert expected.left == len(_possible(rules, [(guess, b, c)]))
 

@@ -12,16 +12,24 @@ from typing import Any
 
 import pytest
 
-from bots.analysis import analyse_guesses
 from bots.dictionary import load_words
+from bots.judge.assistant import assist
+from bots.judge.review import analyse_guesses
 from clients.web_harness import MooServer
-from moo.assist import assist
 from moo.mastermind import MastermindRules, mastermind_score
-from moo.rules import DEFAULT_RULES
+from moo.rules import DEFAULT_RULES, Response, score
 from moo.words import WordRules
 from server.export import records
 from tests import browser_support
 from tests.browser_support import finished, login, new_page, rows, set_secret, wait_revealed
+
+
+@pytest.fixture(autouse=True)
+def _installed_dictionary() -> None:
+    """Word MOO's rules get the real list the way the programs do it (no import does it)."""
+    from bots.dictionary import install
+
+    install()
 
 pytestmark = pytest.mark.browser
 
@@ -123,7 +131,10 @@ def test_two_players_play_mastermind_from_the_lobby(browser: Any, server: MooSer
 
 def test_practice_assistant_in_the_page(browser: Any, server: MooServer) -> None:
     """The lobby's Assistant switch makes an unrated assisted match; under the entry the page
-    shows the codes still possible and the suggestion, the same as moo.assist."""
+    shows the codes still possible (at first, and after each answer: the assistant's count)
+    and suggests a guess only when the review rates it best (loss 0)."""
+    from bots.judge.values import judge_for
+
     page = new_page(browser, server.url)
     login(page, "cy")
     page.click("#nav .tab[data-tab=play]")
@@ -136,18 +147,26 @@ def test_practice_assistant_in_the_page(browser: Any, server: MooServer) -> None
     assert page.text_content("#match-variant") == "Practice with the assistant (unrated)"
     set_secret(page, "0123")
     page.wait_for_selector("#assist-line:not([hidden])")
-    assert page.text_content("#assist-line") == "Assistant: 5040 codes still possible · try 0123"
+    assert page.text_content("#assist-line") == "Assistant: at first 5040 possible codes · try 0123"
     tap_classic(page, "4567")
     wait_revealed(page, 0, 1)
     first = rows(page, 0)[0]
-    expected = assist(DEFAULT_RULES, [("4567", int(first["bulls"]), int(first["cows"]))])
+    turns = [("4567", int(first["bulls"]), int(first["cows"]))]
+    expected = assist(DEFAULT_RULES, turns)
     if not page.eval_on_selector("#view-match", "e => e.dataset.phase === 'finished'"):
         page.wait_for_function(
             "n => document.querySelector('#assist-line').textContent.includes(n)",
             arg=f"{expected.left} codes",
         )
-        assert page.text_content("#assist-line") == (
-            f"Assistant: {expected.left} codes still possible · try {expected.suggestion}")
+        line = page.text_content("#assist-line")
+        assert line.startswith(f"Assistant: {expected.left} codes still possible")
+        if " · try " in line:  # the page's own pick must be one the review rates best
+            pick = line.split(" · try ")[1]
+            judge = judge_for(DEFAULT_RULES)
+            history = [(g, Response(b, c)) for g, b, c in turns]
+            cand = [i for i, c in enumerate(judge.codes)
+                    if all(score(c, g) == r for g, r in history)]
+            assert judge.played(history, cand, pick) == judge.best(history, cand)[0]
     assert page.moo_errors == []
 
 

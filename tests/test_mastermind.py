@@ -165,3 +165,84 @@ def test_cli_rejects_cell_and_bad_alphabet() -> None:
         assert proc.returncode == 2
         assert proc.stderr.startswith("moo solve:") and "Traceback" not in proc.stderr
 
+
+
+# -- the engine shared with MOO (bots/solver/mastermind.py on _mastermind) -----------------------
+
+
+def test_engines_agree_on_4_of_4() -> None:
+    """The MOO engine built for repeats and the generic table engine are separate C code: the
+    same optimal total from both, each tree replayed with the Python scoring."""
+    from bots.solver.mastermind import MastermindSolver
+    from bots.solver.table import TableSolver
+
+    rules = MastermindRules(4, "1234")
+    fast = MastermindSolver(rules, minimum_objective()).solve()
+    generic = TableSolver(rules, minimum_objective()).solve()
+    assert fast.total == generic.total == fast.value
+    verify_paths(rules, fast.paths, mastermind_score)
+
+
+def test_split_gives_the_one_process_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--jobs plays the first and second guesses in the parent and the rest in workers, with
+    cutoffs that depend on timing; the tree must still be exactly the one-process tree."""
+    from bots.solver import mastermind
+
+    rules = MastermindRules(4, "12345")
+    one = mastermind.MastermindSolver(rules, minimum_objective()).solve()
+    monkeypatch.setattr(mastermind, "SPLIT_MIN", 20)  # split every first cell of 20+
+    two = mastermind.MastermindSolver(rules, minimum_objective()).solve(jobs=2)
+    assert two.paths == one.paths
+    assert two.first_guess == one.first_guess and two.total == one.total
+
+
+def test_moo_and_mastermind_engines_coexist() -> None:
+    """Two builds of one C file: starting the Mastermind engine leaves the MOO one's tables
+    alone (a process can analyse both games)."""
+    from bots.solver.core import Solver
+    from bots.solver.mastermind import MastermindSolver
+    from moo.rules import Rules
+
+    moo = Solver(Rules(length=3, alphabet="012345"), minimum_objective())
+    cells = moo.cells()
+    before = {r: moo.value(c, [0]) for r, c in cells.items() if r != moo.rules.solved}
+    MastermindSolver(MastermindRules(4, "123456"), minimum_objective()).best(range(1296), [])
+    after = {r: moo.value(c, [0]) for r, c in cells.items() if r != moo.rules.solved}
+    assert after == before
+
+
+SHIPPED = [("1234567", 2401, 11228), ("12345678", 4096, 20471)]
+
+
+@pytest.mark.parametrize(("alphabet", "n", "published"), SHIPPED)
+def test_shipped_optimal_trees_replay(alphabet: str, n: int, published: int) -> None:
+    """The shipped 4-of-7 and 4-of-8 trees (``moo solve minimum --rules mastermind:4:...``)
+    replayed with the Python scoring: a decision tree over every code, whose total is at most
+    the published optimum (Ville 2013: 11228; arfst23: 20471)."""
+    from pathlib import Path
+
+    from bots.solver.core import load_tree
+
+    rules = MastermindRules(4, alphabet)
+    path = (Path(__file__).resolve().parent.parent / "bots" / "data"
+            / f"mastermind-4-{alphabet}-minimum.txt.gz")
+    paths = load_tree(path)
+    assert len(paths) == n
+    verify_paths(rules, paths, mastermind_score)
+    total = sum(len(p) for p in paths.values())
+    assert total <= published
+    # An optimal total cannot be below what the engine's admissible bound allows.
+    from bots.solver import _mastermind
+
+    _mastermind.init(4, len(alphabet), list(minimum_objective().costs), 16, True)
+    assert total >= _mastermind.lower_bound(n, 0)
+
+
+def test_4_of_7_solves_to_villes_optimum() -> None:
+    """The whole 4-of-7 game from the empty history, one process: Ville's optimal total."""
+    from bots.solver.mastermind import MastermindSolver
+
+    rules = MastermindRules(4, "1234567")
+    res = MastermindSolver(rules, minimum_objective()).solve()
+    assert res.total == res.value == 11228
+    verify_paths(rules, res.paths, mastermind_score)

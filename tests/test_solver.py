@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from functools import cache
 from pathlib import Path
 
@@ -257,3 +258,86 @@ def test_split_cells_strongest_matches_one_process(monkeypatch: pytest.MonkeyPat
     two = solve_cells(rules, objective, jobs=2)
     assert two.paths == one.paths
     assert two.score() == one.score()
+
+
+# -- engine internals that the results do not show -----------------------------------------------
+
+
+def test_candidates_sorted_and_distinct() -> None:
+    """candidates() is the order the search tries guesses in: by (bound, guess), one guess per
+    partition (the split scheduler relies on both)."""
+    from bots.solver import _native
+
+    solver = Solver(Rules(), minimum_objective())
+    cand = solver.cells()[parse_response("1B1C")]
+    cands = _native.candidates(cand, [0])
+    assert cands == sorted(cands) and len(cands) > 10
+    parts = [frozenset(frozenset(p) for p in _native.partition(cand, g).values())
+             for _b, g in cands]
+    assert len(set(parts)) == len(parts)
+
+
+def test_portable_and_avx512_kernels_search_the_same_nodes() -> None:
+    """The AVX-512 kernels are picked at run time; MOO_SOLVER_NO_AVX512=1 forces the portable
+    ones. Same values and the very same search (node counts) either way."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from bots.solver.core import Solver, minimum_objective\n"
+        "from bots.solver import _native\n"
+        "from moo.rules import Rules, parse_response\n"
+        "s = Solver(Rules(), minimum_objective())\n"
+        "c = s.cells()[parse_response('1B2C')]\n"
+        "print(s.value(c, [0]), _native.stats()['nodes'])\n"
+    )
+    runs = []
+    for off in ("0", "1"):
+        env = {**os.environ, "MOO_SOLVER_NO_AVX512": off}
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, check=True).stdout.split()
+        runs.append(out)
+    assert runs[0] == runs[1]
+    assert int(runs[0][0]) == 804 + 216  # Tanaka's Table 3 cell plus the first guess each
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--rules", "mastermind:4:123456", "--length", "4"],   # --rules replaces --length
+        ["--rules", "words:5"],                                # not a solver game
+        ["--rules", "moo:4:hex"],                              # 16 symbols
+        ["--rules", "moo:4:digits:repeats"],                   # repeated guesses
+        ["--rules", "moo:9"],                                  # no such length
+        ["--jobs", "0"],
+        ["--jobs", "many"],
+        ["--length", "-3"],
+        ["--game", "mastermind", "--length", "5", "--alphabet", "123456789"],  # 59049 codes
+        ["--vs", "1,x,3"],
+    ],
+)
+def test_cli_mistakes_are_one_line(argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    objective = "strongest" if "--vs" in argv else "minimum"
+    proc = subprocess.run([sys.executable, "-m", "cli", "solve", objective, *argv, "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("moo solve") and proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_cli_rules_spec_equals_game_options() -> None:
+    """``--rules moo:3`` is ``--length 3``: the same game, the same optimal total."""
+    outs = []
+    for argv in (["--rules", "moo:3:0123456"], ["--length", "3", "--alphabet", "0123456"]):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert moo_main(["solve", "minimum", *argv, "--json", "--quiet"]) == 0
+        outs.append(json.loads(out.getvalue()))
+    assert outs[0]["rules"] == outs[1]["rules"]
+    assert outs[0]["total"] == outs[1]["total"] == sum(
+        replay_depths(Rules(3, "0123456"), solve_cells(Rules(3, "0123456"),
+                                                       minimum_objective()).paths).values())

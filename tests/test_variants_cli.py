@@ -9,8 +9,8 @@ import random
 import subprocess
 from pathlib import Path
 
+from bots.judge.assistant import assist
 from clients.terminal import play_solo, show_response
-from moo.assist import assist
 from moo.mastermind import MastermindRules, mastermind_score
 from moo.rules import parse_response
 from server.export import records
@@ -101,7 +101,7 @@ def test_tournament_with_rules_local_and_remote(tmp_path: Path) -> None:
 
 def test_moo_play_assist_online(tmp_path: Path) -> None:
     """``moo play --assist`` asks for an unrated assisted match and prints the assistant's
-    line (moo.assist's figures) under its own response."""
+    line (bots.judge.assistant's figures) under its own response."""
     with moo_serve(tmp_path) as url:
         done = subprocess.run(
             moo_command("play", "--bot", "random", "--rules", "mastermind", "--assist",

@@ -311,6 +311,7 @@ async def test_word_variants_not_offered_without_dictionary(
 
     monkeypatch.setattr(bots.dictionary, "DEFAULT_SOURCE", tmp_path / "no-such-list")
     monkeypatch.setenv("MOO_WORDS_CACHE", str(tmp_path / "no-cache.txt"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "no-data"))
     with caplog.at_level("WARNING", logger="moo.arena"):
         async with running(server_settings(tmp_path)) as app:
             a = await Client.hello(app.port, "ann", enc)
@@ -323,6 +324,50 @@ async def test_word_variants_not_offered_without_dictionary(
                for r in caplog.records)
 
 
+async def test_a_word_list_installed_later_is_offered_without_restart(
+    tmp_path: Path, enc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started without the list, the server offers word MOO once the list appears: the next
+    welcome lists the word variants and a word match can be played."""
+    import bots.dictionary
+    import server.arena
+
+    monkeypatch.setattr(bots.dictionary, "DEFAULT_SOURCE", tmp_path / "no-such-list")
+    monkeypatch.setenv("MOO_WORDS_CACHE", str(tmp_path / "cache.txt"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setattr(server.arena, "WORDS_RECHECK_S", 0.0)  # look at every request
+    bots.dictionary.words_of_length.cache_clear()
+    try:
+        await _installed_later(tmp_path, enc)
+    finally:  # the small list must not stay cached for the other tests of this process
+        bots.dictionary.words_of_length.cache_clear()
+
+
+async def _installed_later(tmp_path: Path, enc: str) -> None:
+    import bots.dictionary
+
+    async with running(server_settings(tmp_path)) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        welcome = next(m for m in a.seen if m.get("type") == "welcome")
+        assert all(v["game"] != "words" for v in welcome["variants"])
+        err = await a.request({"type": "play_bot", "strategy": "words", "rules": WORDS5})
+        assert err["code"] == "rules_not_offered" and "wamerican" in err["message"]
+        installed = bots.dictionary.user_source()  # where ./dev unpacks the package
+        installed.parent.mkdir(parents=True)
+        installed.write_text("skunk\nmoose\nFlynn\nhorse\n", encoding="utf-8")
+        b = await Client.hello(app.port, "bob", enc)
+        welcome = next(m for m in b.seen if m.get("type") == "welcome")
+        assert any(v["game"] == "words" for v in welcome["variants"])
+        started = await b.request({"type": "play_bot", "strategy": "words", "rules": WORDS5})
+        assert started["type"] == "match", started
+        err = await b.request({"type": "secret", "match_id": started["match_id"],
+                               "secret": "FLYNN"})
+        assert err["code"] == "not_a_word"  # a name of the list is no word of the game
+        ok = await b.request({"type": "secret", "match_id": started["match_id"],
+                              "secret": "SKUNK"})
+        assert ok["type"] != "error", ok
+
+
 async def test_only_word_variants_without_dictionary_refuse_to_start(
     tmp_path: Path, enc: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -331,6 +376,7 @@ async def test_only_word_variants_without_dictionary_refuse_to_start(
 
     monkeypatch.setattr(bots.dictionary, "DEFAULT_SOURCE", tmp_path / "no-such-list")
     monkeypatch.setenv("MOO_WORDS_CACHE", str(tmp_path / "no-cache.txt"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "no-data"))
     settings = dataclasses.replace(server_settings(tmp_path), variants=["words:5"])
     with pytest.raises(NotAvailable, match="every configured variant is word MOO and no word"):
         App(settings)

@@ -4,19 +4,36 @@ built from wamerican, and the dictionary bot."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bots.dictionary import DEFAULT_SOURCE, build_word_list, load_words, word_list_path
+from bots.dictionary import (
+    DEFAULT_SOURCE,
+    build_word_list,
+    dictionary_file,
+    load_words,
+    word_list_path,
+)
 from bots.words import WordBot
 from moo.errors import UnknownSymbol, WrongLength
 from moo.words import (
     WordRules,
+    dictionary_words,
     filter_words,
     score_bulls_cows,
     score_hits_misses,
 )
+
+
+@pytest.fixture(autouse=True)
+def _installed_dictionary() -> None:
+    """Word MOO's rules get the real list the way the programs do it (no import does it)."""
+    from bots.dictionary import install
+
+    install()
 
 # The POTM rules' table for the word SKUNK: guess, hits, misses.
 POTM_SKUNK = [
@@ -58,12 +75,42 @@ def test_filter_words() -> None:
 
 def test_build_and_load_from_a_given_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "src.txt"
-    src.write_text("skunk\nSkunks\nmoose\ncan't\nrésumé\nmoose\n", encoding="utf-8")
+    src.write_text("skunk\nSkunks\nFlynn\nmoose\ncan't\nrésumé\nmoose\nAC\n", encoding="utf-8")
     dest = build_word_list(src, tmp_path / "cache" / "w.txt")
-    assert dest.read_text() == "MOOSE\nSKUNK\nSKUNKS\n"
-    assert load_words(5, source=src) == ("MOOSE", "SKUNK")
+    # a dictionary: only its lower-case entries are words (no names, no abbreviations)
+    assert dest.read_text().splitlines()[1:] == ["MOOSE", "SKUNK"]
+    # a plain list given on purpose (moo potm --words): every entry of letters counts
+    assert load_words(5, source=src) == ("FLYNN", "MOOSE", "SKUNK")
     monkeypatch.setenv("MOO_WORDS_CACHE", str(tmp_path / "x.txt"))
     assert word_list_path() == tmp_path / "x.txt"
+
+
+def test_dictionary_words_are_the_lower_case_entries() -> None:
+    raw = ["bill", "Bill", "Flynn", "AC", "Dr", "naïve", "x-ray", "moose", " skunk "]
+    assert dictionary_words(raw) == ["BILL", "MOOSE", "SKUNK"]
+
+
+def test_cache_of_another_format_or_source_is_rebuilt(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "dict.txt"
+    src.write_text("skunk\nFlynn\nmoose\n", encoding="utf-8")
+    cache = tmp_path / "words.txt"
+    cache.write_text("FLYNN\nMOOSE\nSKUNK\n")  # an older cache: every entry, no header
+    monkeypatch.setenv("MOO_WORDS_CACHE", str(cache))
+    monkeypatch.setenv("MOO_WORDS_SOURCE", str(src))
+    assert dictionary_file() == src
+    assert load_words(5) == ("MOOSE", "SKUNK")
+    assert str(src) in cache.read_text().splitlines()[0]
+
+
+def test_importing_the_dictionary_installs_nothing() -> None:
+    """The word list is loaded explicitly (bots.dictionary.install), never by an import."""
+    code = ("import moo.words, bots.dictionary, bots.words; "
+            "assert not moo.words.dictionary_installed(); "
+            "bots.dictionary.install(); assert moo.words.dictionary_installed(); print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
 
 
 def test_missing_source_says_what_to_install(tmp_path: Path) -> None:
@@ -81,6 +128,7 @@ def test_wamerican_is_built_on_first_use(tmp_path: Path, monkeypatch: pytest.Mon
     assert len(words9) > 1000
     assert all(len(w) == 9 and w.isascii() and w.isalpha() and w.isupper() for w in words9)
     assert "SKUNK" in load_words(5)
+    assert "FLYNN" not in load_words(5)  # wamerican's "Flynn" is a name, not a word
     assert {len(w) for w in load_words()} >= set(range(4, 10))
 
 

@@ -14,6 +14,14 @@ from clients.wordplay import describe_answer, play_words
 from moo.words import WordRules, score_bulls_cows, score_hits_misses
 
 
+@pytest.fixture(autouse=True)
+def _installed_dictionary() -> None:
+    """Word MOO's rules get the real list the way the programs do it (no import does it)."""
+    from bots.dictionary import install
+
+    install()
+
+
 def _play(lines: list[str], **kw: object) -> tuple[int, str]:
     args = argparse.Namespace(words=5, scoring="bulls_cows", helper=False, seed=11)
     for k, v in kw.items():

@@ -19,6 +19,14 @@ from moo.variants import (
 )
 from moo.words import LETTERS, NoDictionary, NotAWord, WordRules, set_dictionary
 
+
+@pytest.fixture(autouse=True)
+def _installed_dictionary() -> None:
+    """Word MOO's rules get the real list the way the programs do it (no import does it)."""
+    from bots.dictionary import install
+
+    install()
+
 SMALL = ("MOOSE", "SKUNK", "SPUNK", "TRUNK")
 
 

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "_native.h"
 #define NRMAX ((MAXL + 1) * (MAXL + 1))
@@ -38,6 +39,7 @@
 /* Game tables                                                                           */
 /* ------------------------------------------------------------------------------------ */
 static int L = 0, NSYM = 0, N = 0, NR = 0, SOLVED = 0, NRESP = 0;
+static int REPEATS = 0;               /* 0: MOO (distinct symbols), 1: Mastermind (any code) */
 static uint8_t (*codes)[MAXL];        /* codes[i][pos] = symbol index */
 static int32_t *index_of;             /* packed base-NSYM code -> index, -1 if not a code */
 static uint8_t *resp;                 /* resp[g * N + s]: compact id of (bulls, cows); symmetric */
@@ -65,13 +67,24 @@ static int packed(const uint8_t *c) {
     return p;
 }
 
-/* Scores are symmetric for distinct-symbol codes (bulls and common symbols both are), so row s
- * of the table also lists the responses of every guess against secret s. */
+/* Scores are symmetric (bulls and common symbols both are, with or without repeats), so row s
+ * of the table also lists the responses of every guess against secret s.  With repeated
+ * symbols the common count is Mastermind's: sum over symbols of the smaller of the counts. */
 static int score_codes(const uint8_t *a, const uint8_t *b) {
     int bulls = 0, common = 0;
-    for (int i = 0; i < L; i++) {
-        if (a[i] == b[i]) bulls++;
-        for (int j = 0; j < L; j++) common += a[i] == b[j];
+    if (REPEATS) {
+        int ca[MAXSYM] = {0}, cb[MAXSYM] = {0};
+        for (int i = 0; i < L; i++) {
+            bulls += a[i] == b[i];
+            ca[a[i]]++;
+            cb[b[i]]++;
+        }
+        for (int s = 0; s < NSYM; s++) common += ca[s] < cb[s] ? ca[s] : cb[s];
+    } else {
+        for (int i = 0; i < L; i++) {
+            if (a[i] == b[i]) bulls++;
+            for (int j = 0; j < L; j++) common += a[i] == b[j];
+        }
     }
     return bulls * (L + 1) + (common - bulls);
 }
@@ -88,6 +101,25 @@ typedef struct {
     uint8_t depth;
     uint8_t exact;
 } TTEntry;
+
+/* The big tables (response table, transposition table and its arena) are read at random:
+ * they live in their own zeroed mappings, asking for huge pages where the kernel has them,
+ * which saves most TLB misses (pages never touched cost nothing either way). */
+#define TT_BYTES ((tt_mask + 1) * sizeof(TTEntry))
+#define ARENA_BYTES (arena_cap * sizeof(uint16_t))
+#define RESP_BYTES ((size_t)N * N + BLK)
+static void *big_alloc(size_t size) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t size) {
+    if (p) munmap(p, size);
+}
 
 static TTEntry *tt = NULL;
 static size_t tt_mask = 0, tt_used = 0;
@@ -123,10 +155,15 @@ static TTEntry *tt_find(const uint16_t *S, int n, int d, uint64_t h) {
 static void tt_compact(void) {
     TTEntry *old = tt;
     uint16_t *old_arena = arena;
-    TTEntry *fresh = calloc(tt_mask + 1, sizeof(TTEntry));
-    uint16_t *fresh_arena = malloc(sizeof(uint16_t) * arena_cap);
+    TTEntry *fresh = big_alloc(TT_BYTES);
+    uint16_t *fresh_arena = big_alloc(ARENA_BYTES);
     st_tt_compactions++;
-    if (!fresh || !fresh_arena) { free(fresh); free(fresh_arena); tt_clear(); return; }
+    if (!fresh || !fresh_arena) {
+        big_free(fresh, TT_BYTES);
+        big_free(fresh_arena, ARENA_BYTES);
+        tt_clear();
+        return;
+    }
     tt = fresh;
     arena = fresh_arena;
     tt_used = 0;
@@ -143,8 +180,8 @@ static void tt_compact(void) {
         arena_used += o->n;
         tt_used++;
     }
-    free(old);
-    free(old_arena);
+    big_free(old, TT_BYTES);
+    big_free(old_arena, ARENA_BYTES);
 }
 
 static void tt_store(const uint16_t *S, int n, int d, int64_t value, int exact, int guess) {
@@ -222,16 +259,23 @@ static void sym_setup(Sym *sy, const uint16_t *S, int n, const int *h, int nh) {
     }
 }
 
-/* Smallest code obtainable from x by permuting class-A and class-F symbols among themselves. */
+/* Smallest code obtainable from x by permuting class-A and class-F symbols among themselves:
+ * each symbol of a class becomes, at its first occurrence, the next unused one of its class
+ * (a repeated symbol keeps the name it got). */
 static int canon(const Sym *sy, const uint8_t *x) {
     uint8_t out[MAXL];
+    int8_t map[MAXSYM];
+    memset(map, -1, sizeof(map));
     int nextA = 0, nextF = 0;
     for (int i = 0; i < L; i++) {
         int s = x[i], c = sy->cls[s];
         if (c) {
-            int *nx = c == 1 ? &nextA : &nextF;
-            while (sy->cls[*nx] != c) (*nx)++;     /* next unused symbol of the class */
-            s = (*nx)++;
+            if (map[s] < 0) {
+                int *nx = c == 1 ? &nextA : &nextF;
+                while (sy->cls[*nx] != c) (*nx)++; /* next unused symbol of the class */
+                map[s] = (int8_t)(*nx)++;
+            }
+            s = map[s];
         }
         out[i] = (uint8_t)s;
     }
@@ -255,10 +299,53 @@ static int is_canonical(const Sym *sy, int g) {
 /* ------------------------------------------------------------------------------------ */
 /* The search                                                                             */
 /* ------------------------------------------------------------------------------------ */
-static int cmp_cand(const void *a, const void *b) {
-    const Cand *x = a, *y = b;
-    if (x->bound != y->bound) return x->bound < y->bound ? -1 : 1;
-    return x->guess - y->guess;
+static inline int cand_less(const Cand *x, const Cand *y) {
+    return x->bound < y->bound || (x->bound == y->bound && x->guess < y->guess);
+}
+
+/* A binary min-heap of candidates by (bound, guess). */
+static void heap_down(Cand *h, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < n && cand_less(&h[l], &h[m])) m = l;
+        if (l + 1 < n && cand_less(&h[l + 1], &h[m])) m = l + 1;
+        if (m == i) return;
+        Cand t = h[i]; h[i] = h[m]; h[m] = t;
+        i = m;
+    }
+}
+
+static void heapify_cands(Cand *h, int n) {
+    for (int i = n / 2 - 1; i >= 0; i--) heap_down(h, n, i);
+}
+
+/* Sort by (bound, guess): a quicksort with the comparison inlined (qsort's callback was a
+ * visible share of the search), insertion sort for short runs. */
+static void sort_cands(Cand *a, int n) {
+    while (n > 16) {
+        Cand *m = a + n / 2, *z = a + n - 1, t;
+        if (cand_less(m, a)) { t = *m; *m = *a; *a = t; }
+        if (cand_less(z, m)) { t = *z; *z = *m; *m = t; }
+        if (cand_less(m, a)) { t = *m; *m = *a; *a = t; }
+        Cand pivot = *m;
+        int i = 0, j = n - 1;
+        for (;;) {
+            while (cand_less(&a[i], &pivot)) i++;
+            while (cand_less(&pivot, &a[j])) j--;
+            if (i >= j) break;
+            t = a[i]; a[i] = a[j]; a[j] = t;
+            i++; j--;
+        }
+        /* [0, j] <= pivot <= [j+1, n): recurse into the smaller side, loop on the other. */
+        if (j + 1 < n - j - 1) { sort_cands(a, j + 1); a += j + 1; n -= j + 1; }
+        else { sort_cands(a + j + 1, n - j - 1); n = j + 1; }
+    }
+    for (int i = 1; i < n; i++) {
+        Cand x = a[i];
+        int j = i;
+        while (j > 0 && cand_less(&x, &a[j - 1])) { a[j] = a[j - 1]; j--; }
+        a[j] = x;
+    }
 }
 
 /* Sets of three: a member that separates the other two is optimal (it reaches the bound);
@@ -313,7 +400,7 @@ static int64_t solve3(const uint16_t *S, int d, int *best_guess) {
 #define BLK 64
 static int64_t *bound_buf[MAXD + 2];
 static uint8_t *mask_lo, *mask_hi;
-static int *link_buf;
+static uint8_t *key_buf;
 static uint8_t *inexact_buf;
 static uint64_t member_key[64];     /* random keys for partition signatures */                /* per guess, padded to a multiple of BLK */
 
@@ -350,11 +437,101 @@ static int64_t exact_bound(const uint16_t *S, int n, const BoundCoef *bc, int g)
     return b;
 }
 
+/* AVX-512BW kernels (chosen at run time, see init()): 64 guesses per instruction.  The
+ * counting one keeps one byte counter per response and guess in registers (a compare to a
+ * mask and a masked add per response and member) instead of one scattered increment per
+ * guess and member, which pays for counting every guess rather than one per family of
+ * interchangeable symbols. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX512 1
+static int use_avx512 = 0;
+
+__attribute__((target("avx512f,avx512bw")))
+static void guess_bounds_512(const uint16_t *S, int n, const BoundCoef *bc, int64_t *gbound) {
+    const __m512i ONE = _mm512_set1_epi8(1);
+    uint8_t hitb[BLK], partsb[BLK], excb[8][BLK];
+    for (int g0 = 0; g0 < N; g0 += BLK) {
+        __m512i c[16];
+        for (int k = 0; k < 16; k++) c[k] = _mm512_setzero_si512();
+        for (int i = 0; i < n; i++) {
+            const uint8_t *row = resp + (size_t)S[i] * N + g0;
+            _mm_prefetch((const char *)(row + BLK), _MM_HINT_T0);   /* the next block's line */
+            __m512i v = _mm512_loadu_si512((const void *)row);
+            for (int k = 0; k < 16; k++) {
+                __mmask64 m = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8((char)k));
+                c[k] = _mm512_mask_add_epi8(c[k], m, c[k], ONE);
+            }
+        }
+        __m512i parts = _mm512_setzero_si512();
+        __m512i exc[8];
+        for (int t = 0; t < 8; t++) exc[t] = _mm512_setzero_si512();
+        for (int k = 0; k < 16; k++) {
+            if (k == SOLVED) continue;
+            parts = _mm512_mask_add_epi8(parts, _mm512_test_epi8_mask(c[k], c[k]), parts, ONE);
+            for (int t = 1; t < bc->nt; t++)
+                exc[t] = _mm512_add_epi8(exc[t], _mm512_subs_epu8(c[k],
+                                         _mm512_set1_epi8((char)bc->thr[t])));
+        }
+        _mm512_storeu_si512((void *)hitb, c[SOLVED]);
+        _mm512_storeu_si512((void *)partsb, parts);
+        for (int t = 1; t < bc->nt; t++) _mm512_storeu_si512((void *)excb[t], exc[t]);
+        int gb = N - g0 < BLK ? N - g0 : BLK;
+        for (int j = 0; j < gb; j++) {
+            int hit = hitb[j] != 0, np = partsb[j], rest = n - hit;
+            if (!hit && np == 1) { gbound[g0 + j] = USELESS; continue; }
+            int64_t b = (hit ? bc->c1 : 0) + (int64_t)rest * bc->c2;
+            if (bc->nt > 0) b += bc->slope[0] * (rest - np);
+            for (int t = 1; t < bc->nt; t++) b += bc->slope[t] * excb[t][j];
+            gbound[g0 + j] = b;
+        }
+    }
+}
+
+__attribute__((target("avx512f,avx512bw")))
+static void mask_scan_512(const uint16_t *S, int n) {
+    uint8_t lot[16], hit8[16];
+    for (int k = 0; k < 16; k++) {
+        lot[k] = k < 8 ? (uint8_t)(1 << k) : 0;
+        hit8[k] = k >= 8 ? (uint8_t)(1 << (k - 8)) : 0;
+    }
+    const __m512i LO = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lot));
+    const __m512i HI = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)hit8));
+    for (int g0 = 0; g0 < N; g0 += BLK) {
+        __m512i l = _mm512_setzero_si512(), h = l;
+        for (int i = 0; i < n; i++) {
+            const uint8_t *row = resp + (size_t)S[i] * N + g0;
+            _mm_prefetch((const char *)(row + BLK), _MM_HINT_T0);
+            __m512i v = _mm512_loadu_si512((const void *)row);
+            l = _mm512_or_si512(l, _mm512_shuffle_epi8(LO, v));
+            h = _mm512_or_si512(h, _mm512_shuffle_epi8(HI, v));
+        }
+        _mm512_storeu_si512((void *)(mask_lo + g0), l);
+        _mm512_storeu_si512((void *)(mask_hi + g0), h);
+    }
+}
+#endif
+
+/* Whether counting every guess beats counting one per family of interchangeable symbols. */
+static inline int fast_counting(void) {
+#ifdef HAVE_AVX512
+    return use_avx512;
+#else
+    return 0;
+#endif
+}
+
 /* Exact bound of every guess by counting: the counts of a block of BLK guesses stay in L1
  * while the members' rows are read slice by slice (bytes when n < 256). */
 static void guess_bounds(const uint16_t *S, int n, int d, int64_t *gbound) {
     BoundCoef bc;
     bound_coef(&bc, d, n);
+#ifdef HAVE_AVX512
+    if (use_avx512 && n <= 255 && NR <= 16 && d + 10 <= MAXD) {
+        guess_bounds_512(S, n, &bc, gbound);
+        return;
+    }
+#endif
     if (n > 255 || NR > 16 || d + 10 > MAXD) {
         for (int g = 0; g < N; g++) gbound[g] = exact_bound(S, n, &bc, g);
         return;
@@ -389,27 +566,66 @@ static void guess_bounds(const uint16_t *S, int n, int d, int64_t *gbound) {
 /* The guesses that are smallest among those obtained by permuting class-A symbols among
  * themselves and class-F symbols among themselves (canon(g) == g), for the class pattern of
  * sy; cached by pattern, since a search meets few distinct patterns. */
-typedef struct { uint32_t key; int count; uint16_t *list; } AfList;
-enum { AF_SLOTS = 512 };
+typedef struct { uint32_t key; int count; uint16_t *list; uint8_t *in; uint16_t *cidx; } AfList;
+#ifndef AF_BITS
+#define AF_BITS 12
+#endif
+enum { AF_SLOTS = 1 << AF_BITS };
+static uint64_t st_af_misses;
 static AfList af_cache[AF_SLOTS];
 
-static const uint16_t *af_canonical(const Sym *sy, int *count) {
+static AfList *af_entry(const Sym *sy) {
     uint32_t key = 1;
     for (int s = 0; s < NSYM; s++) key = key * 3 + (uint32_t)sy->cls[s];
-    AfList *e = &af_cache[(key * 2654435761u) >> 23 & (AF_SLOTS - 1)];
-    if (e->list && e->key == key) { *count = e->count; return e->list; }
-    if (!e->list) e->list = malloc(sizeof(uint16_t) * (size_t)N);
+    AfList *e = &af_cache[(key * 2654435761u) >> (32 - AF_BITS)];
+    if (e->list && e->key == key) return e;
+    st_af_misses++;
+    if (!e->list) {
+        e->list = malloc(sizeof(uint16_t) * (size_t)N);
+        e->in = malloc((size_t)N);
+        e->cidx = malloc(sizeof(uint16_t) * (size_t)N);
+    }
     int m = 0;
-    for (int g = 0; g < N; g++)
-        if (canon(sy, codes[g]) == g) e->list[m++] = (uint16_t)g;
+    for (int g = 0; g < N; g++) {
+        e->cidx[g] = (uint16_t)canon(sy, codes[g]);
+        e->in[g] = e->cidx[g] == g;
+        if (e->in[g]) e->list[m++] = (uint16_t)g;
+    }
     e->key = key;
     e->count = m;
-    *count = m;
+    return e;
+}
+
+static const uint16_t *af_canonical(const Sym *sy, int *count) {
+    AfList *e = af_entry(sy);
+    *count = e->count;
     return e->list;
 }
 
 static void af_cache_clear(void) {
-    for (int i = 0; i < AF_SLOTS; i++) { free(af_cache[i].list); af_cache[i].list = NULL; }
+    for (int i = 0; i < AF_SLOTS; i++) {
+        free(af_cache[i].list);
+        free(af_cache[i].in);
+        free(af_cache[i].cidx);
+        af_cache[i].list = NULL;
+        af_cache[i].in = NULL;
+        af_cache[i].cidx = NULL;
+    }
+}
+
+/* is_canonical() with the class canonicalisation read from the pattern's cached table. */
+static int is_canonical_af(const Sym *sy, const AfList *af, int g) {
+    if (af->cidx[g] != g) return 0;
+    const uint8_t *x = codes[g];
+    for (int k = 0; k < sy->ng; k++) {
+        uint8_t y[MAXL];
+        for (int i = 0; i < L; i++) {
+            int s = x[sy->sigma[k][i]];
+            y[i] = (uint8_t)(sy->pi[k][s] >= 0 ? sy->pi[k][s] : s);
+        }
+        if (af->cidx[index_of[packed(y)]] < g) return 0;
+    }
+    return 1;
 }
 
 /* guess_bounds() for the listed guesses only (gbound indexed by guess); n <= 255. */
@@ -447,6 +663,9 @@ static void guess_bounds_list(const uint16_t *S, int n, int d, const uint16_t *l
 
 /* mask_lo/mask_hi[g]: which responses guess g gets from the members of S (bit = response id). */
 static void mask_scan(const uint16_t *S, int n) {
+#ifdef HAVE_AVX512
+    if (use_avx512) { mask_scan_512(S, n); return; }
+#endif
     int nblk = (N + BLK - 1) / BLK;
 #if defined(__SSSE3__)
     uint8_t lot[16], hit8[16];
@@ -497,6 +716,58 @@ static void mask_scan(const uint16_t *S, int n) {
 #endif
 }
 
+/* key[g] = [g gets "solved"] * 16 + number of other responses g gets, from the masks;
+ * returns the set of keys that occur (bit k for key k). */
+static uint32_t probe_keys(uint8_t *key) {
+    const unsigned sbit = 1u << SOLVED;
+    const uint8_t slo = (uint8_t)(sbit & 0xFF), shi = (uint8_t)(sbit >> 8);
+    uint32_t present = 0;
+    int g = 0;
+#if defined(__SSSE3__)
+    /* Which keys occur: key k sets bit k % 8 of byte group k / 8 (k - 8q clamped to 8, which
+     * the table maps to nothing). */
+    const __m128i BIT = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, (char)128, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128i EIGHT = _mm_set1_epi8(8);
+    __m128i seen[4];
+    for (int q = 0; q < 4; q++) seen[q] = _mm_setzero_si128();
+    const __m128i POP = _mm_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
+    const __m128i NIB = _mm_set1_epi8(0x0F), ZERO = _mm_setzero_si128();
+    const __m128i SLO = _mm_set1_epi8((char)slo), SHI = _mm_set1_epi8((char)shi);
+    const __m128i SIXTEEN = _mm_set1_epi8(16);
+    for (; g + 16 <= N; g += 16) {
+        __m128i lo = _mm_loadu_si128((const __m128i *)(mask_lo + g));
+        __m128i hi = _mm_loadu_si128((const __m128i *)(mask_hi + g));
+        __m128i hit = _mm_or_si128(_mm_and_si128(lo, SLO), _mm_and_si128(hi, SHI));
+        __m128i lo2 = _mm_andnot_si128(SLO, lo), hi2 = _mm_andnot_si128(SHI, hi);
+        __m128i pc = _mm_add_epi8(
+            _mm_add_epi8(_mm_shuffle_epi8(POP, _mm_and_si128(lo2, NIB)),
+                         _mm_shuffle_epi8(POP, _mm_and_si128(_mm_srli_epi16(lo2, 4), NIB))),
+            _mm_add_epi8(_mm_shuffle_epi8(POP, _mm_and_si128(hi2, NIB)),
+                         _mm_shuffle_epi8(POP, _mm_and_si128(_mm_srli_epi16(hi2, 4), NIB))));
+        __m128i h16 = _mm_andnot_si128(_mm_cmpeq_epi8(hit, ZERO), SIXTEEN);
+        __m128i kv = _mm_add_epi8(pc, h16);
+        _mm_storeu_si128((__m128i *)(key + g), kv);
+        for (int q = 0; q < 4; q++) {
+            __m128i idx = _mm_min_epu8(_mm_sub_epi8(kv, _mm_set1_epi8((char)(8 * q))), EIGHT);
+            seen[q] = _mm_or_si128(seen[q], _mm_shuffle_epi8(BIT, idx));
+        }
+    }
+    for (int q = 0; q < 4; q++) {
+        uint8_t b[16];
+        _mm_storeu_si128((__m128i *)b, seen[q]);
+        uint32_t any = 0;
+        for (int i = 0; i < 16; i++) any |= b[i];
+        present |= any << (8 * q);
+    }
+#endif
+    for (; g < N; g++) {
+        unsigned m = (unsigned)mask_lo[g] | (unsigned)mask_hi[g] << 8;
+        key[g] = (uint8_t)((m & sbit ? 16 : 0) + __builtin_popcount(m & ~sbit));
+        present |= 1u << key[g];
+    }
+    return present;
+}
+
 /* min over guesses of bound(g) (INF if no guess is useful), for probes: bound' from the
  * response masks, grouped by (hit, parts), which is all bound' depends on; groups are visited
  * in increasing bound' and the inexact members of a group are finished by exact_bound() only
@@ -514,7 +785,7 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
         int m;
         const uint16_t *list = af_canonical(sy, &m);
         int64_t best = INF;
-        if (m * 4 < N * 3 && n <= 255 && NR <= 16 && d + 10 <= MAXD) {
+        if (!fast_counting() && m * 4 < N * 3 && n <= 255 && NR <= 16 && d + 10 <= MAXD) {
             guess_bounds_list(S, n, d, list, m, gb);
             for (int j = 0; j < m; j++)
                 if (gb[list[j]] < best) best = gb[list[j]];
@@ -526,47 +797,48 @@ static int64_t probe_bound(const uint16_t *S, int n, int d) {
         return best;
     }
     mask_scan(S, n);
-    /* Group by key = hit * 16 + parts: exact groups only need a flag, inexact guesses a list. */
-    enum { NKEY = 32 };
-    int head[NKEY], any_exact[NKEY];
-    for (int k = 0; k < NKEY; k++) { head[k] = -1; any_exact[k] = 0; }
-    int *next = link_buf;
-    const unsigned solved_bit = 1u << SOLVED;
+    /* key[g] = hit * 16 + parts (parts: responses other than "solved"), which is all that
+     * bound' depends on.  A key is exact when no part can exceed cap[2]; the inexact guesses
+     * of a key are finished one by one, class-canonical ones only (equivalent guesses have
+     * equal bounds), while they can still beat the best bound found. */
+    uint8_t *key = key_buf;
+    uint32_t present = probe_keys(key);
     const int thr2 = bc.nt > 1 ? bc.thr[1] : n;
-    int nlist;
-    const uint16_t *list = af_canonical(sy, &nlist);
-    for (int j = 0; j < nlist; j++) {
-        int g = list[j];
-        unsigned m = (unsigned)mask_lo[g] | (unsigned)mask_hi[g] << 8;
-        int hit = (m & solved_bit) != 0;
-        int parts = __builtin_popcount(m & ~solved_bit);
-        if (!hit && parts <= 1) continue;                /* learns nothing */
-        int key = hit * 16 + parts;
-        if (n - hit - parts + 1 <= thr2) { any_exact[key] = 1; continue; }
-        next[g] = head[key];
-        head[key] = g;
-    }
-    /* bound'(key) = hit c1 + rest c2 + slope1 (rest - parts): visit keys by increasing value. */
+    const int64_t slope1 = bc.nt > 0 ? bc.slope[0] : 0;
+    enum { NKEY = 32 };
     int64_t kval[NKEY];
     int order[NKEY], nk = 0;
-    const int64_t slope1 = bc.nt > 0 ? bc.slope[0] : 0;
     for (int k = 0; k < NKEY; k++) {
-        if (!any_exact[k] && head[k] < 0) continue;
         int hit = k / 16, parts = k % 16, rest = n - hit;
+        if (!(present >> k & 1) || (!hit && parts <= 1)) continue;   /* absent, or useless */
         kval[k] = (hit ? bc.c1 : 0) + (int64_t)rest * bc.c2 + slope1 * (rest - parts);
         int a = nk++;
         while (a > 0 && kval[order[a - 1]] > kval[k]) { order[a] = order[a - 1]; a--; }
         order[a] = k;
     }
+    const uint8_t *in = af_entry(sy)->in;
     int64_t best = INF;
     for (int a = 0; a < nk; a++) {
         int k = order[a];
         if (kval[k] >= best) break;
-        if (any_exact[k]) { best = kval[k]; break; }  /* nothing later can beat it */
-        for (int g = head[k]; g >= 0; g = next[g]) {
-            int64_t b = exact_bound(S, n, &bc, g);
-            if (b < best) best = b;
-            if (best <= kval[k]) return best;             /* the group's floor: unbeatable */
+        int hit = k / 16, parts = k % 16;
+        if (n - hit - parts + 1 <= thr2) { best = kval[k]; break; }  /* exact: unbeatable */
+        for (int g0 = 0; g0 < N; g0 += 16) {             /* key[] is padded past N */
+            unsigned hits = 0;
+#if defined(__SSSE3__)
+            hits = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(
+                _mm_loadu_si128((const __m128i *)(key + g0)), _mm_set1_epi8((char)k)));
+#else
+            for (int j = 0; j < 16; j++) hits |= (unsigned)(key[g0 + j] == k) << j;
+#endif
+            while (hits) {
+                int g = g0 + __builtin_ctz(hits);
+                hits &= hits - 1;
+                if (g >= N || !in[g]) continue;
+                int64_t b = exact_bound(S, n, &bc, g);
+                if (b < best) best = b;
+                if (best <= kval[k]) return best;         /* the group's floor: unbeatable */
+            }
         }
     }
     return best;
@@ -613,30 +885,73 @@ static void search_bounds(const uint16_t *S, int n, int d, int64_t beta, int64_t
         if (inexact[g] && (gbound[g] < beta || gbound[g] < m1)) gbound[g] = exact_bound(S, n, &bc, g);
 }
 
+/* Partition dedup for small sets: a guess whose partition of S (as a set of parts, plus which
+ * part is "solved") equals an earlier one's has the same value, so only the first of them (in
+ * the order guesses are tried) is searched.  Checked lazily, when a guess is about to be
+ * tried: most candidates never are, and the signature reads n scattered table entries.
+ * Guesses with equal partitions have equal bounds, so the first in (bound, guess) order is
+ * also the smallest guess, whichever of them are tried. */
+enum { DEDUP_MAX = 48, DSLOTS = 4096 };
+static uint64_t dd_sig[MAXD + 2][DSLOTS];
+static uint32_t dd_stamp[MAXD + 2][DSLOTS], dd_gen[MAXD + 2];
+static int dd_count[MAXD + 2];
+
+static void dedup_reset(int d) {
+    if (++dd_gen[d] == 0) { memset(dd_stamp[d], 0, sizeof(dd_stamp[d])); dd_gen[d] = 1; }
+    dd_count[d] = 0;
+}
+
+/* 1 if g splits S like a guess already seen at this depth since dedup_reset (then skip g). */
+static int dedup_seen(const uint16_t *S, int n, int d, int g) {
+    if (n > DEDUP_MAX || dd_count[d] >= DSLOTS / 2) return 0;   /* table full: no dedup */
+    /* Signature independent of how the parts are labelled: a part hashes to the sum of its
+     * members' random keys (members by position in S), the parts' hashes are mixed and
+     * summed; the solved part is tagged. */
+    const uint8_t *r = resp + (size_t)g * N;
+    uint64_t ph[NRMAX];
+    memset(ph, 0, sizeof(uint64_t) * NR);
+    for (int i = 0; i < n; i++) ph[r[S[i]]] += member_key[i];
+    ph[SOLVED] ^= 0xA5A5A5A5A5A5A5A5ULL;
+    uint64_t sig = 0;
+    for (int k = 0; k < NR; k++) {
+        if (!ph[k]) continue;
+        uint64_t z = ph[k] * 0xbf58476d1ce4e5b9ULL;
+        z ^= z >> 31;
+        z *= 0x94d049bb133111ebULL;
+        sig += z ^ (z >> 29);
+    }
+    size_t slot = sig & (DSLOTS - 1);
+    while (dd_stamp[d][slot] == dd_gen[d]) {
+        if (dd_sig[d][slot] == sig) return 1;
+        slot = (slot + 1) & (DSLOTS - 1);
+    }
+    dd_stamp[d][slot] = dd_gen[d];
+    dd_sig[d][slot] = sig;
+    dd_count[d]++;
+    return 0;
+}
+
 /* The guesses worth trying at a node, in cand_buf[d] sorted by bound (returns how many):
- * canonical under symmetry, useful (they split S or hit it), with a distinct partition, and
- * with a bound that can still beat beta.  *skipped receives the smallest bound of the guesses
+ * canonical under symmetry, useful (they split S or hit it), and with a bound that can still
+ * beat beta (guesses with the same partition as an earlier one are left to dedup_seen()).  *skipped receives the smallest bound of the guesses
  * left out for their bound (INF if none), which a failing search still needs. */
-static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *skipped) {
+static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *skipped,
+                     int full_sort) {
     Sym *sy = &sym_buf[d];
     sym_setup(sy, S, n, hist, d);
     Cand *cands = cand_buf[d];
     int nc = 0;
     int64_t min_skipped = INF;                     /* smallest bound of a guess left out */
-    /* Partition dedup for small sets: a guess whose partition of S (as a set of parts, plus
-     * which part is "solved") equals an earlier one has the same value. */
-    enum { DEDUP_MAX = 48, DHASH = 8192 };
-    static uint64_t dedup[MAXD + 2][DHASH];
-    int use_dedup = n <= DEDUP_MAX;
-    if (use_dedup) memset(dedup[d], 0, sizeof(dedup[d]));
     /* One-ply bounds.  Guesses that only differ by interchangeable symbols (class A or F)
      * have equal bounds, so only the smallest of each such family is bounded at all when
      * that leaves out enough of them to pay for the indirection. */
     int64_t *gbound = bound_buf[d];
-    int m;
-    const uint16_t *list = af_canonical(sy, &m);
+    AfList *af = af_entry(sy);
+    int m = af->count;
+    const uint16_t *list = af->list;
     int use_list = m * 4 < N * 3 && n > SEARCH_MASK_MAX && n <= 255 && NR <= 16 && d + 10 <= MAXD;
-    if (use_list) guess_bounds_list(S, n, d, list, m, gbound);
+    if (use_list && fast_counting()) guess_bounds(S, n, d, gbound);   /* all, then the list */
+    else if (use_list) guess_bounds_list(S, n, d, list, m, gbound);
     else search_bounds(S, n, d, beta, gbound);
     int ng = use_list ? m : N;
     for (int j = 0; j < ng; j++) {
@@ -648,40 +963,14 @@ static int gen_cands(const uint16_t *S, int n, int d, int64_t beta, int64_t *ski
             if (b < min_skipped) min_skipped = b;
             continue;
         }
-        if (!is_canonical(sy, g)) continue;
-        const uint8_t *r = resp + (size_t)g * N;
-        if (use_dedup) {
-            /* Partition signature, independent of how the parts are labelled: a part hashes
-             * to the sum of its members' random keys (members by position in S), the parts'
-             * hashes are mixed and summed; the solved part is tagged. */
-            uint64_t ph[NRMAX];
-            memset(ph, 0, sizeof(uint64_t) * NR);
-            for (int i = 0; i < n; i++) ph[r[S[i]]] += member_key[i];
-            ph[SOLVED] ^= 0xA5A5A5A5A5A5A5A5ULL;
-            uint64_t sig = 0;
-            for (int k = 0; k < NR; k++) {
-                if (!ph[k]) continue;
-                uint64_t z = ph[k] * 0xbf58476d1ce4e5b9ULL;
-                z ^= z >> 31;
-                z *= 0x94d049bb133111ebULL;
-                sig += z ^ (z >> 29);
-            }
-            if (!sig) sig = 1;
-            size_t slot = sig & (DHASH - 1);
-            int dup = 0;
-            while (dedup[d][slot]) {
-                if (dedup[d][slot] == sig) { dup = 1; break; }
-                slot = (slot + 1) & (DHASH - 1);
-            }
-            if (dup) continue;
-            dedup[d][slot] = sig;
-        }
+        if (!is_canonical_af(sy, af, g)) continue;
         cands[nc].bound = b;
         cands[nc].guess = g;
         nc++;
     }
     st_guesses += (uint64_t)nc;
-    qsort(cands, (size_t)nc, sizeof(Cand), cmp_cand);
+    if (full_sort) sort_cands(cands, nc);
+    else heapify_cands(cands, nc);     /* the search takes them in order, most never */
     *skipped = min_skipped;
     return nc;
 }
@@ -750,8 +1039,8 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
 
     /* Generate guesses (see gen_cands()). */
     int64_t min_skipped;
-    int nc = gen_cands(S, n, d, beta, &min_skipped);
-    Cand *cands = cand_buf[d];
+    int nc = gen_cands(S, n, d, beta, &min_skipped, 0);
+    Cand *cands = cand_buf[d];            /* a heap: popped in (bound, guess) order */
 
     /* Try guesses in bound order.  For each: probe every part (one-ply bound), then replace
      * each part's bound by its exact value, largest part first, until the running total can
@@ -759,10 +1048,15 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
     int64_t best = beta, fail_lb = min_skipped;
     int bestg = -1;
     uint16_t *buf = part_buf[d];
-    for (int c = 0; c < nc; c++) {
-        int64_t total = cands[c].bound;
+    dedup_reset(d);
+    for (int hn = nc; hn > 0;) {
+        Cand top = cands[0];
+        cands[0] = cands[--hn];
+        heap_down(cands, hn, 0);
+        int64_t total = top.bound;
         if (total >= best) { if (total < fail_lb) fail_lb = total; break; }
-        int g = cands[c].guess;
+        int g = top.guess;
+        if (dedup_seen(S, n, d, g)) continue;
         const uint8_t *r = resp + (size_t)g * N;
         /* Counting sort of S into parts by response. */
         int cnt[NRMAX], start[NRMAX + 1];
@@ -783,6 +1077,13 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
             order[b2] = x;
         }
         hist[d] = g;
+        /* The parts' table slots are read first thing by their probes: start those misses
+         * now, all at once, rather than one after the other. */
+        for (int a = 0; a < no; a++) {
+            int k = order[a];
+            if (cnt[k] > 3)
+                __builtin_prefetch(&tt[hash_set(buf + start[k], cnt[k], d + 1) & tt_mask]);
+        }
         int ok = 1, child_best;
         int64_t plb[NRMAX];
         /* Pass 1: one-ply bounds of all parts (cheap for parts of <= 3, or known ones). */
@@ -831,48 +1132,72 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
 /* ------------------------------------------------------------------------------------ */
 /*
  * cap(S, j) = max_g [g in S] + sum over non-solved parts P of cap(P, j-1), and a subset never
- * does better than the full code set.  Expanding two levels from the full set (first guess is
- * any code, they are all equivalent) and bounding the third level by min(|Q|, cap[j-2]):
- *   cap[j] <= 1 + sum_P max_g2 ([g2 in P] + sum_Q min(|Q|, cap[j-2])).
+ * does better than the full code set.  Expanding two levels from the full set (the first guess
+ * is one code per symmetry class: all codes are equivalent in MOO, five patterns for four-peg
+ * Mastermind) and bounding the third level by min(|Q|, cap[j-2]):
+ *   cap[j] <= max_g1 (1 + sum_P max_g2 ([g2 in P] + sum_Q min(|Q|, cap[j-2]))).
  * For j = 2, 3 this is exact (Tanaka's Table 1 for ten symbols: 14, 127).
  */
+static int64_t cap_after(int g1, int j, uint16_t *sorted) {
+    int cnt[NRMAX], start[NRMAX + 1], pos[NRMAX];
+    memset(cnt, 0, sizeof(cnt));
+    const uint8_t *r1 = resp + (size_t)g1 * N;
+    for (int i = 0; i < N; i++) cnt[r1[i]]++;
+    start[0] = 0;
+    for (int k = 0; k < NR; k++) start[k + 1] = start[k] + cnt[k];
+    memcpy(pos, start, sizeof(pos));
+    for (int i = 0; i < N; i++) sorted[pos[r1[i]]++] = (uint16_t)i;
+    int64_t total = 1;
+    for (int k = 0; k < NR; k++) {
+        if (!cnt[k] || k == SOLVED) continue;
+        const uint16_t *P = sorted + start[k];
+        int64_t bestp = 0;
+        for (int g = 0; g < N; g++) {
+            int c2[NRMAX];
+            memset(c2, 0, sizeof(c2));
+            const uint8_t *r = resp + (size_t)g * N;
+            for (int i = 0; i < cnt[k]; i++) c2[r[P[i]]]++;
+            int64_t v = c2[SOLVED] ? 1 : 0;
+            for (int q = 0; q < NR; q++)
+                if (c2[q] && q != SOLVED) v += c2[q] < cap[j - 2] ? c2[q] : cap[j - 2];
+            if (v > bestp) bestp = v;
+        }
+        total += bestp;
+    }
+    return total;
+}
+
+static int is_canonical(const Sym *sy, int g);
+
 static void compute_caps(void) {
     cap[0] = 0;
     cap[1] = 1;
     uint16_t *all = malloc(sizeof(uint16_t) * N);
     uint16_t *sorted = malloc(sizeof(uint16_t) * N);
-    int cnt[NRMAX], start[NRMAX + 1];
-    memset(cnt, 0, sizeof(cnt));
+    int *firsts = malloc(sizeof(int) * N);
+    int nfirst = 0;
+    if (!all || !sorted || !firsts) {          /* no memory: the trivial capacities */
+        for (int j = 2; j <= MAXD + 1; j++) cap[j] = N;
+        free(all); free(sorted); free(firsts);
+        return;
+    }
     for (int i = 0; i < N; i++) all[i] = (uint16_t)i;
-    for (int i = 0; i < N; i++) cnt[resp[i]]++;        /* guess 0 against everything */
-    start[0] = 0;
-    for (int k = 0; k < NR; k++) start[k + 1] = start[k] + cnt[k];
-    int pos[NRMAX];
-    memcpy(pos, start, sizeof(pos));
-    for (int i = 0; i < N; i++) sorted[pos[resp[i]]++] = (uint16_t)i;
+    Sym *sy = &sym_buf[0];
+    sym_setup(sy, all, N, hist, 0);
+    for (int g = 0; g < N; g++)
+        if (is_canonical(sy, g)) firsts[nfirst++] = g;
     for (int j = 2; j <= MAXD + 1; j++) {
         if (cap[j - 1] >= N) { cap[j] = N; continue; }
-        int64_t total = 1;
-        for (int k = 0; k < NR; k++) {
-            if (!cnt[k] || k == SOLVED) continue;
-            const uint16_t *P = sorted + start[k];
-            int64_t bestp = 0;
-            for (int g = 0; g < N; g++) {
-                int c2[NRMAX];
-                memset(c2, 0, sizeof(c2));
-                const uint8_t *r = resp + (size_t)g * N;
-                for (int i = 0; i < cnt[k]; i++) c2[r[P[i]]]++;
-                int64_t v = c2[SOLVED] ? 1 : 0;
-                for (int q = 0; q < NR; q++)
-                    if (c2[q] && q != SOLVED) v += c2[q] < cap[j - 2] ? c2[q] : cap[j - 2];
-                if (v > bestp) bestp = v;
-            }
-            total += bestp;
+        int64_t best = 0;
+        for (int f = 0; f < nfirst; f++) {
+            int64_t t = cap_after(firsts[f], j, sorted);
+            if (t > best) best = t;
         }
-        cap[j] = total < N ? total : N;
+        cap[j] = best < N ? best : N;
     }
     free(all);
     free(sorted);
+    free(firsts);
 }
 
 /* LB(d, n): fill guess numbers d+1, d+2, ... greedily up to their capacities. */
@@ -899,7 +1224,8 @@ static void compute_lbtab(void) {
 static void af_cache_clear(void);
 static void free_tables(void) {
     af_cache_clear();
-    free(codes); free(index_of); free(resp); free(lbtab); free(tt); free(arena);
+    free(codes); free(index_of); free(lbtab);
+    big_free(resp, RESP_BYTES); big_free(tt, TT_BYTES); big_free(arena, ARENA_BYTES);
     codes = NULL; index_of = NULL; resp = NULL; lbtab = NULL; tt = NULL; arena = NULL;
     for (int d = 0; d < MAXD + 2; d++) { free(cand_buf[d]); free(part_buf[d]); cand_buf[d] = NULL; part_buf[d] = NULL; }
 }
@@ -910,26 +1236,83 @@ static void gen_perms(int *cur, int k, int used) {
         if (!(used >> i & 1)) { cur[k] = i; gen_perms(cur, k + 1, used | 1 << i); }
 }
 
+/* Codes in lexicographic order of symbol indices (= the Python rules' `secrets` order). */
 static void gen_codes(uint8_t *cur, int k, int used, int *count) {
     if (k == L) { memcpy(codes[*count], cur, MAXL); (*count)++; return; }
     for (int s = 0; s < NSYM; s++)
-        if (!(used >> s & 1)) { cur[k] = (uint8_t)s; gen_codes(cur, k + 1, used | 1 << s, count); }
+        if (REPEATS || !(used >> s & 1)) {
+            cur[k] = (uint8_t)s;
+            gen_codes(cur, k + 1, used | 1 << s, count);
+        }
+}
+
+/* resp[g * N + s] = score_codes(s, g) for every pair, filled by symmetry; the common-symbol
+ * count comes from per-code symbol sets (MOO) or symbol counts (Mastermind). */
+static void fill_scores(int *seen) {
+    uint16_t *set = malloc(sizeof(uint16_t) * (size_t)N);
+    uint8_t (*cnt)[MAXSYM] = calloc((size_t)N, sizeof(*cnt));
+    if (!set || !cnt) {                        /* no memory for the shortcut: the plain way */
+        free(set); free(cnt);
+        for (int g = 0; g < N; g++)
+            for (int s = 0; s < N; s++) {
+                int r = score_codes(codes[s], codes[g]);
+                resp[(size_t)g * N + s] = (uint8_t)r;
+                seen[r] = 1;
+            }
+        return;
+    }
+    for (int i = 0; i < N; i++) {
+        set[i] = 0;
+        for (int p = 0; p < L; p++) {
+            set[i] |= (uint16_t)(1u << codes[i][p]);
+            cnt[i][codes[i][p]]++;
+        }
+    }
+    for (int g = 0; g < N; g++) {
+        const uint8_t *a = codes[g];
+        for (int s = g; s < N; s++) {
+            const uint8_t *b = codes[s];
+            int bulls = 0, common = 0;
+            for (int p = 0; p < L; p++) bulls += a[p] == b[p];
+            if (REPEATS) {
+                for (int x = 0; x < NSYM; x++)
+                    common += cnt[g][x] < cnt[s][x] ? cnt[g][x] : cnt[s][x];
+            } else {
+                common = __builtin_popcount((unsigned)(set[g] & set[s]));
+            }
+            int r = bulls * (L + 1) + (common - bulls);
+            resp[(size_t)g * N + s] = resp[(size_t)s * N + g] = (uint8_t)r;
+            seen[r] = 1;
+        }
+    }
+    free(set);
+    free(cnt);
 }
 
 PyDoc_STRVAR(init_doc,
-"init(length, nsym, costs, tt_log2=22) -> caps\n\n"
-"Build the tables for codes of `length` distinct symbols out of `nsym`; costs[k] is the cost\n"
-"of solving a secret with guess number k (k = 0.. at least 20, increasing from k = 1).\n"
+"init(length, nsym, costs, tt_log2=22, repeats=False) -> caps\n\n"
+"Build the tables for codes of `length` distinct symbols out of `nsym` (with `repeats`: every\n"
+"code of `length` symbols, scored the Mastermind way); costs[k] is the cost of solving a\n"
+"secret with guess number k (k = 0.. at least 20, increasing from k = 1).\n"
 "Clears the transposition table. Returns the capacity list cap[j] used by the bound.");
 
 static PyObject *py_init(PyObject *self, PyObject *args) {
     (void)self;
-    int length, nsym, tt_log2 = 22;
+    int length, nsym, tt_log2 = 22, repeats = 0;
     PyObject *costs_obj;
-    if (!PyArg_ParseTuple(args, "iiO|i", &length, &nsym, &costs_obj, &tt_log2)) return NULL;
-    if (length < 2 || length > MAXL || nsym < length || nsym > MAXSYM) {
+    if (!PyArg_ParseTuple(args, "iiO|ip", &length, &nsym, &costs_obj, &tt_log2, &repeats))
+        return NULL;
+    if (length < 2 || length > MAXL || nsym < (repeats ? 2 : length) || nsym > MAXSYM) {
         PyErr_SetString(PyExc_ValueError, "unsupported game size");
         return NULL;
+    }
+    {
+        double ncodes = 1;
+        for (int i = 0; i < length; i++) ncodes *= repeats ? nsym : nsym - i;
+        if (ncodes > 65535) {                  /* code indices are uint16 */
+            PyErr_SetString(PyExc_ValueError, "too many codes for the solver (at most 65535)");
+            return NULL;
+        }
     }
     PyObject *seq = PySequence_Fast(costs_obj, "costs must be a sequence");
     if (!seq) return NULL;
@@ -944,9 +1327,17 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
         if (cost[k] <= cost[k - 1]) { PyErr_SetString(PyExc_ValueError, "costs must increase"); return NULL; }
 
     free_tables();
+#ifdef HAVE_AVX512
+    {   /* MOO_SOLVER_NO_AVX512=1 forces the portable kernels (tests compare the two). */
+        const char *off = getenv("MOO_SOLVER_NO_AVX512");
+        __builtin_cpu_init();
+        use_avx512 = __builtin_cpu_supports("avx512bw") && !(off && *off && *off != '0');
+    }
+#endif
+    REPEATS = repeats;
     L = length; NSYM = nsym; NR = (L + 1) * (L + 1); SOLVED = L * (L + 1);
     N = 1;
-    for (int i = 0; i < L; i++) N *= NSYM - i;
+    for (int i = 0; i < L; i++) N *= REPEATS ? NSYM : NSYM - i;
     codes = malloc(sizeof(*codes) * N);
     int npacked = 1;
     for (int i = 0; i < L; i++) npacked *= NSYM;
@@ -956,11 +1347,10 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     int count = 0;
     gen_codes(cur, 0, 0, &count);
     for (int i = 0; i < N; i++) index_of[packed(codes[i])] = i;
-    resp = calloc((size_t)N * N + BLK, 1);      /* padded: the mask kernel reads whole blocks */
+    resp = big_alloc(RESP_BYTES);               /* padded: the mask kernel reads whole blocks */
     free(mask_lo); free(mask_hi);
     mask_lo = malloc((size_t)N + BLK);
     mask_hi = malloc((size_t)N + BLK);
-    free(link_buf);
     {
         uint64_t x = 0x243F6A8885A308D3ULL;                /* splitmix64 */
         for (int i = 0; i < 64; i++) {
@@ -970,16 +1360,12 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
             member_key[i] = (z ^ (z >> 31)) | 1;
         }
     }
-    link_buf = malloc(sizeof(int) * (size_t)N);
+    free(key_buf);
+    key_buf = calloc((size_t)N + BLK, 1);
     free(inexact_buf);
     inexact_buf = malloc((size_t)N);
     int seen[NRMAX] = {0};
-    for (int g = 0; g < N; g++)
-        for (int s = 0; s < N; s++) {
-            int r = score_codes(codes[s], codes[g]);
-            resp[(size_t)g * N + s] = (uint8_t)r;
-            seen[r] = 1;
-        }
+    fill_scores(seen);
     /* Renumber the responses that occur 0..NRESP-1 so per-guess count vectors are short. */
     int compact[NRMAX];
     NRESP = 0;
@@ -1006,11 +1392,11 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     if (tt_log2 < 10) tt_log2 = 10;
     if (tt_log2 > 28) tt_log2 = 28;
     tt_mask = ((size_t)1 << tt_log2) - 1;
-    tt = calloc(tt_mask + 1, sizeof(TTEntry));
+    tt = big_alloc(TT_BYTES);
     arena_cap = (tt_mask + 1) * 16;
-    arena = malloc(sizeof(uint16_t) * arena_cap);
+    arena = big_alloc(ARENA_BYTES);
     if (!codes || !index_of || !resp || !lbtab || !tt || !arena) { free_tables(); return PyErr_NoMemory(); }
-    tt_used = 0;            /* calloc'ed: already empty, and untouched pages stay free */
+    tt_used = 0;            /* mapped zeroed: already empty, and untouched pages stay free */
     arena_used = 0;
     st_nodes = st_tt_hits = st_tt_stores = st_guesses = st_tt_compactions = 0;
     PyObject *out = PyList_New(0);
@@ -1101,7 +1487,15 @@ static PyObject *py_candidates(PyObject *self, PyObject *args) {
     int n;
     if (get_set(set_obj, &view, &S, &n) < 0) return NULL;
     int64_t skipped;
-    int nc = n < 2 ? 0 : gen_cands(S, n, (int)nh, beta, &skipped);
+    int nc = n < 2 ? 0 : gen_cands(S, n, (int)nh, beta, &skipped, 1);
+    if (nc) {       /* the ones the search would try: drop repeated partitions here too */
+        Cand *cands = cand_buf[nh];
+        int kept = 0;
+        dedup_reset((int)nh);
+        for (int c = 0; c < nc; c++)
+            if (!dedup_seen(S, n, (int)nh, cands[c].guess)) cands[kept++] = cands[c];
+        nc = kept;
+    }
     PyBuffer_Release(&view);
     PyObject *out = PyList_New(nc);
     if (!out) return NULL;
@@ -1162,7 +1556,8 @@ static PyObject *py_lower_bound(PyObject *self, PyObject *args) {
 
 static PyObject *py_stats(PyObject *self, PyObject *args) {
     (void)self; (void)args;
-    return Py_BuildValue("{sKsKsKsKsnsK}", "nodes", (unsigned long long)st_nodes,
+    return Py_BuildValue("{sKsKsKsKsnsKsK}", "nodes", (unsigned long long)st_nodes,
+                         "af_misses", (unsigned long long)st_af_misses,
                          "tt_hits", (unsigned long long)st_tt_hits,
                          "tt_stores", (unsigned long long)st_tt_stores,
                          "guesses", (unsigned long long)st_guesses,
@@ -1188,13 +1583,24 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The same engine is built twice (see _mastermind.c): one module per game family, so that a
+ * process can hold a MOO engine and a Mastermind engine at once (each keeps its tables in its
+ * own module state). */
+#ifndef ENGINE_MODULE
+#define ENGINE_MODULE _native
+#endif
+#define ENGINE_STR2(x) #x
+#define ENGINE_STR(x) ENGINE_STR2(x)
+#define ENGINE_CAT2(a, b) a##b
+#define ENGINE_CAT(a, b) ENGINE_CAT2(a, b)
+
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_native",
-    "Native core of the exact MOO solver (see bots/solver/_native.c).", -1, methods,
+    PyModuleDef_HEAD_INIT, ENGINE_STR(ENGINE_MODULE),
+    "Native core of the exact MOO/Mastermind solver (see bots/solver/_native.c).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__native(void) {
+PyMODINIT_FUNC ENGINE_CAT(PyInit_, ENGINE_MODULE)(void) {
     PyObject *m = PyModule_Create(&moduledef);
     if (m && PyModule_AddIntConstant(m, "NCOSTS", MAXD + 2) < 0) { Py_DECREF(m); return NULL; }
     return m;

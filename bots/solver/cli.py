@@ -8,6 +8,7 @@ Examples::
     moo solve strongest --vs bots/data/strongest.txt.gz   # best response to strongest itself
     moo solve minimum --length 3 --alphabet 0123456789
     moo solve minimum --game mastermind --length 4 --alphabet 123456   # total 5625
+    moo solve minimum --rules mastermind:4:1234567 --jobs 2            # total 11228
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from moo.errors import UsageError
+from moo.mastermind import MastermindRules
 from moo.rules import Rules, format_response, parse_response
+from moo.variants import rules_arg
 
 from .core import (
     CellResult,
@@ -33,6 +39,10 @@ from .core import (
 from .full import FullResult, solve_cells
 
 DATA = Path(__file__).resolve().parent.parent / "data"
+#: The engines keep an N x N response table (100 MB at this size) and 16-bit code indices.
+MAX_CODES = 10_000
+MAX_SYMBOLS = 10
+MAX_JOBS = 64
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -40,18 +50,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="fewest total guesses, or best win rate against --vs")
     parser.add_argument("--cell", metavar="RESPONSE",
                         help="solve only the cell after this first response (e.g. 2B1C)")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help=f"worker processes, 1-{MAX_JOBS} (default 1)")
     parser.add_argument("--out", type=Path, help="write the strategy (SECRET: GUESSES...; .gz ok)")
     parser.add_argument("--vs", metavar="DISTRIBUTION",
                         help="opponent for strongest: counts solved by guess 1,2,... "
                         "('1,7,63,...') or a strategy dump file; default: the minimum strategy")
-    parser.add_argument("--length", type=int, default=4, help="code length (default 4)")
+    parser.add_argument("--rules", type=rules_arg, default=None, metavar="SPEC",
+                        help="the game, as every other command takes it: "
+                        "GAME[:LENGTH[:ALPHABET]], e.g. moo:4, moo:3:0123456789, "
+                        "mastermind:4:1234567 (docs/variants.md); the same as --game, --length "
+                        "and --alphabet, which it replaces")
+    parser.add_argument("--length", type=int, default=None, help="code length (default 4)")
     parser.add_argument("--alphabet", default=None,
                         help="symbols (default 0-9 for moo, 123456 for mastermind)")
-    parser.add_argument("--game", choices=["moo", "mastermind"], default="moo",
+    parser.add_argument("--game", choices=["moo", "mastermind"], default=None,
                         help="moo (distinct symbols, bulls and cows; default) or mastermind "
-                        "(repeats allowed, black and white pegs; searched from the empty "
-                        "history by the generic engine, one process)")
+                        "(repeats allowed, black and white pegs; the first guess is searched "
+                        "too)")
     parser.add_argument("--tiebreak", action="store_true",
                         help="minimum: among optimal trees prefer few secrets at deep levels "
                         "(slower); default: the first optimal guess in bound order")
@@ -59,22 +75,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
+def _parse_vs(args: argparse.Namespace) -> list[int] | None:
+    """``--vs``: a strategy dump file or counts solved by guess 1, 2, ...; None if not given."""
+    if not args.vs:
+        return None
+    path = Path(args.vs)
+    if path.exists():
+        try:
+            paths = load_tree(path)
+        except (OSError, ValueError, EOFError) as exc:
+            raise UsageError(f"--vs {args.vs!r}: not a readable strategy dump ({exc})") from None
+        if not paths:
+            raise UsageError(f"--vs {args.vs!r}: the strategy dump is empty")
+        return _dist(len(p) for p in paths.values())
+    try:
+        counts = [int(x) for x in args.vs.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise UsageError(
+            f"--vs {args.vs!r}: expected counts solved by guess 1, 2, ... "
+            "(e.g. 1,7,63,697,2424,1774,74) or an existing strategy dump file"
+        ) from None
+    if not counts or any(c < 0 for c in counts) or not sum(counts):
+        raise UsageError(f"--vs {args.vs!r}: counts must be >= 0 and not all zero")
+    return counts
+
+
 def _opponent(args: argparse.Namespace, rules: Rules) -> list[int]:
     """The opponent distribution for ``strongest``, computed rather than typed in."""
-    if args.vs:
-        path = Path(args.vs)
-        if path.exists():
-            paths = load_tree(path)
-            return _dist(len(p) for p in paths.values())
-        try:
-            counts = [int(x) for x in args.vs.replace(" ", "").split(",") if x]
-        except ValueError:
-            raise UsageError(
-                f"--vs {args.vs!r}: expected counts solved by guess 1, 2, ... "
-                "(e.g. 1,7,63,697,2424,1774,74) or an existing strategy dump file"
-            ) from None
-        if not counts or any(c < 0 for c in counts) or not sum(counts):
-            raise UsageError(f"--vs {args.vs!r}: counts must be >= 0 and not all zero")
+    counts = _parse_vs(args)
+    if counts is not None:
         return counts
     shipped = DATA / "minimum.txt.gz"
     if rules == Rules() and shipped.exists():
@@ -114,15 +143,54 @@ def _cell_row(c: CellResult) -> dict[str, object]:
     }
 
 
+def _rules(args: argparse.Namespace) -> Rules | MastermindRules:
+    """The game from ``--rules`` or from ``--game/--length/--alphabet``, checked for the solver:
+    a mistake is one line (exit 2), never a traceback from the engine."""
+    rules: object
+    if args.rules is not None:
+        given = [f"--{n}" for n in ("game", "length", "alphabet") if getattr(args, n) is not None]
+        if given:
+            raise UsageError(f"--rules replaces {'/'.join(given)}: give one or the other")
+        rules = args.rules
+    else:
+        game = args.game or "moo"
+        length = 4 if args.length is None else args.length
+        try:
+            if game == "mastermind":
+                rules = MastermindRules(length=length, alphabet=args.alphabet or "123456")
+            else:
+                rules = Rules(length=length, alphabet=args.alphabet or "0123456789")
+        except ValueError as exc:
+            raise UsageError(f"--length/--alphabet: {exc}") from None
+    if isinstance(rules, MastermindRules):
+        count = len(rules.alphabet) ** rules.length
+    elif isinstance(rules, Rules):
+        if rules.repeats_in_guess:
+            raise UsageError("the solver plays MOO with distinct-symbol guesses only "
+                             "(no ':repeats'); for repeated symbols use mastermind")
+        count = 1
+        for i in range(rules.length):
+            count *= len(rules.alphabet) - i
+    else:
+        raise UsageError("the solver handles moo and mastermind games, not word MOO")
+    if len(rules.alphabet) > MAX_SYMBOLS:
+        raise UsageError(f"the solver handles at most {MAX_SYMBOLS} symbols, "
+                         f"got {len(rules.alphabet)}")
+    if count > MAX_CODES:
+        raise UsageError(f"{count} codes: too large for the exact solver "
+                         f"(at most {MAX_CODES}, its response table has N x N entries)")
+    return rules
+
+
 def main(args: argparse.Namespace) -> int:
     if args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    if args.game == "mastermind":
-        return _main_mastermind(args)
-    try:
-        rules = Rules(length=args.length, alphabet=args.alphabet or "0123456789")
-    except ValueError as exc:
-        raise UsageError(f"--length/--alphabet: {exc}") from None
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.jobs > MAX_JOBS:
+        raise UsageError(f"--jobs must be at most {MAX_JOBS}, got {args.jobs}")
+    game = _rules(args)
+    if isinstance(game, MastermindRules):
+        return _main_mastermind(args, game)
+    rules = game
     objective: Objective
     if args.objective == "minimum":
         objective = minimum_objective(tiebreak=args.tiebreak)
@@ -140,10 +208,7 @@ def main(args: argparse.Namespace) -> int:
     res = solve_cells(rules, objective, jobs=max(1, args.jobs), cells=cells,
                       progress=_progress(args.quiet or args.cell is not None))
     if args.out:
-        try:
-            dump_tree(res.paths, args.out)
-        except OSError as exc:
-            raise UsageError(f"cannot write --out {args.out}: {exc.strerror or exc}") from None
+        _write(res.paths, args.out)
     if args.json:
         # one JSON document and nothing else, so the output parses as it is
         print(json.dumps(_summary(res, full=cells is None), indent=2))
@@ -189,46 +254,78 @@ def _print(res: FullResult, full: bool) -> None:
         print(f"gamma sum {gsum}, win rate {100 * rate:.5f} %")
 
 
-def _main_mastermind(args: argparse.Namespace) -> int:
-    """``--game mastermind``: the whole game on the generic table engine (bots/solver/table.py)."""
-    from moo.mastermind import MastermindRules
+def _write(paths: dict[str, list[str]], out: Path) -> None:
+    try:
+        dump_tree(paths, out)
+    except OSError as exc:
+        raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from None
 
-    from .table import describe, mastermind_solver
+
+@contextmanager
+def _ticker(quiet: bool, what: str) -> Iterator[Callable[[int, int, str], None]]:
+    """A progress line on stderr every few seconds while a long search runs (its C loop holds
+    no GIL); ``update(done, total, note)`` adds task counts when there are workers."""
+    state = {"done": 0, "total": 0}
+    stop = threading.Event()
+    t0 = time.perf_counter()
+
+    def line() -> None:
+        elapsed = time.perf_counter() - t0
+        done, total = state["done"], state["total"]
+        if total:
+            width = 30
+            filled = width * done // total
+            bar = "#" * filled + "." * (width - filled)
+            print(f"[{bar}] {done}/{total} tasks {elapsed:7.1f}s {what}",
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"searching {what} {elapsed:7.1f}s", file=sys.stderr, flush=True)
+
+    def beat() -> None:
+        while not stop.wait(5.0):
+            line()
+
+    def update(done: int, total: int, note: str) -> None:
+        state["done"], state["total"] = done, total
+
+    thread = threading.Thread(target=beat, daemon=True)
+    if not quiet:
+        thread.start()
+    try:
+        yield update
+    finally:
+        stop.set()
+
+
+def _main_mastermind(args: argparse.Namespace, rules: MastermindRules) -> int:
+    """Mastermind: the whole game from the empty history (the first guess is searched too) on
+    the ``_mastermind`` engine (bots/solver/mastermind.py)."""
+    from .mastermind import MastermindSolver
+    from .table import describe
 
     if args.cell:
-        print("moo solve: --cell is for --game moo only", file=sys.stderr)
-        return 2
-    try:
-        rules = MastermindRules(length=args.length, alphabet=args.alphabet or "123456")
-    except ValueError as exc:
-        print(f"moo solve: {exc}", file=sys.stderr)
-        return 2
-    if len(rules.alphabet) ** rules.length > 10_000:
-        # The engine keeps an N x N response table: 10 000 codes is already 100 MB.
-        print("moo solve: mastermind game too large for the exact solver (at most 10000 codes)",
-              file=sys.stderr)
-        return 2
+        raise UsageError("--cell is for --game moo only (Mastermind searches its first guess)")
     objective: Objective
     if args.objective == "minimum":
         objective = minimum_objective(tiebreak=args.tiebreak)
     else:
-        if args.vs:
-            path = Path(args.vs)
-            if path.exists():
-                opponent = _dist(len(p) for p in load_tree(path).values())
-            else:
-                opponent = [int(x) for x in args.vs.replace(" ", "").split(",") if x]
-        else:  # against this game's own minimum strategy, solved first (seconds)
-            opponent = mastermind_solver(rules, minimum_objective()).solve().distribution
+        opponent = _parse_vs(args)
+        if opponent is None:  # against this game's own minimum strategy, solved first
+            with _ticker(args.quiet, "the minimum strategy (the opponent)") as update:
+                first = MastermindSolver(rules, minimum_objective())
+                opponent = first.solve(jobs=args.jobs, tasks=update).distribution
         objective = strongest_objective(opponent)
 
     def note(text: str) -> None:
         if not args.quiet:
             print(text, file=sys.stderr, flush=True)
 
-    res = mastermind_solver(rules, objective).solve(progress=note)
+    label = f"mastermind {rules.length} of {len(rules.alphabet)}"
+    with _ticker(args.quiet, label) as update:
+        res = MastermindSolver(rules, objective).solve(progress=note, jobs=args.jobs,
+                                                        tasks=update)
     if args.out:
-        dump_tree(res.paths, args.out)
+        _write(res.paths, args.out)
     if args.json:
         out: dict[str, object] = {
             "objective": objective.name,

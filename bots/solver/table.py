@@ -1,11 +1,13 @@
-"""Exact solving of games given by a response table (Mastermind first), on ``_table.c``.
+"""Exact solving of games given by a response table, on ``_table.c``.
 
-The MOO engine (:mod:`bots.solver.core` over ``_native.c``) is specialised to distinct-symbol
-codes; this is its generic sibling. A game here is just a list of codes, a scoring function and
-a cost per guess number; the C module searches the whole game from the empty history (no first
-guess is fixed: for Mastermind the first guess matters), and this module reads the optimal tree
-back node by node and replays it with the game's own Python scoring, so a bug in the table or
-the search cannot produce a wrong tree silently.
+The MOO engine (:mod:`bots.solver.core` over ``_native.c``) knows MOO's and Mastermind's
+scoring and is the one :func:`mastermind_solver` uses (:mod:`bots.solver.mastermind`); this is
+its generic, slower sibling, kept as an independent second implementation (tests compare the
+two) and for games that only come as a response table. A game here is just a list of codes, a
+scoring function and a cost per guess number; the C module searches the whole game from the
+empty history (no first guess is fixed: for Mastermind the first guess matters), and this
+module reads the optimal tree back node by node and replays it with the game's own Python
+scoring, so a bug in the table or the search cannot produce a wrong tree silently.
 """
 
 from __future__ import annotations
@@ -13,58 +15,24 @@ from __future__ import annotations
 import array
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from moo.mastermind import MastermindRules, mastermind_score
-from moo.rules import Response, format_response
+from moo.rules import Response
 
 from . import _table
-from .core import Objective, distribution, score_vs
+from .core import Objective
 from .full import verify_paths
+from .results import TableCell, TableResult, describe
 
-__all__ = ["TableResult", "TableSolver", "mastermind_solver"]
+if TYPE_CHECKING:
+    from .mastermind import MastermindSolver
+
+__all__ = ["TableCell", "TableResult", "TableSolver", "describe", "mastermind_solver"]
 
 
 def _as_set(indices: Sequence[int]) -> bytes:
     return array.array("H", sorted(indices)).tobytes()
-
-
-@dataclass
-class TableCell:
-    """The secrets that answered the first guess with one response, and their subtree."""
-
-    response: Response
-    size: int
-    second_guess: str | None
-    subtotal: int
-    seconds: float = 0.0
-
-
-@dataclass
-class TableResult:
-    """A solved game: first guess, cells after it, every secret's guess path."""
-
-    rules: MastermindRules
-    objective: Objective
-    first_guess: str
-    value: int
-    seconds: float
-    paths: dict[str, list[str]] = field(default_factory=dict)
-    cells: list[TableCell] = field(default_factory=list)
-    nodes: int = 0
-
-    @property
-    def total(self) -> int:
-        return sum(len(p) for p in self.paths.values())
-
-    @property
-    def distribution(self) -> list[int]:
-        return distribution(len(p) for p in self.paths.values())
-
-    def score(self) -> tuple[int, float] | None:
-        if not self.objective.opponent:
-            return None
-        return score_vs(self.distribution, self.objective.opponent)
 
 
 class TableSolver:
@@ -162,24 +130,9 @@ class TableSolver:
                            int(_table.stats()["nodes"]))
 
 
-def mastermind_solver(rules: MastermindRules, objective: Objective) -> TableSolver:
-    return TableSolver(rules, objective, mastermind_score, symmetry=True)
+def mastermind_solver(rules: MastermindRules, objective: Objective) -> MastermindSolver:
+    """The fastest exact solver for a Mastermind game: the MOO engine built for repeated
+    symbols (:mod:`bots.solver.mastermind`); same methods as :class:`TableSolver`."""
+    from .mastermind import MastermindSolver
 
-
-def describe(res: TableResult) -> list[str]:
-    """The same text layout as ``moo solve`` for MOO (cells, then total and distribution)."""
-    lines = [f"first guess {res.first_guess}",
-             f"{'response':>8} {'2nd guess':>9} {'size':>5} {'total':>6}"]
-    for c in res.cells:
-        lines.append(f"{format_response(c.response):>8} {c.second_guess or '':>9} "
-                     f"{c.size:>5} {c.subtotal:>6}")
-    n = len(res.paths)
-    lines.append(f"total {res.total} over {n} secrets (mean {res.total / n:.4f}), "
-                 f"{res.seconds:.1f}s")
-    lines.append("distribution " + ",".join(str(c) for c in res.distribution))
-    scored = res.score()
-    if scored is not None:
-        gsum, rate = scored
-        lines.append("opponent " + ",".join(str(c) for c in res.objective.opponent))
-        lines.append(f"gamma sum {gsum}, win rate {100 * rate:.5f} %")
-    return lines
+    return MastermindSolver(rules, objective)

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bots import dictionary
 from clients.sdk.cli_args import add_url_option, urls_of
 from clients.tournament.results import (
     MatchRecord,
@@ -103,6 +104,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Usage mistakes raise :class:`UsageError` (status 2); a failure while playing is a
     :class:`~moo.errors.MooError` or ``OSError`` (status 1): ``moo`` prints either as one line."""
+    dictionary.install()  # word MOO: the secrets of words:N are checked against the real list
     return asyncio.run(_main(args))
 
 

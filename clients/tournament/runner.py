@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: the secrets of words:N)
+from bots import dictionary
 from bots.base import Strategy
 from bots.external import BotFailure, ExternalStrategy
 from bots.registry import available, close_strategy, create, display_names
@@ -333,6 +333,7 @@ def _cached(spec: str, seat: int, rules: GameRules) -> Strategy:
 
 
 def _worker_play(job: Job, config: dict[str, Any]) -> MatchRecord:
+    dictionary.install()  # a worker process starts without it (the pool may spawn)
     cfg = MatchConfig.from_dict(config)
     return play_local(
         job, (_cached(job.specs[0], 0, cfg.rules), _cached(job.specs[1], 1, cfg.rules)), cfg
@@ -349,6 +350,7 @@ class LocalEngine:
         self._strategies: dict[tuple[str, int], Strategy] = {}
 
     async def start(self, jobs: Sequence[Job]) -> None:
+        dictionary.install()  # word MOO's secrets are checked against the real list
         # Fail fast on a bad bot name or a program that cannot play, before any match.
         specs = sorted({s for job in jobs for s in job.specs})
         check_programs(specs, self.config.rules)

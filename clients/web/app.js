@@ -857,7 +857,8 @@ function practice() {
   return $("#assist-toggle").checked ? { rated: false, assist: true } : {};
 }
 
-/** "12 codes still possible · try 0123" for an assisted match (moo/assist.py's figures). */
+/** "12 codes still possible · try 0123" for an assisted match (rules.js assist: the count, and
+ * a suggestion only where it is provably best). */
 function assistLine(m) {
   const mine = m.guesses[m.seat].filter((e) => e.guess && e.bulls !== null && e.bulls !== undefined);
   const key = `${m.id}:${mine.length}`;
@@ -867,9 +868,11 @@ function assistLine(m) {
   }
   if (!m.assistCache || m.assistCache.key !== key) {
     const a = assist(rulesOf(m), mine.map((e) => [e.guess, e.bulls, e.cows]));
+    const count = a.first ? `at first ${a.left} possible codes` : `${a.left} codes still possible`;
     const text = !a.left ? "Assistant: no code is possible (the answers contradict each other)"
       : a.left === 1 ? `Assistant: one code is possible: ${a.suggestion}`
-        : `Assistant: ${a.left} codes still possible · try ${a.suggestion}`;
+        : a.suggestion ? `Assistant: ${count} · try ${a.suggestion}`
+          : `Assistant: ${count} (no sure best guess here: moo play --assist has one)`;
     m.assistCache = { key, text, suggestion: a.suggestion, left: a.left };
   }
   return m.assistCache.text;

@@ -255,7 +255,7 @@ export function commitment(secret, salt) {
   return sha256Hex(salt + secret);
 }
 
-// -- the practice assistant (moo/assist.py, the same figures and suggestion) ----------------
+// -- the practice assistant (bots/judge/assistant.py's count; a suggestion only when provably best)
 
 /** Bulls and cows (MOO's per-position 1971 rule) or black and white pegs (Mastermind). */
 export function scoreCode(rules, secret, guess) {
@@ -296,29 +296,51 @@ export function allCodes(rules) {
   return out;
 }
 
-export const MINIMAX_LIMIT = 300;
+/** Whether `guess` sends every code of `left` to an answer of its own. */
+function splitsAll(rules, left, guess) {
+  const seen = new Set();
+  for (const code of left) {
+    const key = scoreCode(rules, code, guess).join(",");
+    if (seen.has(key)) return false;
+    seen.add(key);
+  }
+  return true;
+}
 
-/** {left, suggestion} after turns [[guess, bulls, cows], ...] (moo.assist.assist). */
+/** Codes x guesses scored at most when looking for a non-member that splits everything. */
+export const SCAN_LIMIT = 200000;
+
+/**
+ * {left, suggestion, first} after turns [[guess, bulls, cows], ...]: the codes still possible
+ * and a guess only when it is provably optimal, so that the post-match analysis rates it best
+ * (loss 0; docs/variants.md, "The practice assistant"): any first guess of distinct-symbol MOO
+ * (all are the same up to relabelling), one of at most two codes, a possible code that gives
+ * every other possible code an answer of its own (2n - 1 guesses in all, the least there is),
+ * or, failing one, any code that does that (2n, the least without one). Otherwise
+ * suggestion is null: moo play --assist, which has the exact values, suggests one everywhere.
+ */
 export function assist(rules, turns) {
-  let left = allCodes(rules);
+  const all = allCodes(rules);
+  let left = all;
   for (const [guess, b, c] of turns) {
     left = left.filter((code) => {
       const [bb, cc] = scoreCode(rules, code, guess);
       return bb === b && cc === c;
     });
   }
-  if (!left.length) return { left: 0, suggestion: null };
-  if (left.length > MINIMAX_LIMIT || left.length <= 2) return { left: left.length, suggestion: left[0] };
-  let best = left[0];
-  let bestWorst = left.length + 1;
-  for (const guess of left) {
-    const parts = new Map();
-    for (const code of left) {
-      const key = scoreCode(rules, code, guess).join(",");
-      parts.set(key, (parts.get(key) || 0) + 1);
-    }
-    const worst = Math.max(...parts.values());
-    if (worst < bestWorst) { best = guess; bestWorst = worst; }
+  const first = turns.length === 0;
+  if (!left.length) return { left: 0, suggestion: null, first };
+  if (left.length <= 2) return { left: left.length, suggestion: left[0], first };
+  if (first && !isMastermind(rules) && !rules.repeats_in_guess) {
+    return { left: left.length, suggestion: left[0], first };
   }
-  return { left: left.length, suggestion: best };
+  if (left.length <= 60) {
+    const member = left.find((g) => splitsAll(rules, left, g));
+    if (member) return { left: left.length, suggestion: member, first };
+    if (all.length * left.length <= SCAN_LIMIT) {
+      const other = all.find((g) => splitsAll(rules, left, g));
+      if (other) return { left: left.length, suggestion: other, first };
+    }
+  }
+  return { left: left.length, suggestion: null, first };
 }

@@ -1,4 +1,4 @@
-"""Post-match analysis (bots/analysis.py): tree play costs nothing, figures match the solver."""
+"""Post-match review (bots/judge/review.py): tree play costs nothing, figures match the solver."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bots.analysis import Analyser, analyse_guesses, mark, reset
+from bots.judge.review import analyse_guesses, mark, reset
 from bots.solver.core import Solver, load_tree, minimum_objective
 from moo.rules import DEFAULT_RULES, Response, score
 
@@ -38,7 +38,8 @@ def test_following_the_minimum_tree_costs_nothing(seed: int) -> None:
     guesses = [_relabel(g, perm) for g in TREE[secret]]
     res = analyse_guesses(DEFAULT_RULES, _relabel(secret, perm), guesses)
     assert [a.guess for a in res] == guesses
-    assert all(a.loss == 0 and a.mark is None and a.source == "tree" for a in res)
+    assert all(a.loss == 0 and a.mark is None for a in res)
+    assert [a.source for a in res[:3]] == ["table"] * 3
     assert res[0].best_total == sum(len(p) for p in TREE.values()) == 26274
     assert res[0].candidates == 5040
     # the tree's own count for this secret: the expected value is an average over S, and for
@@ -60,12 +61,12 @@ def _solver_value(solver: Solver, cand: Sequence[str], history: Sequence[str]) -
 def test_deviating_guess_figures_match_the_solver() -> None:
     # 0123 against 0142 is 2B1C: the cell of 72 secrets, whose tree guess is 0145 (Tanaka).
     secret, guesses = "0142", ["0123", "4567", "0415", "0142"]
-    res = Analyser(DEFAULT_RULES).analyse(secret, guesses)
+    res = analyse_guesses(DEFAULT_RULES, secret, guesses)
     assert [a.response for a in res][:1] == ["2B1C"]
     second = res[1]
     cell = [s for s in DEFAULT_RULES.secrets if score(s, "0123") == Response(2, 1)]
     assert second.candidates == len(cell) == 72
-    assert second.source == "tree"
+    assert second.source == "table"
     solver = Solver(DEFAULT_RULES, minimum_objective(), tt_log2=18)
     # best: the tree's value of the cell equals the engine's exact value, which is Tanaka's
     # Table 3 subtotal for 2B1C (guesses after the first, summed over the cell)
@@ -79,8 +80,10 @@ def test_deviating_guess_figures_match_the_solver() -> None:
     assert second.played_total == played
     assert second.loss == pytest.approx((played - 240) / 72) and second.loss > 0
     assert second.mark == mark(second.loss)
-    # after the deviation the tree no longer applies: the solver answers
-    assert res[2].source == "solver"
+    # the position after two guesses is in the opening table too, whatever the guesses
+    third_cand = parts[score(secret, "4567")]
+    assert res[2].source == "table"
+    assert res[2].best_total == _solver_value(solver, third_cand, ["0123", "4567"])
     assert all(a.loss >= 0 for a in res)
     assert res[-1].response == "4B"
     reset()  # this test built engines of its own

@@ -1,0 +1,193 @@
+"""How long the post-match review takes: ``moo analyse FILE`` from a fresh process, and in bulk.
+
+    python -m bench.analysis_bench --matches 200 --runs 200          # fresh processes
+    python -m bench.analysis_bench --matches 1000 --in-process       # what export --analysis does
+    python -m bench.analysis_bench --matches 50 --server             # the page's analysis request
+
+The matches are classic two-player matches between the arena's bots, two drawn at random per
+match from :data:`PLAYERS` (the weak ones, ``random`` and ``first``, play like a person who
+guesses a code that is still possible; the heuristics and the trees play well), each guessing
+the other's random secret; seeded, so every run analyses the same matches. ``--runs`` times
+``moo analyse FILE --json`` (a new interpreter each time, so the first analysis of a process,
+imports included) over the files in turn, next to a baseline process that only starts Python
+(``python -c pass``) in the same run, and the import of the command alone. ``--in-process``
+analyses every match in one process, as ``moo export --analysis`` does. ``--server`` plays each
+match on a server (free pacing, a room between two clients) and times its ``analysis`` request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PLAYERS = ["random", "first", "entropy", "expected", "minimax", "parts", "larmouth",
+           "minimum", "strongest"]
+
+
+def play(name: str, secret: str, rng: random.Random) -> list[str]:
+    """One player's guesses against ``secret`` until solved (bots.base strategies)."""
+    from bots.registry import create
+    from moo.rules import DEFAULT_RULES, score
+
+    bot = create(name)
+    bot.new_match(DEFAULT_RULES, rng)
+    guesses: list[str] = []
+    while not guesses or guesses[-1] != secret:
+        g = bot.next_guess()
+        guesses.append(g)
+        bot.observe(g, score(secret, g))
+        if len(guesses) > 20:
+            raise RuntimeError(f"{name} did not solve {secret}")
+    return guesses
+
+
+def matches(count: int, seed: int = 1) -> list[dict[str, Any]]:
+    from moo.rules import DEFAULT_RULES
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        names = [rng.choice(PLAYERS), rng.choice(PLAYERS)]
+        secrets = [rng.choice(DEFAULT_RULES.secrets) for _ in names]
+        out.append({"rules": {}, "players": [
+            {"name": names[i], "secret": secrets[1 - i],
+             "guesses": play(names[i], secrets[1 - i], rng)} for i in (0, 1)]})
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * len(s)) - 1))]
+
+
+def _timed(cmd: list[str]) -> tuple[float, float]:
+    """(wall, CPU of the child: user + system) of one process run to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def fresh(files: list[Path], runs: int) -> dict[str, Any]:
+    """Wall and CPU time of ``moo analyse FILE --json`` in new processes, with two baselines
+    from the same run: an empty Python, and the imports of the command alone."""
+    moo = [sys.executable, "-m", "cli", "analyse"]
+    got: dict[str, list[tuple[float, float]]] = {"analyse": [], "python": [], "imports": []}
+    load0 = os.getloadavg()
+    for i in range(runs):
+        got["python"].append(_timed([sys.executable, "-c", "pass"]))
+        got["imports"].append(_timed([sys.executable, "-c",
+                                      "import cli.main, clients.analyse, bots.judge.review"]))
+        got["analyse"].append(_timed([*moo, str(files[i % len(files)]), "--json"]))
+    out: dict[str, Any] = {"runs": runs, "files": len(files), "load": (load0, os.getloadavg())}
+    for name, rows in got.items():
+        for k, label in ((0, "wall"), (1, "cpu")):
+            values = [r[k] for r in rows]
+            out[f"{name}_{label}_p50"] = round(statistics.median(values), 4)
+            out[f"{name}_{label}_p99"] = round(pct(values, 0.99), 4)
+            out[f"{name}_{label}_max"] = round(max(values), 4)
+    return out
+
+
+def in_process(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every match reviewed in this one process (as ``moo export --analysis`` does): wall and
+    CPU time in all, and per match."""
+    load0 = os.getloadavg()
+    t0, c0 = time.perf_counter(), time.process_time()
+    from bots.judge.review import parse_record, review_players
+
+    per: list[float] = []
+    for rec in records:
+        t = time.process_time()
+        rules, players = parse_record(rec)
+        review_players(rules, players)
+        per.append(time.process_time() - t)
+    return {"matches": len(records), "wall": round(time.perf_counter() - t0, 2),
+            "cpu": round(time.process_time() - c0, 2),
+            "per_match_cpu_p50": round(statistics.median(per), 4),
+            "per_match_cpu_p99": round(pct(per, 0.99), 4),
+            "per_match_cpu_max": round(max(per), 4), "load": (load0, os.getloadavg())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matches", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=0, help="fresh `moo analyse` processes")
+    parser.add_argument("--in-process", action="store_true")
+    parser.add_argument("--server", action="store_true",
+                        help="the analysis request on a server, per match played there")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", type=Path, default=None, help="write the match files here")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    records = matches(args.matches, args.seed)
+    print(f"{len(records)} matches played in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        where = args.keep or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        files = []
+        for i, rec in enumerate(records):
+            f = where / f"match-{i:04d}.json"
+            f.write_text(json.dumps(rec))
+            files.append(f)
+        if args.runs:
+            print(json.dumps(fresh(files, args.runs)))
+    if args.in_process:
+        print(json.dumps(in_process(records)))
+    if args.server:
+        import asyncio
+
+        print(json.dumps(asyncio.run(_server_latency(records))))
+    return 0
+
+
+
+async def _server_latency(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``analysis`` request on a real server: each record played as a room match, then
+    asked for; the first request starts the worker, the rest find it warm."""
+    from tests.server_support import Client, running, server_settings
+
+    out: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with running(server_settings(Path(tmp), pacing="free", rate_per_s=1000.0,
+                                           rate_burst=1000)) as app:
+            a = await Client.hello(app.port, "ann", "moo.v1.json")
+            b = await Client.hello(app.port, "bob", "moo.v1.json")
+            for rec in records:
+                p = rec["players"]
+                room = await a.request({"type": "room_create"})
+                m = await b.request({"type": "room_join", "code": room["code"]})
+                mid = m["match_id"]
+                seats = (a, b) if m["seat"] == 1 else (b, a)  # seats[i] plays seat i
+                for i in (0, 1):  # seat i guesses the other seat's secret
+                    await seats[i].request({"type": "secret", "match_id": mid,
+                                            "secret": p[1 - i]["secret"]})
+                for i in (0, 1):
+                    for g in p[i]["guesses"]:
+                        await seats[i].request({"type": "guess", "match_id": mid, "guess": g})
+                await a.event(mid, "finished")
+                t0 = time.perf_counter()
+                reply = await a.request({"type": "analysis", "match_id": mid}, timeout=300)
+                out.append(time.perf_counter() - t0)
+                assert reply["type"] == "analysis", reply
+    return {"requests": len(out), "first": round(out[0], 3),
+            "warm_p50": round(statistics.median(out[1:]), 4),
+            "warm_p99": round(pct(out[1:], 0.99), 4), "warm_max": round(max(out[1:]), 4),
+            "load": os.getloadavg()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
