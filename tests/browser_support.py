@@ -1,4 +1,4 @@
-"""Fixtures and page helpers shared by the browser tests (tests/test_browser*.py).
+"""Fixtures and page helpers shared by the browser tests (tests/browser/test_browser*.py).
 
 Every wait is on a page condition through Playwright (no sleeps); a page records its uncaught
 errors in ``page.moo_errors`` so a test can assert there were none.

@@ -216,7 +216,7 @@ def test_a_report_takes_an_adaptive_strategys_cells_from_the_race(tmp_path: obje
 
     from bots.report import write_report
 
-    spec = "tests.test_adaptive_race:Nervous"
+    spec = "tests.bots.test_adaptive_race:Nervous"
     data = write_report([spec, "minimax"], Path(str(tmp_path)), rules=SMALL, baseline=None)
     label = {d["spec"]: d["name"] for d in data["strategies"]}
     row = data["matrix"][label[spec]]

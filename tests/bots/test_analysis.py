@@ -17,7 +17,7 @@ from bots.analysis import Analyser, analyse_guesses, mark, reset
 from bots.solver.core import Solver, load_tree, minimum_objective
 from moo.rules import DEFAULT_RULES, Response, score
 
-TREE = load_tree(Path(__file__).resolve().parent.parent / "bots" / "data" / "minimum.txt.gz")
+TREE = load_tree(Path(__file__).resolve().parents[2] / "bots" / "data" / "minimum.txt.gz")
 DIGITS = "0123456789"
 
 

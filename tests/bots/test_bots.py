@@ -24,7 +24,7 @@ from bots.playout import play_all
 from bots.tree import DecisionTree
 from moo.rules import DEFAULT_RULES, Response, Rules, score
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "strategies.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "strategies.md"
 FIXED = ["entropy", "expected", "parts", "minimax", "larmouth", "first"]
 Games = list[tuple[str, tuple[str, ...]]]
 

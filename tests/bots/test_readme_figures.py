@@ -15,7 +15,7 @@ import pytest
 
 from bots.evaluate import Evaluation, cached_races, evaluate, match_probabilities, race_wdl
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def strategy_rows() -> dict[str, str]:
@@ -79,7 +79,7 @@ def test_strongest_row_scores() -> None:
 def test_adaptive_row_is_the_exact_race() -> None:
     """The adaptive bot's figures are exact races (minutes each), so they come from the shipped
     race cache, which ``cached_races`` honours only for the very tables the bot ships with
-    (fingerprint); tests/test_adaptive*.py check the race enumeration itself."""
+    (fingerprint); tests/bots/test_adaptive*.py check the race enumeration itself."""
     row = strategy_rows()["`adaptive`"]
     vs_strongest, vs_minimum = numbers(row)
     for shown, opponent in ((vs_strongest, "strongest"), (vs_minimum, "minimum")):

@@ -28,7 +28,7 @@ from bots.solver.full import solve_cells, verify_paths
 from moo.cli import main as moo_main
 from moo.rules import Rules, parse_response, score
 
-DATA = Path(__file__).resolve().parent.parent / "bots" / "data"
+DATA = Path(__file__).resolve().parents[2] / "bots" / "data"
 
 
 def replay_depths(rules: Rules, paths: dict[str, list[str]]) -> dict[str, int]:

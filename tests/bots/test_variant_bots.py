@@ -22,7 +22,7 @@ from bots.variants import VARIANT_HEURISTICS, bot_note, bots_for, create_for
 from moo.rules import DEFAULT_RULES, Response, Rules, score
 from moo.variants import parse_rules_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 THREE = Rules(length=3, alphabet="0123456789")
 
 

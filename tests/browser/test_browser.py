@@ -3,8 +3,8 @@
 (a) two pages play a complete match against each other (with a spectator and a rematch),
 (b) one page plays a built-in bot to the end, then finds itself on the leaderboard,
 (c) a reload mid-match resumes it, and so does a server restart (the page reconnects alone).
-The issue-12 points are in tests/test_browser_match.py (today's protocol) and
-tests/test_browser_accounts.py (accounts, history, the one-match rule on the server).
+The issue-12 points are in tests/browser/test_browser_match.py (today's protocol) and
+tests/browser/test_browser_accounts.py (accounts, history, the one-match rule on the server).
 
 Without Chromium these tests fail under CI (CI=true) and skip with the reason elsewhere.
 """
@@ -130,7 +130,7 @@ def test_one_page_plays_a_bot_to_the_end(browser: Any, shared_server: MooServer)
     assert page.text_content("#side-1 .pname") == "random-bot"
     set_secret(page, "5031")
     # The lobby stays reachable mid-match; the match tab leads back, and nothing there can
-    # start a second match while this one is on (tests/test_browser_match.py has the rest).
+    # start a second match while this one is on (tests/browser/test_browser_match.py has the rest).
     page.click("#nav .tab[data-tab=play]")
     page.wait_for_selector("body[data-view=play]")
     assert page.is_disabled("#btn-bot")

@@ -19,7 +19,7 @@ from tests.cluster_support import nodes
 from tests.failover_support import ROOT, Server, dead_url
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
-from tests.test_server_http import http_get
+from tests.server.test_server_http import http_get
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 

@@ -23,8 +23,8 @@ from clients.potm.referee import (
 from moo.words import score_hits_misses
 
 HERE = Path(__file__).parent
-ENTRIES = HERE / "potm_entries"
-EXAMPLE = HERE.parent / "examples" / "potm" / "letterwise.sh"
+ENTRIES = HERE.parent / "potm_entries"
+EXAMPLE = HERE.parents[1] / "examples" / "potm" / "letterwise.sh"
 #: Small limits keep the hostile entries cheap on a shared machine; the rules are the same.
 FAST = Limits(cpu=0.5, wall=4.0, memory_mb=64, processes=16)
 

@@ -1,8 +1,8 @@
-"""tests/test_sdk_accounts.py's SDK test again, on PostgreSQL: sign-in, password, sign-out,
+"""tests/clients/test_sdk_accounts.py's SDK test again, on PostgreSQL: sign-in, password, sign-out,
 history, match record and player through the SDK against a server on ``postgresql://``.
 
-Re-collected as tests/test_server_pg.py does; the ``moo play`` test (a ``moo serve`` subprocess
-on its own SQLite file) stays in its own module.
+Re-collected as tests/server/test_server_pg.py does; the ``moo play`` test (a ``moo serve``
+subprocess on its own SQLite file) stays in its own module.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from server.settings import Settings
-from tests import test_sdk_accounts as _sdk
+from tests.clients import test_sdk_accounts as _sdk
 from tests.pg_support import pg_url
 from tests.server_support import server_settings
 

@@ -395,7 +395,7 @@ def test_identical_pairs_do_not_give_a_zero_width_interval() -> None:
 
 def test_an_external_program_plays_in_a_tournament() -> None:
     """``cmd:`` bots go through the external-program adapter (bots/external.py)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     prog = root / "examples" / "bots" / "first_consistent.sh"
     assert prog.exists()
     jobs = make_plan([f"cmd:{prog}", FIRST], rounds=2, seed=3)

@@ -15,7 +15,7 @@ from moo.mastermind import MastermindRules, mastermind_score
 from moo.rules import parse_response
 from server.export import records
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
-from tests.test_cli_errors import moo, one_line
+from tests.clients.test_cli_errors import moo, one_line
 
 
 def test_solo_mastermind_scores_pegs() -> None:

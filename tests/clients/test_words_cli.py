@@ -16,7 +16,7 @@ from clients.terminal import Entry, parse_entry, play_solo, rules_page
 from moo.words import WordRules
 from server.export import records
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
-from tests.test_cli_errors import moo, one_line
+from tests.clients.test_cli_errors import moo, one_line
 
 
 def test_word_entries_commands_start_with_a_question_mark() -> None:

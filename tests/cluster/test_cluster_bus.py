@@ -18,8 +18,8 @@ from websockets.exceptions import ConnectionClosed
 from tests.cluster_support import Node, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
+from tests.server.test_server_http import http_get
 from tests.server_support import ENCODINGS, Client
-from tests.test_server_http import http_get
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 

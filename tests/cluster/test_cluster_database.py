@@ -19,8 +19,8 @@ import asyncpg
 from tests.cluster_support import Node, challenge_match, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_server import PrivatePostgres
+from tests.server.test_server_http import http_get
 from tests.server_support import Client
-from tests.test_server_http import http_get
 
 RETRYABLE = {"storage_unavailable", "not_available"}
 

@@ -21,7 +21,7 @@ from tests.server_support import Client
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_tournament_through_haproxy_over_tls(pg_url: str, tmp_path: Path) -> None:

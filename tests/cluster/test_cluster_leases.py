@@ -13,8 +13,8 @@ from typing import Any
 
 from tests.cluster_support import Node, nodes, query, until
 from tests.pg_support import pg_url
+from tests.server.test_server_http import http_get
 from tests.server_support import Client
-from tests.test_server_http import http_get
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
@@ -181,7 +181,7 @@ async def test_database_away_longer_than_the_lease(pg_url: str) -> None:
     with storage_unavailable meanwhile, then renews and re-adopts its match: nothing stuck."""
     from urllib.parse import urlsplit
 
-    from tests.test_storage_pg import TcpCut
+    from tests.server.test_storage_pg import TcpCut
 
     cut = TcpCut(urlsplit(pg_url).port or 5432)
     await cut.up()

@@ -1,7 +1,7 @@
 """The bus's publishing path in isolation (server/cluster/bus.py): batching per node and loop
 turn, order, re-publishing what the broker never acknowledged, and relay gap detection.
 
-The end-to-end behaviour (real nodes, broker, PostgreSQL) is in tests/test_cluster_bus.py;
+The end-to-end behaviour (real nodes, broker, PostgreSQL) is in tests/cluster/test_cluster_bus.py;
 these pin the parts whose failure would only show as a rare lost or reordered message there.
 """
 

@@ -20,11 +20,11 @@ from functools import partial
 from pathlib import Path
 
 from clients.tournament.runner import make_plan
+from tests.clients.test_client_failover import FORFEITS, _lines, _moo
 from tests.cluster_support import Node, nodes, query, start_node, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
-from tests.test_client_failover import FORFEITS, _lines, _moo
-from tests.test_server_http import http_get
+from tests.server.test_server_http import http_get
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 

@@ -16,9 +16,9 @@ from typing import Any
 from tests.cluster_support import Node, challenge_match, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
+from tests.server.test_mqtt import Subscriber
+from tests.server.test_server_http import http_get
 from tests.server_support import Client
-from tests.test_mqtt import Subscriber
-from tests.test_server_http import http_get
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 

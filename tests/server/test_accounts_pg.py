@@ -1,10 +1,10 @@
-"""tests/test_accounts.py again, on PostgreSQL: sign-in, tokens per device, sign-out everywhere
-and the sign-in limits must behave exactly as on SQLite.
+"""tests/server/test_accounts.py again, on PostgreSQL: sign-in, tokens per device, sign-out
+everywhere and the sign-in limits must behave exactly as on SQLite.
 
-As in tests/test_server_pg.py, the server-level test functions of ``tests/test_accounts.py`` are
+As in test_server_pg.py, the server-level test functions of ``test_accounts.py`` are
 re-collected here with ``server_settings`` pointed at a fresh PostgreSQL database. Left out: the
 tests that open a SQLite file themselves (the Argon2 defaults and the pre-accounts SQLite
-upgrade; migration 3 on both backends is in tests/test_storage_pg.py) and the pure unit tests.
+upgrade; migration 3 on both backends is in test_storage_pg.py) and the pure unit tests.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from server.settings import Settings
-from tests import test_accounts as _accounts
 from tests.pg_support import pg_url
+from tests.server import test_accounts as _accounts
 from tests.server_support import Client, running, server_settings
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here

@@ -1,8 +1,8 @@
-"""tests/test_conformance.py again, on PostgreSQL: the protocol as docs/protocol.md states it
+"""tests/server/test_conformance.py again, on PostgreSQL: the protocol as docs/protocol.md states it
 (hello with tokens, one live match per person, rejoining seats, ...) must not depend on the
 backend.
 
-As tests/test_server_pg.py does for the match tests, the conformance test functions are
+As tests/server/test_server_pg.py does for the match tests, the conformance test functions are
 re-collected here with ``server_settings`` pointed at PostgreSQL. Some tests start a second
 server on another ``tmp_path`` and expect a fresh database there, so each distinct path gets its
 own fresh database (tests/pg_support.py), all dropped after the test.
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from server.settings import Settings
-from tests import test_conformance as _conformance
 from tests.pg_support import create_database, drop_database, url_for
+from tests.server import test_conformance as _conformance
 from tests.server_support import server_settings
 
 globals().update({k: v for k, v in vars(_conformance).items() if k.startswith("test_")})

@@ -1,10 +1,10 @@
-"""tests/test_history.py again, on PostgreSQL: history pages, match records, player pages and
+"""tests/server/test_history.py again, on PostgreSQL: history pages, match records, player pages and
 the leaderboard's extras must be the same as on SQLite.
 
-The server-level test functions of ``tests/test_history.py`` are re-collected with
-``server_settings`` pointed at a fresh PostgreSQL database (as tests/test_server_pg.py does).
+The server-level test functions of ``tests/server/test_history.py`` are re-collected with
+``server_settings`` pointed at a fresh PostgreSQL database (as tests/server/test_server_pg.py does).
 Left out: the SQLite query-plan check and the SQLite file surgery of the upgrade test (the
-results backfill of migration 3 runs on both backends in tests/test_storage_pg.py), and the
+results backfill of migration 3 runs on both backends in tests/server/test_storage_pg.py), and the
 page routes, which never touch the store, and the cache test, which makes its own SQLite store.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from server.settings import Settings
-from tests import test_history as _history
 from tests.pg_support import pg_url
+from tests.server import test_history as _history
 from tests.server_support import server_settings
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here

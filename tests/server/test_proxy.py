@@ -15,7 +15,7 @@ from server.settings import ConfigError, load_settings
 from tests.server_support import Client, running, server_settings
 
 FAST: dict[str, Any] = {"argon2_time_cost": 1, "argon2_memory_kib": 64, "argon2_parallelism": 1}
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_header_is_believed_only_from_a_trusted_proxy() -> None:

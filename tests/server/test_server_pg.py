@@ -1,10 +1,10 @@
-"""tests/test_server_matches.py again, on PostgreSQL: a node on ``--db postgresql://...`` must
-behave exactly as on SQLite.
+"""tests/server/test_server_matches.py again, on PostgreSQL: a node on ``--db postgresql://...``
+must behave exactly as on SQLite.
 
 Rather than copying tests (which would drift), this module re-collects the test functions of
-``tests/test_server_matches.py`` and, around each, points the ``server_settings`` they call at
+``test_server_matches.py`` and, around each, points the ``server_settings`` they call at
 a fresh PostgreSQL database (tests/pg_support.py). The originals run unchanged on SQLite in
-their own module. The restart test runs on PostgreSQL in tests/test_storage_pg.py.
+their own module. The restart test runs on PostgreSQL in test_storage_pg.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from server.settings import Settings
-from tests import test_server_matches as _matches
 from tests.pg_support import pg_url
+from tests.server import test_server_matches as _matches
 from tests.server_support import server_settings
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here

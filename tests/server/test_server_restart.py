@@ -22,7 +22,7 @@ import pytest
 
 from tests.server_support import Client
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(rb"listening on ws://[^:]+:(\d+)/")
 
 
@@ -41,7 +41,7 @@ class ServerProcess:
 #: with ``rate_limited``, which carries no ``ref``, so a refused request is never answered, and
 #: how many were refused depended on timing: more under load, where ann's burst spreads out, more
 #: of its guesses get in, and bob has more to answer. The limit is tested on its own
-#: (tests/test_conformance.py, tests/test_server_matches.py); here it is set out of reach.
+#: (test_conformance.py, test_server_matches.py); here it is set out of reach.
 RATE_PER_S = 1000
 RATE_BURST = 1000
 

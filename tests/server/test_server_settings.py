@@ -10,7 +10,7 @@ import pytest
 
 from server.settings import SECTIONS, ConfigError, Settings, load_settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_default_toml_documents_exactly_the_embedded_defaults() -> None:

@@ -27,13 +27,13 @@ from server.settings import ConfigError, Settings
 from server.storage import SQLiteStore, StatDelta, Store
 from server.storage_pg import PostgresStore
 from server.stores import make_store
-from tests import test_server_restart as _restart
 from tests.pg_support import pg_url
+from tests.server import test_server_restart as _restart
 from tests.server_support import Client, running, server_settings
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -246,7 +246,7 @@ async def test_history_pages_outcomes_and_known_players(store: Store) -> None:
 
 
 async def test_postgres_history_pages_are_index_range_scans(pg_url: str) -> None:
-    """As on SQLite (tests/test_history.py): a page of history is one backward range scan of
+    """As on SQLite (tests/server/test_history.py): a page of history is one backward range scan of
     the ``results`` primary key, with no sort, first page and cursor pages alike. (Scans the
     planner would prefer on a nearly empty table are switched off so the plan shows what the
     index allows.)"""
@@ -518,7 +518,7 @@ async def test_database_down_refuses_with_storage_unavailable_then_heals(
 async def test_restart_on_postgres_loses_no_acknowledged_guess(
     tmp_path: Path, sig: int, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """tests/test_server_restart.py's test, with its server processes on ``--db pg_url``."""
+    """tests/server/test_server_restart.py's test, with its server processes on ``--db pg_url``."""
     original = _restart.served
 
     @asynccontextmanager
@@ -547,7 +547,7 @@ def test_no_ratings_file_is_named_after_a_database_url() -> None:
 
 
 async def test_metrics_on_a_single_node(db: str, tmp_path: Path) -> None:
-    from tests.test_server_http import http_get
+    from tests.server.test_server_http import http_get
 
     async with running(server_settings(tmp_path, db=db)) as app:
         ann = await Client.hello(app.port, "ann")
