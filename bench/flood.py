@@ -36,7 +36,7 @@ async def flood(url: str, connections: int) -> dict[str, object]:
             n += 1
             try:
                 # max_queue=None: read (and ignore) every reply, as a real flooder does,
-                # so the server's close frame reaches us; tests/test_hostile.py covers a
+                # so the server's close frame reaches us; tests/server/test_hostile.py covers a
                 # client that never reads separately.
                 ws = await connect(
                     url, subprotocols=["moo.v1.json"], max_queue=None  # type: ignore[list-item]
