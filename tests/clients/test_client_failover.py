@@ -110,12 +110,11 @@ async def test_moo_bot_with_a_dead_first_url_rides_a_sigkill(tmp_path: Path) -> 
 
 
 async def test_tournament_across_two_cluster_nodes_when_one_dies(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """Two nodes on one PostgreSQL database and one broker; the node every client starts on
     (the first URL) is killed mid-tournament: the clients move to the second node, which takes
     the dead node's matches over within the lease, and every match ends normally."""
-    broker = Broker(tmp_path)
     await broker.start()
     out = tmp_path / "t.jsonl"
     proc: asyncio.subprocess.Process | None = None
@@ -147,11 +146,10 @@ async def test_tournament_across_two_cluster_nodes_when_one_dies(
 
 
 async def test_moo_bot_across_two_cluster_nodes_when_one_dies(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """``moo bot`` (the SDK's reconnecting path) on node a, then a is killed: it moves to b,
     resumes the match b took over, and plays all its games."""
-    broker = Broker(tmp_path)
     await broker.start()
     proc: asyncio.subprocess.Process | None = None
     games = 5

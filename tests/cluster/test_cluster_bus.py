@@ -46,9 +46,8 @@ def _check_stream(client: Client, mid: str) -> None:
 
 @pytest.mark.parametrize("enc", ENCODINGS)
 async def test_players_on_two_nodes_and_a_spectator_on_a_third(
-    pg_url: str, tmp_path: Path, enc: str
+    pg_url: str, broker: Broker, tmp_path: Path, enc: str
 ) -> None:
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=4000) as (a, b, c):
@@ -115,9 +114,8 @@ async def test_players_on_two_nodes_and_a_spectator_on_a_third(
 
 
 async def test_broker_down_gives_a_retryable_error_and_heals(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=4000) as (a, b):
@@ -187,9 +185,10 @@ async def _bus(node: Node, state: str) -> bool:
 
 
 @pytest.mark.parametrize("enc", ENCODINGS)
-async def test_the_lobby_is_cluster_wide(pg_url: str, tmp_path: Path, enc: str) -> None:
+async def test_the_lobby_is_cluster_wide(
+    pg_url: str, broker: Broker, tmp_path: Path, enc: str,
+) -> None:
     """Quick pairing, a challenge and a room code between players on different nodes."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=4000) as (_a, b, c):
@@ -246,12 +245,13 @@ async def test_the_lobby_is_cluster_wide(pg_url: str, tmp_path: Path, enc: str) 
         await broker.stop()
 
 
-async def test_sigkill_of_the_owner_mid_match_loses_nothing(pg_url: str, tmp_path: Path) -> None:
+async def test_sigkill_of_the_owner_mid_match_loses_nothing(
+    pg_url: str, broker: Broker, tmp_path: Path,
+) -> None:
     """ann on b and bob on c play a match; it runs on b (the challenger's node); b is killed
     with SIGKILL mid-match. a or c takes the match over by replay; bob, relayed to b from c, is
     closed with 1012; both reconnect, resume and finish: every acknowledged guess is in the
     log, nobody forfeits."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=2000) as (a, b, c):
@@ -301,11 +301,10 @@ async def test_sigkill_of_the_owner_mid_match_loses_nothing(pg_url: str, tmp_pat
 
 
 async def test_a_queued_player_survives_the_lobby_leaders_death(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """ann queues on b while a leads the lobby; a is killed; the new leader (b) gets ann's
     queue entry from her node and pairs her with bob, who queues on c afterwards."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=2000) as (a, b, c):
@@ -337,13 +336,12 @@ async def _leader_is(node: Node, leader: str) -> bool:
 
 
 async def test_a_silent_leader_times_out_and_a_dead_one_is_replaced_at_once(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """Leases are 30 s here, so nothing below waits for one. A paused lobby leader (SIGSTOP:
     its connections stay open) cannot answer: a forwarded request is refused with
     not_available after 5 s instead of hanging. Killed (SIGKILL), its broker connection drops
     and its MQTT will tells the others at once: the next request goes to the new leader."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=30_000) as (a, b):

@@ -60,9 +60,10 @@ async def _resume(
     return clients[-1]
 
 
-async def test_a_real_database_restart_under_a_cluster(tmp_path: Any) -> None:
-    pg = PrivatePostgres()
-    broker = Broker(tmp_path)
+async def test_a_real_database_restart_under_a_cluster(
+    private_postgres: PrivatePostgres, broker: Broker
+) -> None:
+    pg = private_postgres
     try:
         pg.init()
         pg.start()
@@ -122,4 +123,3 @@ async def test_a_real_database_restart_under_a_cluster(tmp_path: Any) -> None:
                 assert await n.stop() == 0, n.text()
     finally:
         await broker.stop()
-        pg.destroy()

@@ -24,7 +24,9 @@ __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_tournament_through_haproxy_over_tls(pg_url: str, tmp_path: Path) -> None:
+def test_tournament_through_haproxy_over_tls(
+    haproxy: str, pg_url: str, tmp_path: Path
+) -> None:
     parts = urlsplit(pg_url)
     ports = [free_port() for _ in range(6)]
     env = {

@@ -58,11 +58,12 @@ async def _board(c: Client, variant: str | None = None) -> list[tuple[str, int, 
     return [(p["name"], p["rating"], p["games"], p["wins"]) for p in reply["players"]]
 
 
-async def test_ratings_are_shared_and_durable_in_postgresql(pg_url: str, tmp_path: Path) -> None:
+async def test_ratings_are_shared_and_durable_in_postgresql(
+    pg_url: str, broker: Broker, tmp_path: Path,
+) -> None:
     """A rated match finished on node a (classic) and one on node b (a variant) are rated once,
     in PostgreSQL: the leaderboards and ``player`` answers are the same from every node, and
     still there after every node restarted."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=4000) as (a, b):
@@ -115,14 +116,13 @@ async def test_ratings_are_shared_and_durable_in_postgresql(pg_url: str, tmp_pat
 
 
 async def test_challenges_and_rooms_survive_the_lobby_leaders_death(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """ann (a program, so her entries stay open while she plays) opens two rooms and
     challenges bob, and carl opens a room, while a leads the lobby; a is killed. The new leader
     (b, ann's node) gets them back from the nodes of their owners (its own, and c): bob accepts
     the old challenge, ann joins carl's old room and dan ann's by their codes, ann cancels her
     other room, all under the ids and codes they had."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=2000) as (a, b, c):
@@ -183,12 +183,11 @@ async def test_challenges_and_rooms_survive_the_lobby_leaders_death(
 
 
 async def test_a_challenge_right_after_the_targets_hello_on_another_node(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """The target's presence travels from its node to the leader while the challenge travels
     from a third node: the leader waits briefly for a registered player instead of refusing.
     A name nobody registered is still refused at once with unknown_player."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=4000) as (a, b, c):
@@ -257,12 +256,13 @@ def _listed(reply: dict[str, Any], mid: str) -> dict[str, Any] | None:
     return next((m for m in reply["matches"] if m["match_id"] == mid), None)
 
 
-async def test_matches_listing_and_rematch_across_nodes(pg_url: str, tmp_path: Path) -> None:
+async def test_matches_listing_and_rematch_across_nodes(
+    pg_url: str, broker: Broker, tmp_path: Path,
+) -> None:
     """A match owned by b, played by ann (b) and bob (c), is in the ``matches`` listing of
     every node with its phase and counts; once finished it is listed nowhere. Then a rematch
     across nodes: ann asks (b), bob is offered it (c) and asks too, both get the new match
     with the seats swapped; errors are the single node's."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=4000) as (a, b, c):
@@ -320,12 +320,11 @@ async def test_matches_listing_and_rematch_across_nodes(pg_url: str, tmp_path: P
 
 
 async def test_a_person_in_a_match_on_another_node_is_not_seated_twice(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """ann (b) and bob (c) play a match that b runs while a leads the lobby, which does not
     run it: both are still refused (in_match) when they queue, challenge or open a room, so
     the leader cannot pair them into a second match; once it is over they may."""
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=4000) as (a, b, c):

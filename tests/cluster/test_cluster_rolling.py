@@ -39,8 +39,9 @@ async def _on_bus(node: Node) -> bool:
     return bool(json.loads(body).get("bus") == "ok")
 
 
-async def test_rolling_restart_during_a_tournament(pg_url: str, tmp_path: Path) -> None:
-    broker = Broker(tmp_path)
+async def test_rolling_restart_during_a_tournament(
+    pg_url: str, broker: Broker, tmp_path: Path,
+) -> None:
     await broker.start()
     out = tmp_path / "t.jsonl"
     proc: asyncio.subprocess.Process | None = None
@@ -119,7 +120,7 @@ async def test_rolling_restart_during_a_tournament(pg_url: str, tmp_path: Path) 
 
 
 async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """ann on b and bob on c play a match run by b (ann's room); b is killed and started again
     at once under the same name (a supervisor restarting it). The new b adopts the match by replay
@@ -127,8 +128,6 @@ async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
     relayed to it from c: c must see the owner change although the node's name did not, close
     bob with 1012 so he resumes, and the match must end normally, nothing lost."""
     from tests.server_support import Client
-
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "b", "c", bus=broker.url, lease_ms=30_000) as started:
@@ -175,15 +174,13 @@ async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
 
 
 async def test_players_of_a_node_that_lost_the_lease_follow_the_match(
-    pg_url: str, tmp_path: Path
+    pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
     """ann plays on a, which runs the match (her room); bob on b. a is paused (SIGSTOP) past its
     lease, so b takes the match over; a wakes up, finds it no longer owns the match and lets
     go. ann, still connected to a and waiting for bob's move, is resumed at b on her behalf:
     she gets the match again and then bob's moves, without reconnecting."""
     from tests.server_support import Client
-
-    broker = Broker(tmp_path)
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=2000) as (a, b):

@@ -29,8 +29,9 @@ async def _mqtt(node: Node) -> dict[str, Any]:
     return state
 
 
-async def test_each_event_is_published_once_by_the_owner(pg_url: str, tmp_path: Path) -> None:
-    broker = Broker(tmp_path)
+async def test_each_event_is_published_once_by_the_owner(
+    pg_url: str, broker: Broker, tmp_path: Path,
+) -> None:
     await broker.start()
     try:
         extra = ("--mqtt", broker.url)

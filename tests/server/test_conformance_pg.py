@@ -28,7 +28,7 @@ pytestmark = _conformance.pytestmark  # the same encodings parametrisation
 
 
 @pytest.fixture(autouse=True)
-def _on_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _on_postgres(postgres: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """``server_settings(tmp_path, ...)`` now names a PostgreSQL database, one per path."""
     made: dict[Path, str] = {}
 

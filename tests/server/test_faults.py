@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import shutil
 import signal
 import sqlite3
 from collections.abc import Callable
@@ -129,11 +128,13 @@ async def test_new_match_is_refused_with_storage_unavailable(tmp_path: Path) -> 
         assert app.arena.live == {}
 
 
-async def test_mqtt_broker_down_and_restarting_leaves_matches_unaffected(tmp_path: Path) -> None:
+async def test_mqtt_broker_down_and_restarting_leaves_matches_unaffected(
+    mosquitto: str, tmp_path: Path
+) -> None:
     """The publisher (server/publisher.py) must never hold up a match: the broker is absent
-    at first, then started, SIGKILLed and restarted while a tournament runs."""
-    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    assert Path(mosquitto).exists(), "mosquitto is installed by .ci/run"
+    at first, then started, SIGKILLed and restarted while a tournament runs, and every match
+    is played to its end with nothing acknowledged lost. (How long acknowledgements took is
+    ``python -m bench.faults``'s figure, not a test's.)"""
     port = free_port()
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
@@ -170,4 +171,3 @@ async def test_mqtt_broker_down_and_restarting_leaves_matches_unaffected(tmp_pat
     assert len(phases) == 4, phases  # the broker really went up and down twice mid-play
     assert report.lost == [] and report.unfinished == []
     assert report.client_errors == []
-    assert report.p99_ms < 1000, report.summary()

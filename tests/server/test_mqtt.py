@@ -68,8 +68,9 @@ class Subscriber:
 
 
 @contextlib.asynccontextmanager
-async def broker_and_server(tmp_path: Path, **settings: Any) -> AsyncIterator[tuple[Broker, App]]:
-    broker = Broker(tmp_path)
+async def broker_and_server(
+    broker: Broker, tmp_path: Path, **settings: Any
+) -> AsyncIterator[tuple[Broker, App]]:
     await broker.start()
     try:
         conf = server_settings(tmp_path, mqtt_url=broker.url, **settings)
@@ -99,9 +100,9 @@ async def test_bounded_queue_drops_and_counts_without_a_broker() -> None:
 
 
 async def test_subscriber_sees_events_result_and_ratings_of_a_server_match(
-    tmp_path: Path,
+    broker: Broker, tmp_path: Path,
 ) -> None:
-    async with broker_and_server(tmp_path) as (broker, app):
+    async with broker_and_server(broker, tmp_path) as (broker, app):
         async with Subscriber(broker.port) as sub:
             jobs = make_plan([FIRST, "random"], rounds=1, seed=3)[:1]
             engine = RemoteEngine(f"ws://127.0.0.1:{app.port}/", prefix="mq-")
@@ -145,8 +146,10 @@ async def _play_round(p0: Client, p1: Client, mid: str, g0: str, g1: str, n: int
     return await p0.event(mid, "round", n=n)
 
 
-async def test_broker_stop_and_restart_mid_match_changes_nothing(tmp_path: Path) -> None:
-    async with broker_and_server(tmp_path) as (broker, app):
+async def test_broker_stop_and_restart_mid_match_changes_nothing(
+    broker: Broker, tmp_path: Path,
+) -> None:
+    async with broker_and_server(broker, tmp_path) as (broker, app):
         publisher = app.hooks.publisher
         assert publisher is not None
         p0 = await Client.hello(app.port, "ann")
@@ -181,8 +184,8 @@ async def test_broker_stop_and_restart_mid_match_changes_nothing(tmp_path: Path)
         await p1.close()
 
 
-async def test_server_without_broker_plays_normally(tmp_path: Path) -> None:
-    broker = Broker(tmp_path)  # configured but never started: nobody listens there
+async def test_server_without_broker_plays_normally(broker: Broker, tmp_path: Path) -> None:
+    # ``broker`` is configured but never started: nobody listens there
     conf = dataclasses.replace(server_settings(tmp_path), mqtt_url=broker.url)
     async with running(conf) as app:
         jobs = make_plan([FIRST, "random"], rounds=1, seed=5)
@@ -194,10 +197,10 @@ async def test_server_without_broker_plays_normally(tmp_path: Path) -> None:
 
 
 async def test_an_absent_broker_is_logged_and_shown_in_healthz(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``--mqtt`` to nobody: one WARNING naming the broker, and /healthz says not connected."""
-    broker = Broker(tmp_path)  # never started
+    # ``broker`` is never started
     conf = dataclasses.replace(server_settings(tmp_path), mqtt_url=broker.url)
     caplog.set_level(logging.INFO, logger="moo.mqtt")
     async with running(conf) as app:
@@ -224,8 +227,8 @@ async def test_healthz_without_mqtt_says_so(tmp_path: Path) -> None:
         assert app.health()["mqtt"] is None
 
 
-async def test_ratings_come_after_the_matchs_last_events(tmp_path: Path) -> None:
-    async with broker_and_server(tmp_path) as (broker, app):
+async def test_ratings_come_after_the_matchs_last_events(broker: Broker, tmp_path: Path) -> None:
+    async with broker_and_server(broker, tmp_path) as (broker, app):
         async with Subscriber(broker.port) as sub:
             p0 = await Client.hello(app.port, "ann")
             p1 = await Client.hello(app.port, "bob")
@@ -250,8 +253,7 @@ async def test_ratings_come_after_the_matchs_last_events(tmp_path: Path) -> None
         assert all(t.endswith("/rating") for t in topics[result + 1 :]), topics
 
 
-async def test_msgpack_payloads(tmp_path: Path) -> None:
-    broker = Broker(tmp_path)
+async def test_msgpack_payloads(broker: Broker, tmp_path: Path) -> None:
     await broker.start()
     try:
         pub = Publisher(broker.url + "?encoding=msgpack")
@@ -268,12 +270,12 @@ async def test_msgpack_payloads(tmp_path: Path) -> None:
         await broker.stop()
 
 
-async def test_moo_watch_follows_one_match_until_its_result(tmp_path: Path) -> None:
+async def test_moo_watch_follows_one_match_until_its_result(broker: Broker, tmp_path: Path) -> None:
     import io
 
     from clients.watch import watch
 
-    async with broker_and_server(tmp_path) as (broker, app):
+    async with broker_and_server(broker, tmp_path) as (broker, app):
         p0 = await Client.hello(app.port, "ann")
         p1 = await Client.hello(app.port, "bob")
         room = await p0.request({"type": "room_create"})
@@ -297,8 +299,7 @@ async def test_moo_watch_follows_one_match_until_its_result(tmp_path: Path) -> N
         await p1.close()
 
 
-async def test_periodic_server_stats(tmp_path: Path) -> None:
-    broker = Broker(tmp_path)
+async def test_periodic_server_stats(broker: Broker, tmp_path: Path) -> None:
     await broker.start()
     try:
         pub = Publisher(broker.url, stats=lambda: {"live_matches": 3}, stats_interval_s=0.05)

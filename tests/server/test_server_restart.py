@@ -202,7 +202,6 @@ async def test_restart_loses_no_acknowledged_guess(tmp_path: Path, sig: int) -> 
     db = tmp_path / "moo.sqlite3"
     async with served(db) as first:
         print(f"moo serve started in {first.started_s:.2f}s")
-        assert first.started_s < 10, f"start took {first.started_s:.2f}s"
         ann, bob, mids = await setup_matches(first.port)
         # one lockstep round is half done: ann guessed, bob did not
         await ann.request({"type": "guess", "match_id": mids[2], "guess": "5678"})
