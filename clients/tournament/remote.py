@@ -14,6 +14,13 @@ are all busy simply opens another one, named ``{prefix}{bot}-{n}``.
 
 The strategy's random generator is seeded exactly as in local mode, so a through-server match
 plays the same guesses as its ``--local`` twin: the two modes can be compared record by record.
+
+Why the strategies think on a thread of their own: a strategy's move (or its first use, which
+builds tables) can take a second or more of CPU, several on a busy machine, and while the event
+loop is held nothing else moves: a connection just opened cannot send its ``hello``, and the
+server closes it when its handshake timeout runs out (1008), other matches' events wait. Every
+call into a strategy (making it, ``new_match``, its secret, ``next_guess``, ``observe``) runs
+on the engine's one worker thread, one at a time, as the server's hosted bots do on theirs.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ import random
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -353,22 +361,28 @@ class RemoteEngine:
         self.pools: dict[str, _Pool] = {}
         self.strategies: dict[str, list[Strategy]] = {}
         self.all_strategies: list[Strategy] = []
+        #: where every strategy call runs, one at a time (see the module's docstring)
+        self._thinker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-strategies")
+
+    async def think(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` on the strategies' thread, the event loop free meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self._thinker, call, *args)
 
     async def start(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
             for spec, name in zip(job.specs, job.names):
                 self.pools.setdefault(name, _Pool(self, name))
-                if spec not in self.strategies:
-                    self.strategies[spec] = [self._new_strategy(spec)]  # fail fast on a bad name
+                if spec not in self.strategies:  # fail fast on a bad name
+                    self.strategies[spec] = [await self._new_strategy(spec)]
 
-    def _new_strategy(self, spec: str) -> Strategy:
-        strategy = make_strategy(spec, rules=self.rules)
+    async def _new_strategy(self, spec: str) -> Strategy:
+        strategy: Strategy = await self.think(lambda: make_strategy(spec, rules=self.rules))
         self.all_strategies.append(strategy)
         return strategy
 
-    def _take_strategy(self, spec: str) -> Strategy:
+    async def _take_strategy(self, spec: str) -> Strategy:
         idle = self.strategies.setdefault(spec, [])
-        return idle.pop() if idle else self._new_strategy(spec)
+        return idle.pop() if idle else await self._new_strategy(spec)
 
     async def play(self, job: Job) -> MatchRecord:
         last: BaseException | None = None
@@ -386,7 +400,9 @@ class RemoteEngine:
         pools = (self.pools[job.names[0]], self.pools[job.names[1]])
         need = 12.0
         conns: list[BotConnection] = []
-        strategies = (self._take_strategy(job.specs[0]), self._take_strategy(job.specs[1]))
+        strategies = (
+            await self._take_strategy(job.specs[0]), await self._take_strategy(job.specs[1])
+        )
         match_id: str | None = None
         try:
             for pool in pools:
@@ -410,14 +426,14 @@ class RemoteEngine:
             rules = _interned(rules_from_dict(first["config"]["rules"]))
             rngs = (seat_rng(job, 0), seat_rng(job, 1))
             for seat in (0, 1):
-                begin_match(strategies[seat], rules, rngs[seat])
+                await self.think(begin_match, strategies[seat], rules, rngs[seat])
             chosen = job.secrets or (
-                choose_secret(strategies[0], rules, rngs[0]),
-                choose_secret(strategies[1], rules, rngs[1]),
+                await self.think(choose_secret, strategies[0], rules, rngs[0]),
+                await self.think(choose_secret, strategies[1], rules, rngs[1]),
             )
             seats = await _both(
-                _play_seat(c0, 0, match_id, strategies[0], chosen[0], first["config"]),
-                _play_seat(c1, 1, match_id, strategies[1], chosen[1], first["config"]),
+                _play_seat(self, c0, 0, match_id, strategies[0], chosen[0], first["config"]),
+                _play_seat(self, c1, 1, match_id, strategies[1], chosen[1], first["config"]),
             )
         except BaseException:
             if match_id is not None:  # do not leave a half-played match open on the server
@@ -454,6 +470,7 @@ class RemoteEngine:
             close_strategy(strategy)
         self.all_strategies.clear()
         self.strategies.clear()
+        self._thinker.shutdown(wait=False, cancel_futures=True)
 
 
 async def _both(*coros: Any) -> list[Any]:
@@ -492,6 +509,7 @@ def _interned(rules: GameRules) -> GameRules:
 
 
 async def _play_seat(
+    engine: RemoteEngine,
     conn: BotConnection,
     seat: int,
     match_id: str,
@@ -513,7 +531,7 @@ async def _play_seat(
     sent_at_resync = 0
 
     async def guess() -> None:
-        g = strategy.next_guess()
+        g: str = await engine.think(strategy.next_guess)
         guesses.append(g)
         await send({"type": "guess", "match_id": match_id, "guess": g})
 
@@ -577,21 +595,23 @@ async def _play_seat(
             acked = max(acked, int(msg["n"]))
             if not lockstep and "bulls" in msg:
                 response = Response(msg["bulls"], msg["cows"])
-                strategy.observe(msg["guess"], response)
+                await engine.think(strategy.observe, msg["guess"], response)
                 solved = solved or response.bulls == length
                 if not solved and len(guesses) < cap and len(guesses) == acked:
                     await guess()
         elif ev == "round" and lockstep:
             results = msg["results"]
             own, other = results[seat], results[1 - seat]
-            strategy.observe(own[0], Response(own[1], own[2]))
-            strategy.observe_opponent_move(int(msg["n"]), other[0], Response(other[1], other[2]))
+            await engine.think(strategy.observe, own[0], Response(own[1], own[2]))
+            await engine.think(strategy.observe_opponent_move, int(msg["n"]), other[0],
+                               Response(other[1], other[2]))
             solved = solved or own[1] == length
             over = over or own[1] == length or other[1] == length
             if not over and len(guesses) < cap and len(guesses) == int(msg["n"]):
                 await guess()
         elif ev == "guess" and not lockstep and "bulls" in msg:
             response = Response(msg["bulls"], msg["cows"])
-            strategy.observe_opponent_move(int(msg["n"]), msg.get("guess"), response)
+            await engine.think(strategy.observe_opponent_move, int(msg["n"]), msg.get("guess"),
+                               response)
         elif ev == "finished":
             return guesses, msg
