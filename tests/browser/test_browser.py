@@ -21,6 +21,7 @@ from clients.web_harness import MooServer
 from moo.rules import DEFAULT_RULES
 from tests import browser_support
 from tests.browser_support import (
+    WAIT_MS,
     assert_fair,
     assert_fits,
     login,
@@ -38,6 +39,8 @@ shared_server = browser_support.shared_server
 server = browser_support.server
 
 pytestmark = pytest.mark.browser
+#: the page retries with a backoff capped at 15 s (clients/web/app.js), then reconnects
+RECONNECT_MS = WAIT_MS + 15_000
 
 
 def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
@@ -197,7 +200,7 @@ def test_reload_and_server_restart_resume_the_match(browser: Any, server: MooSer
     page.wait_for_selector("#conn:not([data-state=online])")
     page.wait_for_selector("#banner:not([hidden])")
     server.start()
-    page.wait_for_selector("#conn[data-state=online]", timeout=30_000)
+    page.wait_for_selector("#conn[data-state=online]", timeout=RECONNECT_MS)
     page.wait_for_selector("#banner", state="hidden")
     assert page.evaluate("window.moo.state.m.id") == match_id
     assert rows(page, 0) == before
@@ -224,7 +227,7 @@ def test_a_server_crash_mid_match_is_ridden_out(browser: Any, server: MooServer)
     page.wait_for_selector("#conn:not([data-state=online])")
     page.wait_for_selector("#banner:not([hidden])")
     server.start()
-    page.wait_for_selector("#conn[data-state=online]", timeout=30_000)
+    page.wait_for_selector("#conn[data-state=online]", timeout=RECONNECT_MS)
     page.wait_for_selector("#banner", state="hidden")
     assert page.evaluate("window.moo.state.m.id") == match_id
     assert rows(page, 0) == before

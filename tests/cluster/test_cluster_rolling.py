@@ -3,10 +3,13 @@
 Three real nodes on one PostgreSQL database and one broker; ``moo tournament`` plays through
 them with the list of the three URLs. Each node in turn gets SIGTERM (it drains: its matches
 move to the other nodes before its clients are told to reconnect), is started again on its
-port, and must be back on the bus before the next one goes. The tournament must complete with
-every match ended normally (no ``disconnect``, ``resign`` or ``timeout`` in the database, not
-only in the tournament's records: a resigned and replayed match would hide there), every
-match finished, and every guess the tournament recorded in the log, in order.
+port, and must be back on the bus before the next one goes. The tournament plays on through
+all of it (it is sized never to end by itself, so that no machine is too slow for it to
+outlast the restarts), and once it has finished more matches on the restarted cluster it is
+stopped. Every match it finished, those in flight at a drain first, must have ended normally
+(no ``disconnect``, ``resign`` or ``timeout`` in the database, not only in the tournament's
+records: a resigned and replayed match would hide there), and every guess it recorded must be
+in the log, in order.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ import time
 from functools import partial
 from pathlib import Path
 
-from clients.tournament.runner import make_plan
 from tests.clients.test_client_failover import FORFEITS, _lines, _moo
 from tests.cluster_support import Node, nodes, query, start_node, until
 from tests.mqtt_support import Broker
+from tests.patience import patience
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
 
@@ -45,65 +48,58 @@ async def test_rolling_restart_during_a_tournament(
     await broker.start()
     out = tmp_path / "t.jsonl"
     proc: asyncio.subprocess.Process | None = None
-    rounds = 300
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=LEASE_MS) as started:
             for node in started:
                 await until(partial(_on_bus, node), 20, f"{node.name} on the bus")
             urls = ",".join(f"ws://127.0.0.1:{n.port}/" for n in started)
-            # long enough (600 matches, ~40 s here) to outlast three restarts
+            # 10000 matches, minutes more than the restarts take: it is stopped below
             proc = await _moo("tournament", "minimum", "random", "--url", urls, "--rounds",
-                              str(rounds), "--seed", "11", "--concurrency", "4", "--out",
+                              "5000", "--seed", "11", "--concurrency", "4", "--out",
                               str(out), "--no-progress", "--name-prefix", "roll-")
-            async with asyncio.timeout(90):
-                while len(await _lines(out)) < 2:
-                    await asyncio.sleep(0.05)
+            await _records_at_least(out, 2, proc)
             drains: list[tuple[str, int]] = []
             for i, node in enumerate(list(started)):
                 drains.append((node.name, int(time.time() * 1000)))
                 node.proc.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(node.proc.wait(), 30)
+                await asyncio.wait_for(node.proc.wait(), patience(60))
                 if node._drain is not None:
-                    await asyncio.wait_for(node._drain, 5)
+                    await asyncio.wait_for(node._drain, patience(10))
                 text = node.text()
                 assert "0 matches not yet taken over" in text and "stopped" in text, text
                 again = await start_node(pg_url, node.name, bus=broker.url, lease_ms=LEASE_MS,
                                          extra=("--port", str(node.port)))
                 started[i] = again
                 await until(partial(_on_bus, again), 20, f"{node.name} back on the bus")
-            if proc.returncode is not None:
-                _, err = await proc.communicate()
-                raise AssertionError(
-                    f"the tournament ended before the rolling restart did: {proc.returncode},"
-                    f" {len(await _lines(out))} records, {err.decode()[-2000:]}"
-                )
-            async with asyncio.timeout(300):
-                _, stderr = await proc.communicate()
-            assert proc.returncode == 0, stderr.decode()
+            # the restarted cluster plays on: a few more matches finish, then the client stops
+            await _records_at_least(out, len(await _lines(out)) + 8, proc)
+            proc.kill()
+            await proc.wait()
             records = [json.loads(line) for line in await _lines(out)]
-            jobs = make_plan(["minimum", "random"], fmt="roundrobin", rounds=rounds, seed=11,
-                             secrets="uniform")
-            assert sorted(r["key"] for r in records) == sorted(j.key for j in jobs)
+            assert len({r["key"] for r in records}) == len(records)  # each match once
             assert [r for r in records if r["reason"] in FORFEITS] == []
             # matches were in flight at every drain, and ended normally
             for name, at in drains:
                 spanning = [r for r in records if r["started_ms"] < at < r["finished_ms"]]
                 assert spanning, f"no match was in flight when {name} was drained"
-            # the database agrees: every match finished, none by a forfeit (a match resigned
+            # the database agrees: each of them finished, none by a forfeit (a match resigned
             # and then replayed would not show in the records)
-            rows = await query(pg_url, "SELECT match_id, finished FROM matches")
-            assert rows and all(r[1] == 1 for r in rows), rows
+            ids = [r["match_id"] for r in records]
+            rows = await query(pg_url, "SELECT match_id, finished FROM matches"
+                                       " WHERE match_id = ANY($1::text[])", ids)
+            assert len(rows) == len(records) and all(r[1] == 1 for r in rows), rows
             fins = await query(
                 pg_url, "SELECT body FROM events WHERE body::jsonb ->> 'kind' = 'finished'"
+                        " AND match_id = ANY($1::text[])", ids,
             )
             reasons = [json.loads(r[0])["reason"] for r in fins]
-            assert len(reasons) == len(rows) == len(records)
+            assert len(reasons) == len(records)
             assert not [r for r in reasons if r in FORFEITS], reasons
             # 0 lost guesses: each seat's guesses, as the tournament recorded them, are the log's
             logged = await query(
                 pg_url,
                 "SELECT match_id, body FROM events WHERE body::jsonb ->> 'kind' = 'guess'"
-                " ORDER BY match_id, seq",
+                " AND match_id = ANY($1::text[]) ORDER BY match_id, seq", ids,
             )
             by_seat: dict[tuple[str, int], list[str]] = {}
             for match_id, body in logged:
@@ -117,6 +113,19 @@ async def test_rolling_restart_during_a_tournament(
             proc.kill()
             await proc.wait()
         await broker.stop()
+
+
+async def _records_at_least(out: Path, n: int, proc: asyncio.subprocess.Process) -> None:
+    """Wait until the tournament has written ``n`` records; it must not end meanwhile."""
+    async def enough() -> bool:
+        if proc.returncode is not None:
+            _, err = await proc.communicate()
+            raise AssertionError(
+                f"the tournament ended ({proc.returncode}): {err.decode()[-2000:]}"
+            )
+        return len(await _lines(out)) >= n
+
+    await until(enough, 120, f"{n} tournament records")
 
 
 async def test_an_owner_restarted_at_once_sends_relayed_players_to_resume(
