@@ -85,7 +85,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(mark)
     if config.getoption("quick"):
-        kept, left_out = [], []
+        kept: list[pytest.Item] = []
+        left_out: list[pytest.Item] = []
         for item in items:
             (left_out if _needs(item) else kept).append(item)
         if left_out:

@@ -10,6 +10,7 @@ import pytest
 import bots.tree as tree_mod
 from moo.cli import main as moo
 from moo.rules import DEFAULT_RULES, score
+from tests.patience import patience
 
 
 def test_list_names_and_summaries(
@@ -73,7 +74,7 @@ def test_dump_into_a_closed_pipe_is_quiet() -> None:
     )
     assert proc.stdout is not None
     proc.stdout.close()
-    _out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=patience(60))
     assert "Traceback" not in err.decode(), err.decode()
     assert "BrokenPipeError" not in err.decode(), err.decode()
     assert proc.returncode == 141

@@ -21,6 +21,7 @@ from bots.variant_trees import VariantTree, cache_file, exact_feasible, fallback
 from bots.variants import VARIANT_HEURISTICS, bot_note, bots_for, create_for
 from moo.rules import DEFAULT_RULES, Response, Rules, score
 from moo.variants import parse_rules_spec
+from tests.patience import patience
 
 ROOT = Path(__file__).resolve().parents[2]
 THREE = Rules(length=3, alphabet="0123456789")
@@ -50,7 +51,7 @@ def _solver_total(rules: Rules, objective: str, *extra: str) -> dict[str, object
     out = subprocess.run(
         [sys.executable, "-m", "moo", "solve", objective, "--length", str(rules.length),
          "--alphabet", rules.alphabet, "--quiet", "--json", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+        cwd=ROOT, capture_output=True, text=True, timeout=patience(300), check=True,
     )
     result: dict[str, object] = json.loads(out.stdout)
     return result

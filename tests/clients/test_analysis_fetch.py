@@ -13,12 +13,13 @@ from typing import Any
 from clients.analyse import record_from_match_record
 from server.export import records
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
+from tests.patience import patience
 
 
 def _moo(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**client_env(tmp_path), "MOO_TREE_CACHE": str(tmp_path / "trees")}
     return subprocess.run(moo_command(*args), cwd=ROOT, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=patience(300))
 
 
 async def _unfinished_match(url: str) -> str:

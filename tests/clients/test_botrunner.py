@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
+from tests.patience import patience
 
 AWK_BOT = str(ROOT / "examples" / "bots" / "first_consistent.sh")
 
@@ -53,7 +54,7 @@ def test_external_awk_bot_and_a_strategy_meet_in_the_queue(tmp_path):
                                cwd=ROOT, env=client_env(tmp_path), text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         rnd = run_bot(tmp_path, "random", "--url", url, "--games", "4", "--name", "rnd")
-        awk_out, awk_err = awk.communicate(timeout=60)
+        awk_out, awk_err = awk.communicate(timeout=patience(60))
     assert rnd.returncode == 0, rnd.stderr
     assert awk.returncode == 0, awk_err
     assert awk_out.count(" awk vs rnd: ") == 4
@@ -83,7 +84,7 @@ def test_the_sdk_example_from_the_docs_runs(tmp_path):
     with moo_serve(tmp_path) as url:
         done = subprocess.run([sys.executable, str(example), url], cwd=ROOT,
                               env=client_env(tmp_path), capture_output=True, text=True,
-                              timeout=60)
+                              timeout=patience(60))
     assert done.returncode == 0, done.stderr
     assert re.match(r"(win|loss|draw): solved, counts \(\d+, \d+\), fair: \[True, True\]",
                     done.stdout), done.stdout

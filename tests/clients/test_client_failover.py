@@ -18,6 +18,7 @@ from clients.tournament.runner import make_plan
 from tests.cluster_support import nodes
 from tests.failover_support import ROOT, Server, dead_url
 from tests.mqtt_support import Broker
+from tests.patience import patience
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
 
@@ -51,7 +52,7 @@ async def test_tournament_resumes_matches_across_a_sigkill(tmp_path: Path) -> No
                       "--seed", "5", "--concurrency", "4", "--out", str(out), "--no-progress",
                       "--name-prefix", "fo-")
     try:
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(patience(60)):
             # mid-tournament, with matches the server has announced (so their seats must be
             # resumed after the kill, not simply re-created)
             while len(await _lines(out)) < 3 or not await _live_matches(server.port):
@@ -59,7 +60,7 @@ async def test_tournament_resumes_matches_across_a_sigkill(tmp_path: Path) -> No
         killed_ms = int(time.time() * 1000)
         await server.kill()
         await server.start()
-        async with asyncio.timeout(240):
+        async with asyncio.timeout(patience(240)):
             _, stderr = await proc.communicate()
         assert proc.returncode == 0, stderr.decode()
         records = [json.loads(line) for line in await _lines(out)]
@@ -87,11 +88,11 @@ async def test_moo_bot_with_a_dead_first_url_rides_a_sigkill(tmp_path: Path) -> 
     assert proc.stdout is not None
     try:
         lines: list[dict[str, object]] = []
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(patience(60)):
             lines.append(json.loads(await proc.stdout.readline()))
         await server.kill()
         await server.start()
-        async with asyncio.timeout(180):
+        async with asyncio.timeout(patience(180)):
             rest, stderr = await proc.communicate()
         assert proc.returncode == 0, stderr.decode()
         lines += [json.loads(line) for line in rest.decode().splitlines()]
@@ -124,12 +125,12 @@ async def test_tournament_across_two_cluster_nodes_when_one_dies(
             proc = await _moo("tournament", "minimum", "random", "--url", urls, "--rounds", "8",
                               "--seed", "9", "--concurrency", "4", "--out", str(out),
                               "--no-progress", "--name-prefix", "cl-")
-            async with asyncio.timeout(60):
+            async with asyncio.timeout(patience(60)):
                 while len(await _lines(out)) < 3:
                     await asyncio.sleep(0.05)
             killed_ms = int(time.time() * 1000)
             await a.stop(signal.SIGKILL)
-            async with asyncio.timeout(240):
+            async with asyncio.timeout(patience(240)):
                 _, stderr = await proc.communicate()
             assert proc.returncode == 0, stderr.decode() + b.text()
             records = [json.loads(line) for line in await _lines(out)]
@@ -160,10 +161,10 @@ async def test_moo_bot_across_two_cluster_nodes_when_one_dies(
                               f"ws://127.0.0.1:{a.port}/", "--url", f"ws://127.0.0.1:{b.port}/")
             assert proc.stdout is not None
             lines: list[dict[str, object]] = []
-            async with asyncio.timeout(60):
+            async with asyncio.timeout(patience(60)):
                 lines.append(json.loads(await proc.stdout.readline()))
             await a.stop(signal.SIGKILL)
-            async with asyncio.timeout(180):
+            async with asyncio.timeout(patience(180)):
                 rest, stderr = await proc.communicate()
             assert proc.returncode == 0, stderr.decode() + b.text()
             lines += [json.loads(line) for line in rest.decode().splitlines()]

@@ -17,6 +17,7 @@ from clients.botrunner import play_match
 from clients.sdk import Client
 from moo.rules import DEFAULT_RULES, Rules
 from tests.client_support import ROOT
+from tests.patience import patience
 from tests.sdk_fakeserver import FakeServer
 
 AWK_BOT = str(ROOT / "examples" / "bots" / "first_consistent.sh")
@@ -51,7 +52,7 @@ async def solve_offline(bot: ExternalBot, secret: str, rules: Rules = RULES) -> 
 
 
 async def test_awk_bot_speaks_the_protocol_and_solves():
-    bot = ExternalBot(AWK_BOT, move_timeout=20)
+    bot = ExternalBot(AWK_BOT, move_timeout=patience(20))
     try:
         for secret in ("0123", "9876", "5268", "4702"):
             assert await solve_offline(bot, secret) <= 9
@@ -63,7 +64,7 @@ async def test_awk_bot_speaks_the_protocol_and_solves():
 
 
 async def test_awk_bot_handles_other_variants():
-    bot = ExternalBot(AWK_BOT, move_timeout=20)
+    bot = ExternalBot(AWK_BOT, move_timeout=patience(20))
     try:
         rules = Rules(length=3, alphabet="ABCDEF")
         assert await solve_offline(bot, "FAD", rules) <= 8
@@ -80,7 +81,7 @@ async def test_awk_bot_works_with_mawk_too(tmp_path):
     old = os.environ["PATH"]
     os.environ["PATH"] = f"{bindir}:{old}"
     try:
-        bot = ExternalBot(AWK_BOT, move_timeout=20)
+        bot = ExternalBot(AWK_BOT, move_timeout=patience(20))
         assert await solve_offline(bot, "3817") <= 9
         await bot.close()
     finally:
@@ -106,7 +107,7 @@ async def test_awk_bot_works_with_mawk_too(tmp_path):
 async def test_misbehaving_program_fails_fast_and_is_restarted(tmp_path, body, reason):
     # Generous limits where the failure is not about time: a loaded machine may take a
     # while just to start Python, and that must not turn "garbage" into "timeout".
-    limit = 1.0 if reason == "timeout" else 20.0
+    limit = 1.0 if reason == "timeout" else patience(20.0)
     bot = ExternalBot(script(tmp_path, "bad.py", body), move_timeout=limit, stderr=DEVNULL)
     try:
         with pytest.raises(BotFailure) as err:
@@ -129,7 +130,7 @@ async def test_comment_lines_are_ignored(tmp_path):
         "    if line.startswith('guess'):\n"
         "        say('# thinking hard'); say(''); say('0 1 2 3')\n"
     )
-    bot = ExternalBot(script(tmp_path, "c.py", body), move_timeout=20)
+    bot = ExternalBot(script(tmp_path, "c.py", body), move_timeout=patience(20))
     try:
         await bot.new_match(RULES)
         assert await bot.next_guess() == "0123"
@@ -168,14 +169,14 @@ async def test_runner_resigns_for_a_crashing_bot_then_plays_on(tmp_path):
         "            open(M, 'w').close(); sys.exit(1)\n"
         "        say('0123')\n"
     )
-    bot = ExternalBot(script(tmp_path, "flaky.py", body), move_timeout=20, stderr=DEVNULL)
+    bot = ExternalBot(script(tmp_path, "flaky.py", body), move_timeout=patience(20), stderr=DEVNULL)
     async with FakeServer() as server, Client(server.url, "flaky") as client:
         first = await play_match(client, await client.play_bot("random"), bot,
-                                 random.Random(1), timeout=20)
+                                 random.Random(1), timeout=patience(20))
         assert first.outcome == "loss" and first.reason == "resign"
         assert first.failure is not None and "crash" in first.failure
         second = await play_match(client, await client.play_bot("random"), bot,
-                                  random.Random(2), timeout=20)
+                                  random.Random(2), timeout=patience(20))
         # Always guessing 0123 is legal: it plays on until the guess cap or a loss.
         assert second.failure is None
         assert second.outcome in ("win", "loss", "draw")

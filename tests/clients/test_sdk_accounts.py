@@ -20,6 +20,7 @@ from clients.sdk import (
     Started,
 )
 from tests.client_support import ROOT, client_env, moo_serve
+from tests.patience import patience
 from tests.server_support import running, server_settings
 
 FAST = {"argon2_time_cost": 1, "argon2_memory_kib": 64, "argon2_parallelism": 1}
@@ -36,7 +37,7 @@ async def test_sdk_accounts_and_history(tmp_path, encoding):
         await laptop.set_password(PASSWORD)
         match = await laptop.play_bot("random")
         await laptop.resign(match.match_id)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(patience(10)):
             async for msg in laptop.events():
                 if isinstance(msg, Finished):
                     break
@@ -50,7 +51,7 @@ async def test_sdk_accounts_and_history(tmp_path, encoding):
         welcome = await phone.connect()
         assert welcome.secured is True and welcome.name == "ann"
         assert phone.token and phone.token != laptop.token
-        async with asyncio.timeout(10):  # the laptop was replaced and does not fight back
+        async with asyncio.timeout(patience(10)):  # the laptop was replaced and does not fight back
             async for msg in laptop.events():
                 if isinstance(msg, Disconnected):
                     assert msg.code == 4001 and msg.will_retry is False
@@ -92,7 +93,7 @@ def _play(tmp_path, device: str, *args: str) -> pexpect.spawn:
     env["MOO_TOKENS"] = str(tmp_path / f"{device}-tokens.json")  # one token file per device
     env["TERM"] = "dumb"
     return pexpect.spawn(sys.executable, ["-m", "moo", "play", *args], cwd=str(ROOT), env=env,
-                         encoding="utf-8", timeout=30, dimensions=(40, 120))
+                         encoding="utf-8", timeout=patience(30), dimensions=(40, 120))
 
 
 def test_moo_play_signs_in_on_a_second_device(tmp_path):

@@ -31,6 +31,7 @@ from clients.sdk import (
     UnknownMessage,
     parse,
 )
+from tests.patience import patience
 from tests.sdk_fakeserver import FakeServer
 
 
@@ -91,7 +92,7 @@ async def test_play_bot_match_to_the_end_with_typed_events():
                 mine = await client.guess(mid, g)
                 assert isinstance(mine, GuessMade) and mine.guess == g
             else:
-                await client.receive(timeout=5)
+                await client.receive(timeout=patience(5))
                 turns = state.mine()
                 if turns and turns[-1].response is not None:
                     last = turns[-1]
@@ -99,7 +100,7 @@ async def test_play_bot_match_to_the_end_with_typed_events():
                     left = state.rules.consistent(left, last.guess, last.response)
         kinds = []
         while client.pending_messages():
-            kinds.append(type(await client.receive(timeout=1)))
+            kinds.append(type(await client.receive(timeout=patience(1))))
         assert state.result is not None
         assert state.fairness() == [True, True]
         assert state.outcome in ("win", "loss", "draw")
@@ -114,7 +115,7 @@ async def test_msgpack_encoding_works_too():
         assert client.connection.subprotocol == "moo.v1.msgpack"
         announced = await client.play_bot("random")
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(1), timeout=20)
+                                   random.Random(1), timeout=patience(20))
         assert outcome.outcome in ("win", "loss", "draw")
         assert outcome.fair is True
 
@@ -124,7 +125,7 @@ async def test_duplicated_events_are_seen_once():
         server.duplicate_events = True
         announced = await client.play_bot("random")
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(2), timeout=20)
+                                   random.Random(2), timeout=patience(20))
         assert outcome.outcome in ("win", "loss", "draw")
         state = client.states[announced.match_id]
         assert state.counts[0] == outcome.guesses
@@ -152,11 +153,11 @@ async def test_a_refused_reconnect_resume_is_sent_again():
         server.refuse_resumes = 2
         server.drop("rex")
         await server.wait_until(
-            lambda: sum(m["type"] == "resume" for m in server.received) == 3, timeout=15
+            lambda: sum(m["type"] == "resume" for m in server.received) == 3, timeout=patience(15)
         )
         assert server.refuse_resumes == 0
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(3), timeout=20)
+                                   random.Random(3), timeout=patience(20))
         assert outcome.outcome in ("win", "loss", "draw")
         await client.close()
 
@@ -174,14 +175,14 @@ async def test_a_match_gone_quiet_is_resumed_again():
         server.lose_events_for.add("rex")
         await client.send("guess", match_id=mid, guess="4567")  # its events are lost
         await server.wait_until(
-            lambda: len(server.matches[mid].match.seats[0].guesses) == 1, timeout=5
+            lambda: len(server.matches[mid].match.seats[0].guesses) == 1, timeout=patience(5)
         )
         assert state.counts[0] == 0  # the client never heard of its own guess
         server.lose_events_for.clear()
-        await server.wait_until(lambda: state.counts[0] == 1, timeout=5)  # resynced
+        await server.wait_until(lambda: state.counts[0] == 1, timeout=patience(5))  # resynced
         assert any(m["type"] == "resume" for m in server.received)
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(4), timeout=20)
+                                   random.Random(4), timeout=patience(20))
         assert outcome.outcome in ("win", "loss", "draw")
         await client.close()
 
@@ -196,11 +197,11 @@ async def test_reconnect_resumes_mid_match_and_finishes():
         # Events arrive while we are away: the bot keeps its side; our resume must get them.
         disconnected = None
         while disconnected is None:
-            msg = await client.receive(timeout=5)
+            msg = await client.receive(timeout=patience(5))
             if isinstance(msg, Disconnected):
                 disconnected = msg
         assert disconnected.will_retry
-        msg = await client.receive(timeout=5)
+        msg = await client.receive(timeout=patience(5))
         assert isinstance(msg, Connected) and msg.reconnect
         assert client.token == token
         await server.wait_until(lambda: any(m["type"] == "resume" for m in server.received))
@@ -210,7 +211,7 @@ async def test_reconnect_resumes_mid_match_and_finishes():
             {"type": "resume", "match_id": mid, "last_seq": seq_at_drop}
         ] and isinstance(resumes[0].get("id"), int)
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(3), timeout=20)
+                                   random.Random(3), timeout=patience(20))
         assert outcome.outcome in ("win", "loss", "draw")
         assert client.reconnects == 1
         assert server.hellos == 2
@@ -277,7 +278,8 @@ async def test_wait_match_after_queue_pairs_two_clients():
     async with FakeServer() as server, Client(server.url, "q1") as a, Client(server.url, "q2") as b:
         await a.queue()
         await b.queue()
-        ma, mb = await asyncio.gather(a.wait_match(timeout=5), b.wait_match(timeout=5))
+        ma, mb = await asyncio.gather(a.wait_match(timeout=patience(5)),
+                                      b.wait_match(timeout=patience(5)))
         assert ma.match_id == mb.match_id and {ma.seat, mb.seat} == {0, 1}
 
 
@@ -288,22 +290,23 @@ async def test_gives_up_after_max_attempts_and_close_is_prompt():
         await client.connect()
     # The server is gone for good: three quick attempts, then the stream ends.
     kinds = []
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(patience(5)):
         async for msg in client:
             kinds.append(type(msg))
     assert Disconnected in kinds
     with pytest.raises(ConnectionLost):
         await client.ping()
-    async with asyncio.timeout(1):
+    async with asyncio.timeout(patience(30)):
         await client.close()
 
     async with FakeServer() as server:
-        patient = Client(server.url, "patient", backoff_initial=5, backoff_max=5)
+        # a backoff of an hour: a close() that waited it out would meet the safety net below
+        patient = Client(server.url, "patient", backoff_initial=3600, backoff_max=3600)
         await patient.connect()
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(patience(5)):
         while not isinstance(await patient.receive(), Disconnected):
             pass
-    async with asyncio.timeout(1):  # does not wait out the 5 s backoff
+    async with asyncio.timeout(patience(30)):  # does not wait out the backoff
         await patient.close()
     assert not patient.online
 
@@ -323,7 +326,7 @@ async def test_a_strategy_that_raises_resigns_only_its_match():
 
     async with FakeServer() as server, Client(server.url, "broken") as client:
         outcome = await play_match(client, await client.play_bot("random"),
-                                   StrategyPlayer(Broken()), random.Random(1), timeout=10)
+                                   StrategyPlayer(Broken()), random.Random(1), timeout=patience(10))
         assert outcome.outcome == "loss" and outcome.reason == "resign"
         assert outcome.failure == "RuntimeError: no consistent code left"
         assert outcome.secret == client.states[outcome.match_id].secret  # the secret was set

@@ -29,6 +29,7 @@ from clients.sdk import (
     url_list,
 )
 from tests.failover_support import Server, dead_url
+from tests.patience import patience
 
 
 def test_url_list_keeps_order_and_splits_commas() -> None:
@@ -61,27 +62,27 @@ async def test_first_url_dead_then_sigkill_and_restart_mid_match(tmp_path: Path)
         mid = announced.match_id
         await client.set_secret(mid, "0123")
         state = client.states[mid]
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(patience(10)):
             while not state.owes_guess:
                 await client.receive()
         await client.guess(mid, "4567")
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(patience(10)):
             while state.rounds_done < 1:
                 await client.receive()
         await server.kill()
         seen: list[object] = []
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(patience(10)):
             while not any(isinstance(m, Disconnected) for m in seen):
                 seen.append(await client.receive())
         await server.start()  # same port, same database: the match is replayed
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(patience(30)):
             while not any(isinstance(m, Connected) and m.reconnect for m in seen):
                 seen.append(await client.receive())
         drop = next(m for m in seen if isinstance(m, Disconnected))
         assert drop.code != 1012 and drop.will_retry  # an abnormal close, not a drain
         assert client.reconnects == 1 and client.url == server.url
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(7), timeout=60)
+                                   random.Random(7), timeout=patience(60))
         assert outcome.outcome in ("win", "loss", "draw"), outcome
         assert state.result is not None and state.result.reason in ("solved", "guess_cap")
         # the guess made before the kill is kept, and nothing was played twice

@@ -24,6 +24,7 @@ from clients.sdk import (
 )
 from clients.sdk.tokens import TokenStore
 from tests.client_support import moo_serve
+from tests.patience import patience
 from tests.server_support import running, server_settings
 
 
@@ -40,7 +41,7 @@ async def test_play_the_servers_bot_to_the_end(tmp_path, encoding):
     ):
         announced = await client.play_bot("random")
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(5), timeout=30)
+                                   random.Random(5), timeout=patience(30))
         assert outcome.outcome in ("win", "loss", "draw"), outcome
         assert outcome.reason == "solved"
         assert outcome.fair is True
@@ -64,7 +65,7 @@ async def test_invalid_guess_is_explained_and_not_counted(tmp_path):
         mid = announced.match_id
         await client.set_secret(mid, "0123")
         state = client.states[mid]
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(patience(5)):
             while not state.owes_guess:
                 await client.receive()
         for bad, code in (("0012", "repeated_symbol"), ("01234", "wrong_length"),
@@ -83,11 +84,11 @@ async def test_reconnect_mid_match_resumes_and_finishes(tmp_path):
         mid = announced.match_id
         await client.set_secret(mid, "0123")
         state = client.states[mid]
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(patience(5)):
             while not state.owes_guess:
                 await client.receive()
         await client.guess(mid, "4567")
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(patience(5)):
             while state.rounds_done < 1:
                 await client.receive()
         token = client.token
@@ -95,13 +96,13 @@ async def test_reconnect_mid_match_resumes_and_finishes(tmp_path):
         assert client.connection is not None
         client.connection.transport.abort()
         seen: list[object] = []
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(patience(10)):
             while not any(isinstance(m, Connected) and m.reconnect for m in seen):
                 seen.append(await client.receive())
         assert any(isinstance(m, Disconnected) and m.will_retry for m in seen)
         assert client.token == token and client.reconnects == 1
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(6), timeout=30)
+                                   random.Random(6), timeout=patience(30))
         assert outcome.outcome in ("win", "loss", "draw"), outcome
         assert outcome.reason == "solved"
         # Every guess counted once even though the log was replayed on resume.
@@ -120,9 +121,9 @@ async def test_spectator_watches_a_live_match(tmp_path):
             assert mid in [m.match_id for m in listing.matches]
             await fan.watch(mid)
             outcome = await play_match(player, announced, StrategyPlayer(create("random")),
-                                       random.Random(8), timeout=30)
+                                       random.Random(8), timeout=patience(30))
             seen = fan.states[mid]
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(patience(10)):
                 while not seen.finished:
                     await fan.receive()
             assert seen.seat is None and seen.players == ("player", "random-bot")
@@ -144,13 +145,13 @@ async def test_free_pacing_shows_responses_at_once(tmp_path):
         mid = announced.match_id
         await client.set_secret(mid, "0123")
         state = client.states[mid]
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(patience(5)):
             while not state.owes_guess:
                 await client.receive()
         mine = await client.guess(mid, "4567")
         assert isinstance(mine, GuessMade) and mine.bulls is not None and mine.cows is not None
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(9), timeout=30)
+                                   random.Random(9), timeout=patience(30))
         assert outcome.outcome in ("win", "loss", "draw")
         assert state.mine()[0].guess == "4567"
 
@@ -164,24 +165,24 @@ async def test_client_rides_through_a_server_restart(tmp_path):
         mid = announced.match_id
         await client.set_secret(mid, "0123")
         state = client.states[mid]
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(patience(5)):
             while not state.owes_guess:
                 await client.receive()
         await client.guess(mid, "4567")
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(patience(5)):
             while state.rounds_done < 1:
                 await client.receive()
     # The server is gone now; start it again on the same port with the same database.
     port = int(url.rsplit(":", 1)[1].strip("/"))
     with moo_serve(tmp_path, port=port):
         seen: list[object] = []
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(patience(20)):
             while not any(isinstance(m, Connected) and m.reconnect for m in seen):
                 seen.append(await client.receive())
         closes = [m for m in seen if isinstance(m, Disconnected)]
         assert closes and closes[0].code == 1012
         outcome = await play_match(client, announced, StrategyPlayer(create("random")),
-                                   random.Random(10), timeout=30)
+                                   random.Random(10), timeout=patience(30))
         assert outcome.outcome in ("win", "loss", "draw"), outcome
         assert state.mine()[0].guess == "4567" and state.counts[0] == outcome.guesses
         await client.close()
@@ -193,26 +194,26 @@ async def test_challenge_accept_and_decline(tmp_path):
         async with Client(url, "alice") as alice, Client(url, "bob") as bob:
             sent = await alice.challenge("bob")
             assert isinstance(sent, ChallengeSent) and sent.to == "bob"
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(patience(5)):
                 got = await bob.receive()
                 while not isinstance(got, ChallengeReceived):
                     got = await bob.receive()
             assert got.sender == "alice" and got.challenge_id == sent.challenge_id
             await bob.decline(got.challenge_id)
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(patience(5)):
                 declined = await alice.receive()
                 while not isinstance(declined, Declined):
                     declined = await alice.receive()
             assert declined.challenge_id == sent.challenge_id
 
             sent = await alice.challenge("bob", pacing="free")
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(patience(5)):
                 got = await bob.receive()
                 while not isinstance(got, ChallengeReceived):
                     got = await bob.receive()
             assert got.pacing == "free"
             for_bob = await bob.accept(got.challenge_id)
-            for_alice = await alice.wait_match(timeout=5)
+            for_alice = await alice.wait_match(timeout=patience(5))
             assert for_bob.match_id == for_alice.match_id
             assert {for_bob.seat, for_alice.seat} == {0, 1} and for_bob.pacing == "free"
             results = await asyncio.gather(
@@ -233,7 +234,7 @@ async def test_bot_runner_finishes_a_match_left_by_a_crashed_run(tmp_path):
         mid = announced.match_id
         await crashed.set_secret(mid, "0123")
         state = crashed.states[mid]
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(patience(5)):
             while not state.owes_guess:
                 await crashed.receive()
         await crashed.guess(mid, "4567")

@@ -11,6 +11,7 @@ import pytest
 from clients.terminal import choices_text, parse_entry
 from moo.rules import DEFAULT_RULES, Response, parse_response
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
+from tests.patience import patience
 
 RULES = DEFAULT_RULES
 PROMPT = r"TYPE 4 NUMBERS\? "
@@ -21,7 +22,7 @@ def spawn(tmp_path, *args: str) -> pexpect.spawn:
     env = client_env(tmp_path)
     env["TERM"] = "dumb"
     child = pexpect.spawn(sys.executable, ["-m", "moo", "play", *args], cwd=str(ROOT),
-                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 120))
+                          env=env, encoding="utf-8", timeout=patience(30), dimensions=(40, 120))
     return child
 
 
@@ -236,7 +237,7 @@ def test_room_with_a_bot_guest_and_a_rematch(tmp_path):
             child.sendline("no")
             child.expect("GOODBYE")
             child.expect(pexpect.EOF)
-            out, err = guest.communicate(timeout=30)
+            out, err = guest.communicate(timeout=patience(30))
         finally:
             if guest.poll() is None:
                 guest.kill()
@@ -315,7 +316,7 @@ def test_quick_pair_through_the_queue(tmp_path):
             child.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
             child.sendline("no")
             child.expect(pexpect.EOF)
-            out, err = bot.communicate(timeout=60)
+            out, err = bot.communicate(timeout=patience(60))
         finally:
             if bot.poll() is None:
                 bot.kill()

@@ -30,6 +30,7 @@ from clients.tournament.runner import (
 from moo.cli import main as moo_main
 from moo.match import MatchConfig
 from moo.rules import Rules, score
+from tests.patience import patience
 from tests.server_support import running, server_settings
 from tests.tournament_support import FIRST, LEXI
 
@@ -316,7 +317,7 @@ async def test_a_connection_lost_mid_match_is_retried(
     jobs = make_plan([FIRST, "random"], rounds=3, seed=8)
     async with running(server_settings(tmp_path)) as app:
         engine = RemoteEngine(f"ws://127.0.0.1:{app.port}/", prefix="fl-")
-        result = await asyncio.wait_for(run_tournament(jobs, engine, concurrency=2), 60)
+        result = await asyncio.wait_for(run_tournament(jobs, engine, concurrency=2), patience(60))
         live = len(app.arena.live)
     assert calls["cut"] == 1
     assert live == 0  # the abandoned match was resigned, not left open
@@ -374,7 +375,7 @@ def test_cli_through_a_moo_serve_process(
                          "--no-progress"]) == 0
     finally:
         server.terminate()
-        server.wait(30)
+        server.wait(patience(30))
     text = capsys.readouterr().out
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 3 * 2 * 2

@@ -16,6 +16,7 @@ from moo.rules import parse_response
 from server.export import records
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
 from tests.clients.test_cli_errors import moo, one_line
+from tests.patience import patience
 
 
 def test_solo_mastermind_scores_pegs() -> None:
@@ -50,12 +51,12 @@ def test_moo_bot_plays_variants_on_a_server(tmp_path: Path) -> None:
         mm = subprocess.run(
             moo_command("bot", "minimum", "--rules", "mastermind:4:123456", "--vs-bot",
                         "random", "--url", url, "--games", "2", "--json", "--name", "mm"),
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(120),
         )
         five = subprocess.run(
             moo_command("bot", "random", "--rules", "moo:5", "--url", url, "--games", "2",
                         "--concurrency", "2", "--json", "--name", "five"),
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(120),
         )
     assert mm.returncode == 0, mm.stderr
     assert five.returncode == 0, five.stderr
@@ -78,7 +79,7 @@ def test_tournament_with_rules_local_and_remote(tmp_path: Path) -> None:
     local = subprocess.run(
         moo_command("tournament", "minimum", "random", "--rules", "mastermind", "--rounds", "3",
                     "--seed", "2", "--json", "--no-progress"),
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(180),
     )
     assert local.returncode == 0, local.stderr
     standings = json.loads(local.stdout)
@@ -91,7 +92,7 @@ def test_tournament_with_rules_local_and_remote(tmp_path: Path) -> None:
         remote = subprocess.run(
             moo_command("tournament", "minimum", "random", "--rules", "mastermind:4:123456",
                         "--rounds", "1", "--seed", "2", "--url", url, "--no-progress"),
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(180),
         )
     assert remote.returncode == 0, remote.stderr
     assert "rules mastermind:4:123456" in remote.stdout.splitlines()[0]
@@ -107,7 +108,7 @@ def test_moo_play_assist_online(tmp_path: Path) -> None:
             moo_command("play", "--bot", "random", "--rules", "mastermind", "--assist",
                         "--url", url, "--name", "zed"),
             input="1234\n1122\n", cwd=ROOT, env=client_env(tmp_path), capture_output=True,
-            text=True, timeout=120,
+            text=True, timeout=patience(120),
         )
     lines = done.stdout.splitlines()
     mine = next(line for line in lines if line.strip().startswith("ROUND 1: 1122 ->"))
@@ -125,7 +126,7 @@ def test_external_programs_play_moo_variants_not_mastermind(tmp_path: Path) -> N
     done = subprocess.run(
         moo_command("tournament", awk, "random", "--rules", "moo:3", "--rounds", "1",
                     "--seed", "1", "--json", "--no-progress"),
-        cwd=ROOT, env=client_env(tmp_path), capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env=client_env(tmp_path), capture_output=True, text=True, timeout=patience(120),
     )
     assert done.returncode == 0, done.stderr
     standings = json.loads(done.stdout)

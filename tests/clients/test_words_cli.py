@@ -17,6 +17,7 @@ from moo.words import WordRules
 from server.export import records
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
 from tests.clients.test_cli_errors import moo, one_line
+from tests.patience import patience
 
 
 def test_word_entries_commands_start_with_a_question_mark() -> None:
@@ -129,7 +130,7 @@ def test_moo_play_a_word_match_against_the_word_bot(tmp_path: Path) -> None:
             assert seen.group(0) == "*** YOU LOSE"  # the bot solves; QQQQQ again does not
             term.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
             term.type("no")
-            assert term.proc.wait(timeout=60) == 0
+            assert term.proc.wait(timeout=patience(60)) == 0
         finally:
             if term.proc.poll() is None:
                 term.proc.kill()
@@ -149,7 +150,8 @@ def test_moo_bot_words_plays_word_matches_on_a_server(tmp_path: Path) -> None:
         done = subprocess.run(
             moo_command("bot", "words", "--rules", "words:6:hits_misses", "--vs-bot", "words",
                         "--url", url, "--games", "2", "--json", "--name", "lex"),
-            cwd=ROOT, env=client_env(tmp_path), capture_output=True, text=True, timeout=180,
+            cwd=ROOT, env=client_env(tmp_path), capture_output=True, text=True,
+            timeout=patience(180),
         )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
@@ -169,7 +171,7 @@ def test_word_tournament_locally(tmp_path: Path) -> None:
     assert line.endswith("bot 'random' cannot play Word MOO 5 letters (words:5:bulls_cows); "
                          "bots that can: words")
     done = moo(tmp_path, "tournament", "words", "words", "--rules", "words:5:hits_misses",
-               "--rounds", "1", "--seed", "3", "--json", "--no-progress", timeout=180)
+               "--rounds", "1", "--seed", "3", "--json", "--no-progress", timeout=patience(180))
     assert done.returncode == 0, done.stderr
     standings = json.loads(done.stdout)
     assert standings["rules"] == "words:5:hits_misses"
@@ -202,7 +204,8 @@ def test_two_terminals_play_a_word_room(tmp_path: Path) -> None:
             for term in (host, guest):
                 term.expect(r"\(YES OR NO\)\? ")
                 term.type("no")
-            assert host.proc.wait(timeout=60) == 0 and guest.proc.wait(timeout=60) == 0
+            assert host.proc.wait(timeout=patience(60)) == 0
+            assert guest.proc.wait(timeout=patience(60)) == 0
         finally:
             for term_ in (host, guest):
                 if term_ is not None and term_.proc.poll() is None:

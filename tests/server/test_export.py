@@ -23,6 +23,7 @@ from clients.tournament.remote import RemoteEngine
 from clients.tournament.runner import make_plan, run_tournament
 from moo.cli import main as moo_main
 from server.export import FORMAT
+from tests.patience import patience
 from tests.pg_support import pg_url
 from tests.server_support import running, server_settings
 
@@ -42,7 +43,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
         jobs = make_plan(["strongest", "minimum"], rounds=ROUNDS, seed=7)
         async with running(server_settings(tmp)) as app:
             engine = RemoteEngine(f"ws://127.0.0.1:{app.port}/", prefix="ex-")
-            result = await asyncio.wait_for(run_tournament(jobs, engine, concurrency=8), 300)
+            result = await asyncio.wait_for(run_tournament(jobs, engine, concurrency=8),
+                                            patience(300))
         return len(result.records)
 
     assert asyncio.run(play()) == 2 * ROUNDS
@@ -92,7 +94,8 @@ def test_export_from_postgresql(pg_url: str, tmp_path: Path,
         settings = dataclasses.replace(server_settings(tmp_path), db=pg_url)
         async with running(settings) as app:
             engine = RemoteEngine(f"ws://127.0.0.1:{app.port}/", prefix="ex-")
-            result = await asyncio.wait_for(run_tournament(jobs, engine, concurrency=4), 120)
+            result = await asyncio.wait_for(run_tournament(jobs, engine, concurrency=4),
+                                            patience(120))
         return len(result.records)
 
     assert asyncio.run(play()) == 2 * rounds

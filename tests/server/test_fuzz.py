@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.fuzz import SPECIFIC_CODES, InProcessFuzzer, Session, fuzz_inproc, fuzz_sockets
+from tests.patience import patience
 from tests.server_support import Client, running, server_settings
 
 
@@ -78,7 +79,7 @@ async def test_refused_action_after_reconnect_changes_nothing(tmp_path: Path) ->
     try:
         mid = await fuzzer.new_match("ann", "bob", "lockstep", secrets=False)
         await fuzzer.sessions["ann"].ws.close()
-        await asyncio.wait_for(fuzzer.sessions["ann"].task, 5)
+        await asyncio.wait_for(fuzzer.sessions["ann"].task, patience(5))
         await fuzzer.barrier()
         ann: Session = await fuzzer.connect("ann", "moo.v1.json")
         before = fuzzer.app.arena.live[mid].match.seq

@@ -16,6 +16,7 @@ import pytest
 
 from bots.estimator import weights
 from bots.tree import shipped_distribution
+from tests.patience import patience
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
 pytestmark = pytest.mark.parametrize("enc", ENCODINGS)
@@ -205,7 +206,7 @@ async def test_page_routes_serve_the_web_client(tmp_path: Path, enc: str) -> Non
 
     def get(url: str) -> tuple[int, str, bytes]:
         try:
-            with urllib.request.urlopen(url, timeout=5) as r:
+            with urllib.request.urlopen(url, timeout=patience(5)) as r:
                 return r.status, r.headers["Content-Type"], r.read()
         except urllib.error.HTTPError as exc:
             return exc.code, "", b""

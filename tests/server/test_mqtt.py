@@ -20,6 +20,7 @@ from moo.mqtt import decode_payload, parse_mqtt_url
 from server.app import App
 from server.publisher import Publisher
 from tests.mqtt_support import WAIT, Broker
+from tests.patience import patience
 from tests.server_support import Client, running, server_settings
 from tests.tournament_support import FIRST
 
@@ -169,7 +170,7 @@ async def test_broker_stop_and_restart_mid_match_changes_nothing(
         assert r2["results"] == [["2345", 0, 2], ["2345", 0, 2]]
         # ... and comes back on the same port: the publisher reconnects by itself
         await broker.start()
-        await asyncio.wait_for(publisher.wait_connects(2), 30)
+        await asyncio.wait_for(publisher.wait_connects(2), patience(30))
         async with Subscriber(broker.port) as sub2:
             r3 = await _play_round(p0, p1, mid, "4567", "1234", 3)
             assert r3["results"][0] == ["4567", 4, 0]

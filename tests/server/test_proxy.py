@@ -12,6 +12,7 @@ import pytest
 
 from server.proxy import client_address
 from server.settings import ConfigError, load_settings
+from tests.patience import patience
 from tests.server_support import Client, running, server_settings
 
 FAST: dict[str, Any] = {"argon2_time_cost": 1, "argon2_memory_kib": 64, "argon2_parallelism": 1}
@@ -47,7 +48,7 @@ def test_trusted_proxies_setting_is_checked() -> None:
         load_settings(None, overrides={"trusted_proxies": "localhost"})
     run = subprocess.run(
         [sys.executable, "-m", "moo", "serve", "--trusted-proxy", "nope", "--port", "0"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, capture_output=True, text=True, timeout=patience(60),
     )
     assert run.returncode != 0
     assert "trusted_proxies" in run.stderr and "Traceback" not in run.stderr

@@ -68,7 +68,7 @@ async def test_a_slow_reader_is_dropped_instead_of_buffered_without_bound() -> N
     assert not conn.closing
     conn.send({"type": "pong", "n": 8})  # one too many
     assert conn.closing
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(patience(5)):
         await ws.close_called.wait()
     assert ws.closed is not None and ws.closed[0] == 1008
     assert ws.transport.written == []  # nothing more was pushed at the stuck peer
@@ -129,7 +129,7 @@ async def test_a_connection_that_cannot_be_written_does_not_hold_back_the_others
     await asyncio.sleep(0)
     assert len(socks[0].transport.written) == len(socks[2].transport.written) == 1
     assert conns[1].closing
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(patience(5)):
         await socks[1].close_called.wait()
     assert socks[1].closed is not None and socks[1].closed[0] == 1011
     conns[0].send({"type": "pong"})  # the flush machinery still runs for everyone else

@@ -10,6 +10,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from tests.patience import patience
 from tests.server_support import running, server_settings
 
 
@@ -19,7 +20,7 @@ async def http_get(port: int, path: str, **headers: str) -> tuple[int, dict[str,
     extra = "".join(f"{k.replace('_', '-')}: {v}\r\n" for k, v in headers.items())
     writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}\r\n".encode())
     await writer.drain()
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(patience(5)):
         data = await reader.read()
     writer.close()
     head, _, body = data.partition(b"\r\n\r\n")

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.patience import patience
 from tests.server_support import Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ async def start_server(db: Path) -> ServerProcess:
     )
     assert proc.stderr is not None
     lines: list[bytes] = []
-    async with asyncio.timeout(15):
+    async with asyncio.timeout(patience(15)):
         while True:
             line = await proc.stderr.readline()
             if not line:
@@ -139,7 +140,7 @@ async def pipeline_then_stop(
         for guess in WRONG[:20]:
             await ann.send({"type": "guess", "match_id": mid, "guess": guess})
     # wait for a few acknowledgements, then pull the plug with guesses still in flight
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(patience(10)):
         while sum(len(acked_guesses(ann, mid)) for mid in free) < 6:
             try:
                 await ann.expect(lambda m: "ref" in m and m.get("kind") == "guess", timeout=5)
@@ -208,10 +209,10 @@ async def test_restart_loses_no_acknowledged_guess(tmp_path: Path, sig: int) -> 
         acked = await pipeline_then_stop(first, ann, mids, sig)
         acked[mids[2]] = acked_guesses(ann, mids[2])
         assert sum(len(v) for v in acked.values()) >= 3
-        rc = await asyncio.wait_for(first.proc.wait(), 10)
+        rc = await asyncio.wait_for(first.proc.wait(), patience(10))
         assert rc == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
         tokens: tuple[Any, Any] = (ann.token, bob.token)
     async with served(db) as second:
         await resume_and_finish(second.port, tokens[0], tokens[1], mids, acked)
         second.proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(second.proc.wait(), 10) == 0
+        assert await asyncio.wait_for(second.proc.wait(), patience(10)) == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from server.settings import SECTIONS, ConfigError, Settings, load_settings
+from tests.patience import patience
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,6 +74,7 @@ def test_serve_moves_startup_objects_out_of_the_collector() -> None:
         "print(gc.get_threshold(), gc.get_freeze_count() > 1000)"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        timeout=patience(60),
     ).stdout.split(")")
     assert out[0] + ")" == "(20000, 50, 100)" and out[1].strip() == "True"

@@ -11,6 +11,7 @@ import pytest
 
 from moo.errors import NameTaken
 from server.storage import SQLiteStore, StatDelta
+from tests.patience import patience
 
 
 async def test_appends_from_many_matches_share_commits_and_all_become_durable(
@@ -29,7 +30,7 @@ async def test_appends_from_many_matches_share_commits_and_all_become_durable(
             meta={"players": ["a", "b"], "bots": [None, None]},
         )
         futures.append(fut)
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(patience(10)):
         results = await asyncio.gather(*futures)
     assert results == [None] * 200
     assert store.ops == 200 and store.commits < 200  # grouped

@@ -27,6 +27,7 @@ from server.settings import ConfigError, Settings
 from server.storage import SQLiteStore, StatDelta, Store
 from server.storage_pg import PostgresStore
 from server.stores import make_store
+from tests.patience import patience
 from tests.pg_support import pg_url
 from tests.server import test_server_restart as _restart
 from tests.server_support import Client, running, server_settings
@@ -87,7 +88,7 @@ async def test_appends_from_many_matches_share_commits_and_are_durable(
             meta={"players": ["a", "b"], "bots": [None, None]},
         )
         futures.append(fut)
-    async with asyncio.timeout(15):
+    async with asyncio.timeout(patience(15)):
         assert await asyncio.gather(*futures) == [None] * 200
     assert getattr(store, "ops") == 200 and getattr(store, "commits") < 200  # noqa: B009
     # committed means visible to a fresh connection from outside the store
@@ -324,7 +325,7 @@ def test_one_source_renders_both_dialects() -> None:
 def _moo_db(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "moo", "db", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, capture_output=True, text=True, timeout=patience(60),
     )
 
 
@@ -492,7 +493,7 @@ async def test_database_down_refuses_with_storage_unavailable_then_heals(
         assert hello["type"] == "error" and hello["code"] == "storage_unavailable"
 
         await cut.up()  # the database is back: the store notices by itself
-        async with asyncio.timeout(15):
+        async with asyncio.timeout(patience(15)):
             while app.health()["db"] != "ok" or mid not in app.arena.live:
                 await asyncio.sleep(0.05)
         cat = await Client.hello(app.port, "cat")

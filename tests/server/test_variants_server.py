@@ -14,6 +14,7 @@ from moo.mastermind import mastermind_score
 from moo.rules import score
 from server.app import App
 from server.export import records
+from tests.patience import patience
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
 pytestmark = pytest.mark.parametrize("enc", ENCODINGS)
@@ -402,11 +403,9 @@ async def test_tree_bot_on_three_of_ten_and_fallback_on_five(
         bot_seat = 1 - m["seat"]
         solved = await a.event(mid, "guess", seat=bot_seat, bulls=3)
         three = Rules(length=3, alphabet="0123456789")
-        for _ in range(600):  # solved by the server on first use (a loaded machine: poll)
-            if cache_file(three, "minimum").exists():
-                break
-            await asyncio.sleep(0.1)
-        assert cache_file(three, "minimum").exists()
+        async with asyncio.timeout(patience(60)):  # solved by the server on first use: poll
+            while not cache_file(three, "minimum").exists():
+                await asyncio.sleep(0.1)
         tree = tree_for(three, "minimum")
         assert tree is not None and solved["n"] <= max(tree.counts.values())
         assert solved["guess"] == "907"
