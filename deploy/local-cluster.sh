@@ -6,7 +6,7 @@
 #   deploy/local-cluster.sh status   what runs, and each node's /healthz
 #   deploy/local-cluster.sh down     stop everything this script started (nodes drain first)
 #
-# Needs: PostgreSQL on 127.0.0.1:5432 (.ci/run sets it up), mosquitto, haproxy, openssl, and
+# Needs: a PostgreSQL server (MOO_PG below), mosquitto, haproxy, openssl, curl, and
 # the venv (./dev setup). Settings (environment):
 #   MOO_PG        server URL            (default postgresql://postgres@127.0.0.1:5432)
 #   MOO_CLUSTER_DB database name        (default moo_cluster; created if missing)

@@ -72,7 +72,7 @@ def test_missing_source_says_what_to_install(tmp_path: Path) -> None:
 
 
 def test_wamerican_is_built_on_first_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # .ci/run installs wamerican; without it this fails rather than skipping.
+    # ./dev test installs wamerican; without it this fails rather than skipping.
     assert DEFAULT_SOURCE.is_file(), "install Debian's wamerican (apt-get install wamerican)"
     cache = tmp_path / "words.txt"
     monkeypatch.setenv("MOO_WORDS_CACHE", str(cache))

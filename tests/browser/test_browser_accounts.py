@@ -13,7 +13,7 @@ match-start clean-up (``unqueued`` / ``room_closed`` with reason ``matched``).
    replayed guess by guess with its commitments checked, also opened by its link;
 4. a room is cancelled; starting a bot match closes an open room and leaves the queue.
 
-Without Chromium these tests fail under CI (CI=true) and skip with the reason elsewhere.
+Without Chromium these tests fail, never skip (`./dev test --quick` leaves them out, counted).
 """
 
 from __future__ import annotations

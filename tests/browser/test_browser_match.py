@@ -14,7 +14,7 @@
 7. ratings are shown provisional ("1411?"), never the raw negative mu - 3 sigma;
 8. the bot picker never cuts its text off; the fairness check lists "you" first.
 
-Without Chromium these tests fail under CI (CI=true) and skip with the reason elsewhere.
+Without Chromium these tests fail, never skip (`./dev test --quick` leaves them out, counted).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ Mastermind 4 of 6 in the lobby's Game picker, play it to the end with colour peg
 result, the export and the Mastermind leaderboard know the variant; a player plays word MOO
 (hits and misses) against the hosted word bot to the end.
 
-Without Chromium these tests fail under CI (CI=true) and skip with the reason elsewhere.
+Without Chromium these tests fail, never skip (`./dev test --quick` leaves them out, counted).
 """
 
 from __future__ import annotations
