@@ -92,7 +92,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if left_out:
             config.hook.pytest_deselected(items=left_out)
             items[:] = kept
-            config.stash[_QUICK_KEY] = Counter(m for it in left_out for m in _needs(it))
+            counts = Counter(m for it in left_out for m in _needs(it))
+            counts["total"] = len(left_out)
+            config.stash[_QUICK_KEY] = counts
     # the longest first: parallel workers then end together instead of one finishing alone
     items.sort(key=lambda it: it.get_closest_marker("slow") is None)
 
@@ -101,11 +103,29 @@ def _needs(item: pytest.Item) -> list[str]:
     return [m for m in SERVICES if item.get_closest_marker(m) is not None]
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a worker of ``-n``: hand the counts of what ``--quick`` left out to the controller,
+    which collects nothing itself."""
+    counts = session.config.stash.get(_QUICK_KEY, None)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if counts is not None and workeroutput is not None:
+        workeroutput["moo_quick"] = dict(counts)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """pytest-xdist's hook, in the controller: the counts a worker handed over."""
+    counts = getattr(node, "workeroutput", {}).get("moo_quick")
+    config = getattr(node, "config", None)
+    if counts and config is not None and _QUICK_KEY not in config.stash:
+        config.stash[_QUICK_KEY] = Counter(counts)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
                             config: pytest.Config) -> None:
     counts = config.stash.get(_QUICK_KEY, None)
     if counts:
         per = ", ".join(f"{mark} {counts[mark]}" for mark in SERVICES if counts[mark])
         terminalreporter.write_line(
-            f"--quick: left out the tests that need a service ({per}; a test may need several)"
+            f"--quick: {counts['total']} tests left out, for the services they need ({per})"
         )
