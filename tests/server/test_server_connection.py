@@ -189,6 +189,17 @@ async def test_busy_client_is_not_pinged(tmp_path: Path) -> None:
         await _until(lambda: not conn.ping_pending())  # the client's Pong came back
 
 
+async def test_client_that_never_answers_pings_is_closed_with_1011(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path, ping_interval_s=0.2)) as app:
+        c = await Client.hello(app.port, "ann")
+        c.ws.transport.pause_reading()  # the peer hangs: no Pong will ever come back
+        await _until(lambda: app.heartbeat.dead_closed == 1)
+        assert app.heartbeat.pings == 1
+        c.ws.transport.resume_reading()
+        assert await c.closed() == 1011
+        await _until(lambda: not app.connections)
+
+
 def test_token_bucket_refills_at_its_rate() -> None:
     now = [0.0]
     bucket = TokenBucket(rate=2.0, burst=3, clock=lambda: now[0])
