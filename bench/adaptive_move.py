@@ -17,7 +17,8 @@ import random
 import statistics
 import time
 
-from bots.base import Strategy, create
+from bots.base import Strategy
+from bots.registry import create
 from clients.tournament.runner import Job, play_local
 from moo.match import MatchConfig
 from moo.rules import DEFAULT_RULES, Response

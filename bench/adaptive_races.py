@@ -17,8 +17,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from fractions import Fraction
 
-from bots.base import available
 from bots.evaluate import RACES_FILE, evaluate, match_probabilities, race_result, races_fingerprint
+from bots.registry import available
 
 
 def one(vs: str) -> dict[str, object]:

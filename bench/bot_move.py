@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 
 from bots import heuristic, playout
-from bots.base import Strategy, create
+from bots.base import Strategy
 from bots.playout import play_all
+from bots.registry import create
 from bots.tree import DATA_DIR, TreeStrategy, format_dump_line
 from moo.rules import DEFAULT_RULES, Response, score
 

@@ -38,20 +38,20 @@ def main() -> int:
     ns = p.parse_args()
     a, b = ns.bots
     exact = json.loads(subprocess.run(
-        [sys.executable, "-m", "moo", "eval", a, "--vs", b, "--json"],
+        [sys.executable, "-m", "cli", "eval", a, "--vs", b, "--json"],
         check=True, capture_output=True, text=True,
     ).stdout)
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(ns.keep) if ns.keep else Path(tmp) / "chain.jsonl"
         server = subprocess.Popen(
-            [sys.executable, "-m", "moo", "serve", "--port", str(port),
+            [sys.executable, "-m", "cli", "serve", "--port", str(port),
              "--db", str(Path(tmp) / "chain.sqlite3"), "--log-level", "WARNING"],
         )
         try:
             _wait_healthy(port, server)
             run = subprocess.run(
-                [sys.executable, "-m", "moo", "tournament", a, b, "--url",
+                [sys.executable, "-m", "cli", "tournament", a, b, "--url",
                  f"ws://127.0.0.1:{port}/", "--rounds", str(ns.rounds), "--concurrency",
                  str(ns.concurrency), "--seed", "2026", "--out", str(out), "--json",
                  "--no-progress"],

@@ -126,7 +126,7 @@ class Node:
 async def _start_node(db: str, bus: str, name: str, cpus: str | None,
                       quota: CpuQuota | None) -> Node:
     cmd = [
-        sys.executable, "-m", "moo", "serve", "--port", "0", "--db", db, "--cluster", bus,
+        sys.executable, "-m", "cli", "serve", "--port", "0", "--db", db, "--cluster", bus,
         "--node", name, "--rate-per-s", "10000", "--rate-burst", "10000",
         "--max-connections", "20000",
     ]

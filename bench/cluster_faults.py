@@ -90,7 +90,7 @@ class ClusterNode:
         """Start; returns the seconds until it listens (it has adopted orphans by then)."""
         t0 = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "moo", "serve", "--port", str(self.port), "--node", self.name,
+            sys.executable, "-m", "cli", "serve", "--port", str(self.port), "--node", self.name,
             *self.args, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -608,7 +608,7 @@ async def _tournament(cluster: Cluster, args: argparse.Namespace, rnd: int) -> d
     out = Path(cluster.tmp.name) / f"tournament{rnd}.jsonl"
     urls = ",".join(cluster.urls(rnd))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "moo", "tournament", "minimum", "random", "--url", urls,
+        sys.executable, "-m", "cli", "tournament", "minimum", "random", "--url", urls,
         "--rounds", str(args.tournament_rounds), "--seed", str(args.seed + rnd),
         "--concurrency", "4", "--out", str(out), "--no-progress",
         "--name-prefix", f"t{rnd}{secrets.token_hex(2)}-",

@@ -1,8 +1,13 @@
 """SDK-less load for the hardening runs: raw-WebSocket bots, spectators and a server process.
 
-Nothing here uses the project's client SDK on purpose: these bots speak the wire protocol
-(docs/protocol.md) with ``websockets`` and the codecs only, so they test what the server
-promises to any client. A bot keeps its token, survives the server going away (it reconnects
+Why a client of its own, when the SDK (``clients.sdk.Client``) is the project's one protocol
+client: raw speed and raw sight. The fault and soak runs drive hundreds of bots from one
+process on a 2-core machine that also runs the server under test; the SDK's typed parsing,
+per-match state folding, client-side pacing and automatic resume would cost that process CPU
+the measurements are about, and would hide from the run what it checks (every close code, every
+acknowledged guess as the server sent it). So these bots speak the wire protocol
+(docs/protocol.md) with ``websockets`` and the codecs only, and test what the server promises to
+any client. A bot keeps its token, survives the server going away (it reconnects
 and ``resume``-s from the highest ``seq`` it applied), and records every guess the server
 acknowledged, so a fault run can prove none was lost.
 """
@@ -501,7 +506,7 @@ class ServerProcess:
         """Start and wait for "listening"; returns the seconds it took."""
         t0 = time.monotonic()
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "moo", "serve", "--port", str(self.port), "--db",
+            sys.executable, "-m", "cli", "serve", "--port", str(self.port), "--db",
             str(self.db), *self.extra,
             cwd=ROOT,
             stdout=asyncio.subprocess.DEVNULL,

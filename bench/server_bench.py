@@ -103,7 +103,7 @@ async def start(
     if kind == "moo":
         tmp = tempfile.TemporaryDirectory(prefix="moo-bench-")
         cmd = [
-            sys.executable, "-m", "moo", "serve", "--port", "0",
+            sys.executable, "-m", "cli", "serve", "--port", "0",
             "--db", db or str(Path(tmp.name) / "bench.sqlite3"),
             "--rate-per-s", "10000", "--rate-burst", "10000", "--max-connections", "20000",
             "--sqlite-synchronous", synchronous,

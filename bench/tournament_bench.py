@@ -56,7 +56,7 @@ def _wait_healthy(port: int, proc: subprocess.Popen[bytes]) -> None:
 def _tournament(args: list[str]) -> tuple[dict[str, object], float]:
     start = os.times()
     out = subprocess.run(
-        [sys.executable, "-m", "moo", "tournament", *args, "--json", "--no-progress"],
+        [sys.executable, "-m", "cli", "tournament", *args, "--json", "--no-progress"],
         check=True, capture_output=True, text=True,
     )
     end = os.times()
@@ -76,7 +76,7 @@ def main() -> int:
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         server = subprocess.Popen(
-            [sys.executable, "-m", "moo", "serve", "--port", str(port),
+            [sys.executable, "-m", "cli", "serve", "--port", str(port),
              "--db", str(Path(tmp) / "bench.sqlite3"), "--log-level", "WARNING"],
         )
         try:

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from bots.base import create
 from bots.playout import Progress, play_all
+from bots.registry import create
 from bots.tree import read_dump
-from moo.errors import MooError, UnknownStrategy
+from moo.errors import MooError, UnknownStrategy, UsageError
 from moo.rules import DEFAULT_RULES, Rules
 
 __all__ = ["Evaluation", "configure", "evaluate", "main", "match_probabilities"]
@@ -306,6 +306,8 @@ def race_wdl(
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.samples < 1:
+        raise UsageError(f"--samples must be at least 1, got {args.samples}")
     try:
         for spec in (args.vs, args.name):
             if spec != "none" and not spec.startswith(("file:", "dist:")):

@@ -17,8 +17,8 @@ Two faces, one implementation:
   itself is inside an event loop.
 
 It lives with the bots (not with the clients) because it is a strategy like the others:
-:func:`bots.base.create` builds it for ``cmd:`` specs, and imports point clients -> server ->
-bots -> moo only. ``clients.external`` re-exports it for code written against the old path.
+:func:`bots.registry.create` builds it for ``cmd:`` specs, and imports point clients -> server ->
+bots -> moo only.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, NoReturn, TypeVar
 
-from bots.base import Strategy, create
-from moo.errors import InvalidCode
+from bots.base import Strategy
+from moo.errors import InvalidCode, MooError
 from moo.rules import DEFAULT_RULES, Response, Rules
 from moo.variants import GameRules
 
@@ -42,7 +42,6 @@ __all__ = [
     "BotFailure",
     "ExternalBot",
     "ExternalStrategy",
-    "create_strategy",
     "split_command",
 ]
 
@@ -58,8 +57,10 @@ MAX_COMMENTS = 100
 T = TypeVar("T")
 
 
-class BotFailure(RuntimeError):
+class BotFailure(MooError, RuntimeError):
     """The program crashed, timed out or said something that is not a legal answer."""
+
+    code = "bot_failure"
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -127,9 +128,19 @@ class ExternalBot:
             )
         except OSError as exc:
             self.failures += 1
-            raise BotFailure("crash", f"cannot start {self.argv[0]!r}: {exc}") from None
+            why = exc.strerror or str(exc)
+            raise BotFailure("crash", f"cannot start {self.argv[0]!r}: {why}") from None
         self.starts += 1
-        await self._send(f"moo {PROTOCOL_VERSION}")
+        # A program that exits at once may still have said why on stdout: read that first.
+        stdin = self._proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(f"moo {PROTOCOL_VERSION}\n".encode("ascii"))
+            await asyncio.wait_for(stdin.drain(), self.move_timeout)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except TimeoutError:
+            await self._fail("timeout", "the program does not read its input")
         words = (await self._answer("the ready handshake")).split()
         if not words or words[0] != "ready":
             await self._fail("garbage", f"expected 'ready', got {' '.join(words)[:60]!r}")
@@ -174,7 +185,7 @@ class ExternalBot:
             proc.stdin.write(line.encode("ascii") + b"\n")
             await asyncio.wait_for(proc.stdin.drain(), self.move_timeout)
         except (BrokenPipeError, ConnectionResetError):
-            await self._fail("crash", f"the program exited (while sending {line.split()[0]!r})")
+            await self._fail("crash", f"the program exited before reading {line.split()[0]!r}")
         except TimeoutError:
             await self._fail("timeout", "the program does not read its input")
 
@@ -311,10 +322,3 @@ class ExternalStrategy(Strategy):
         with contextlib.suppress(Exception):
             if not self._loop.is_closed() and not self._loop.is_running():
                 self._loop.close()
-
-
-def create_strategy(spec: str, *, move_timeout: float = DEFAULT_MOVE_TIMEOUT) -> Strategy:
-    """:func:`bots.base.create`, with a move time limit for ``cmd:PROGRAM ARGS`` programs."""
-    if spec.startswith("cmd:"):
-        return ExternalStrategy(spec, move_timeout=move_timeout)
-    return create(spec)

@@ -36,7 +36,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from bots.base import Strategy, available, close_strategy, create, display_names
+from bots.base import Strategy
+from bots.registry import available, close_strategy, create, display_names
 from moo.errors import MooError
 from moo.rules import DEFAULT_RULES, Rules
 
@@ -121,7 +122,8 @@ def _play_every_secret(spec: str, rules: Rules, seed: int) -> Distribution:
     return Distribution(_label(spec), spec, dict(sorted(counts.items())), method)
 
 
-def distribution_of(spec: str, rules: Rules = DEFAULT_RULES, seed: int = 0) -> Distribution:
+def distribution_of(spec: str, rules: Rules = DEFAULT_RULES, seed: int = 0,
+                    progress: bool = False) -> Distribution:
     """The guess-count distribution of ``spec``, from ``bots.evaluate`` when it applies."""
     if not spec.startswith("cmd:"):
         try:
@@ -131,7 +133,7 @@ def distribution_of(spec: str, rules: Rules = DEFAULT_RULES, seed: int = 0) -> D
         evaluate = getattr(evaluate_module, "evaluate", None)
         if evaluate is not None:
             try:
-                ev = evaluate(spec, rules, seed=seed, show_progress=False)
+                ev = evaluate(spec, rules, seed=seed, show_progress=progress)
                 return Distribution(
                     _label(spec), spec, {int(k): int(v) for k, v in ev.distribution.items()},
                     str(ev.method),
@@ -170,7 +172,7 @@ def write_report(
     for spec in specs:
         t0 = time.monotonic()
         try:
-            dists.append(distribution_of(spec, rules, seed))
+            dists.append(distribution_of(spec, rules, seed, progress))
         except MooError as exc:
             if spec not in optional and spec != baseline:
                 raise
@@ -220,7 +222,7 @@ def _is_adaptive(spec: str) -> bool:
     if spec.startswith(("cmd:", "dist:", "file:")) or ".py:" in spec:
         return False
     try:
-        from bots.base import create
+        from bots.registry import create
 
         return bool(create(spec, relabel=False).adaptive)
     except (MooError, TypeError, ImportError, AttributeError):
@@ -548,6 +550,9 @@ def main(args: argparse.Namespace) -> int:
     if not specs:
         print("moo report: no strategies to report on", file=sys.stderr)
         return 2
+    for spec in args.strategies:  # a typo is told at once, not after every shipped bot's run
+        if not spec.startswith(("dist:", "file:")):
+            close_strategy(create(spec, relabel=False))
     command = "moo report " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "moo report"
     try:
         data = write_report(specs, args.out, baseline=baseline, seed=args.seed,

@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from bots.base import available, create, describe
 from bots.playout import Progress, play_all
+from bots.registry import available, create, describe
 from bots.tree import format_dump_line
 from moo.errors import MooError
 from moo.rules import DEFAULT_RULES

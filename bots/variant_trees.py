@@ -29,8 +29,9 @@ import threading
 from pathlib import Path
 from typing import ClassVar
 
-from bots.base import Strategy, create
+from bots.base import Strategy
 from bots.mastermind import tree_cache_dir
+from bots.registry import create
 from bots.tree import DecisionTree, InvalidTree, TreeKey, TreeUnavailable, load_tree
 from moo.rules import DEFAULT_RULES, Response, Rules
 from moo.variants import rules_label
@@ -97,7 +98,7 @@ def cache_file(rules: Rules, objective: str) -> Path:
 def _solve(rules: Rules, objective: str) -> None:
     """Run ``moo solve`` for the tree (and for ``strongest``, the minimum tree first)."""
     path = cache_file(rules, objective)
-    cmd = [sys.executable, "-m", "moo", "solve", objective, "--length", str(rules.length),
+    cmd = [sys.executable, "-m", "cli", "solve", objective, "--length", str(rules.length),
            "--alphabet", rules.alphabet, "--quiet"]
     if objective == "minimum":
         cmd.append("--tiebreak")  # the same choice as the shipped 4-of-10 tree

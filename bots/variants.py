@@ -25,9 +25,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from bots.base import create
 from bots.mastermind import MastermindTree
 from bots.mastermind import RandomConsistent as MastermindRandom
+from bots.registry import create
 from moo.errors import BotUnsupported
 from moo.mastermind import MastermindRules
 from moo.rules import Response, Rules

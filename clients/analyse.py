@@ -26,8 +26,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.typing import Subprotocol
 
 from bots import analysis
+from clients.sdk.cli_args import ws_url
 from clients.sdk.client import DEFAULT_URL
-from moo.cli import ws_url
 from moo.protocol import JSON_SUBPROTOCOL
 
 __all__ = ["FetchError", "configure", "fetch_record", "main", "record_from_match_record"]

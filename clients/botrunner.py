@@ -3,7 +3,7 @@
 Many bots share one event loop: ``--concurrency K`` opens K connections (``NAME-1`` ..
 ``NAME-K``), each playing its matches one after another until N have been started in total.
 Strategies are synchronous and fast (they never do I/O), so calling them on the loop is fine;
-external programs are driven through :class:`clients.external.ExternalBot`, whose every answer
+external programs are driven through :class:`bots.external.ExternalBot`, whose every answer
 is bounded by the move time limit, so a stuck program costs its own match and nothing else.
 """
 
@@ -21,8 +21,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TextIO
 
-from bots.base import Strategy, available, create
+from bots.base import Strategy
 from bots.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
+from bots.registry import available, create
 from bots.variants import VARIANT_BOTS, bot_note, check_bot, create_for, prepare
 from clients.sdk import (
     DEFAULT_URL,
@@ -33,11 +34,10 @@ from clients.sdk import (
 )
 from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
-from moo.cli import rules_arg
 from moo.errors import BotUnsupported, UnknownStrategy
 from moo.mastermind import MastermindRules
 from moo.rules import Response
-from moo.variants import GameRules, is_classic
+from moo.variants import GameRules, is_classic, rules_arg
 from moo.words import WordRules
 
 __all__ = ["MatchOutcome", "Player", "StrategyPlayer", "configure", "main", "play_match"]
@@ -583,6 +583,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.wait <= 0:
         print("moo bot: --wait must be positive", file=sys.stderr)
+        return 2
+    if args.move_timeout <= 0:
+        print("moo bot: --move-timeout must be positive", file=sys.stderr)
         return 2
     try:
         player = _make_player(args)

@@ -51,11 +51,10 @@ from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
 from clients.wordplay import describe_answer, play_words
 from moo.assist import assist
-from moo.cli import rules_arg
 from moo.errors import InvalidCode
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response
-from moo.variants import GameRules
+from moo.variants import GameRules, rules_arg
 from moo.words import NoDictionary, WordRules
 
 __all__ = ["Entry", "configure", "main", "parse_entry", "rules_page"]
@@ -746,9 +745,12 @@ class OnlineMatch:
         counts = st.counts
         banner = {"win": "*** YOU WIN! ***", "loss": "*** YOU LOSE. ***",
                   "draw": "*** A DRAW. ***"}[st.outcome or "draw"]
+        def tried(seat: int) -> str:
+            solved = "SOLVED" if st.solved(seat) else "NOT SOLVED"
+            return f"{counts[seat]} GUESS{'' if counts[seat] == 1 else 'ES'}, {solved}"
+
         why = {
-            "solved": f"YOU: {counts[me]} GUESSES{' (SOLVED)' if st.solved(me) else ''}; "
-                      f"{self.opp}: {counts[other]}{' (SOLVED)' if st.solved(other) else ''}.",
+            "solved": f"YOU: {tried(me)}; {self.opp}: {tried(other)}.",
             "resign": "BY RESIGNATION.",
             "timeout": "ON TIME.",
             "disconnect": "A PLAYER DID NOT COME BACK IN TIME.",
@@ -756,7 +758,8 @@ class OnlineMatch:
         }.get(res.reason, res.reason.upper())
         say(f"\n{banner} {why}")
         if len(res.secrets) == 2:
-            say(f"SECRETS: YOURS {res.secrets[me]}, {self.opp}'S {res.secrets[other]}.")
+            yours, theirs = (res.secrets[i] or "NOT SET" for i in (me, other))
+            say(f"SECRETS: YOURS {yours}, {self.opp}'S {theirs}.")
         fair = st.fairness()
         if fair is None:
             say("FAIRNESS CHECK: NOTHING TO CHECK (THE GAME NEVER STARTED).")
@@ -867,13 +870,16 @@ async def play_online(args: argparse.Namespace) -> int:
     try:
         password = read_password(args)
     except ValueError as exc:
-        screen.say(f"moo play: {exc}")
+        print(f"moo play: {exc}", file=sys.stderr)
         return 2
     # A person is waiting: retry often (every 2 s at most) for about a minute, the server's
     # default grace window, rather than backing off to long silences.
     urls = urls_of(args, DEFAULT_URL)
     # Tokens are kept under the first URL: the nodes of one cluster share their players.
-    client = Client(urls, name, token=tokens.get(urls[0], name), password=password,
+    # A password given now is checked now: a token saved earlier would sign in without it and
+    # a wrong password would go unnoticed.
+    saved = None if password is not None else tokens.get(urls[0], name)
+    client = Client(urls, name, token=saved, password=password,
                     encoding=args.encoding, client_name="moo-play", backoff_max=2.0,
                     max_attempts=35)
     try:
@@ -888,7 +894,8 @@ async def play_online(args: argparse.Namespace) -> int:
                        " OTHERWISE CHOOSE ANOTHER WITH --name.")
         return 1
     except (OSError, TimeoutError) as exc:
-        screen.say(f"CANNOT REACH {', '.join(urls)}: {exc}")
+        print(f"moo play: cannot reach {', '.join(urls)}: {exc or type(exc).__name__}",
+              file=sys.stderr)
         return 1
     if client.token:
         tokens.put(urls[0], client.name, client.token)

@@ -6,7 +6,7 @@
 
 It is an ordinary MQTT subscriber (topics in docs/mqtt.md), so anything the server publishes
 can be followed without a WebSocket connection or an account. The connection is retried with
-backoff if the broker goes away.
+backoff if the broker goes away; one that cannot be reached at all is one line, status 1.
 """
 
 from __future__ import annotations
@@ -59,12 +59,14 @@ async def watch(
     fmt = Formatter()
     seen = 0
     backoff = 0.5
+    reached = False
     while True:
         try:
             async with aiomqtt.Client(
                 target.host, target.port, username=target.username, password=target.password
             ) as client:
                 await client.subscribe(topic, qos=1)
+                reached = True
                 backoff = 0.5
                 if ready is not None:
                     ready.set()
@@ -84,6 +86,10 @@ async def watch(
                     if match_id and name.endswith("/result"):
                         return 0
         except aiomqtt.MqttError as exc:
+            if not reached:  # never connected: a wrong address, not a broker that went away
+                print(f"moo watch: cannot reach the MQTT broker at {url}: {exc}",
+                      file=sys.stderr)
+                return 1
             print(f"moo watch: {exc}; reconnecting in {backoff:.1f} s", file=sys.stderr)
             await asyncio.sleep(backoff)
             backoff = min(10.0, backoff * 2)

@@ -98,7 +98,7 @@ class MooServer:
 
     def start(self, timeout: float = 60.0) -> MooServer:
         cmd = [
-            sys.executable, "-m", "moo", "serve",
+            sys.executable, "-m", "cli", "serve",
             "--host", "127.0.0.1",
             "--port", str(self.port),
             "--db", str(self.db),

@@ -46,6 +46,7 @@ change meaning once released; new situations get new subclasses.
     │   └── NotAvailable                     code="not_available"
     │       └── moo.words.NoDictionary       (no word list on this machine)
     ├── RateLimited                          code="rate_limited"
+    ├── UsageError                           code="usage" (command line only)
     └── StorageError                         code="storage_unavailable"
 """
 
@@ -88,6 +89,7 @@ __all__ = [
     "UnknownRoom",
     "UnknownStrategy",
     "UnknownSymbol",
+    "UsageError",
     "WrongLength",
     "WrongPhase",
     "WrongPool",
@@ -302,3 +304,11 @@ class StorageError(MooError):
     """The store cannot make an action durable, so the action is refused, not acknowledged."""
 
     code = "storage_unavailable"
+
+
+class UsageError(MooError):
+    """A person's mistake on the command line (a value out of range, options that do not go
+    together, a file that is not there): ``moo`` prints it as one line and exits with status 2.
+    Never sent over the protocol."""
+
+    code = "usage"

@@ -23,6 +23,7 @@ family.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from moo.errors import BadRules
@@ -40,6 +41,7 @@ __all__ = [
     "is_words",
     "parse_rules",
     "parse_rules_spec",
+    "rules_arg",
     "rules_from_dict",
     "rules_label",
     "rules_spec",
@@ -284,3 +286,12 @@ def rules_from_dict(data: dict[str, Any]) -> GameRules:
         return MastermindRules(length=int(data.get("length", 4)),
                                alphabet=str(data.get("alphabet", "123456")))
     return Rules.from_dict(data)
+
+
+def rules_arg(text: str) -> GameRules:
+    """argparse type of every ``--rules``: the compact spec, one line on a mistake
+    (``moo play: argument --rules: length must be 3-6, got 9``)."""
+    try:
+        return parse_rules_spec(text)
+    except BadRules as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -65,7 +65,7 @@ class MatchAnalysis:
 
     async def _run(self, record: dict[str, Any]) -> list[dict[str, Any]]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "moo", "analyse", "-", "--json",
+            sys.executable, "-m", "cli", "analyse", "-", "--json",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )

@@ -324,6 +324,17 @@ def with_analysis(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _analysed(matches: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Each match with its analysis, under a progress bar: seconds a match add up."""
+    from bots.playout import Progress
+
+    progress = Progress(len(matches), "analysing")
+    for i, record in enumerate(matches):
+        yield with_analysis(record)
+        progress(i + 1)
+    progress.finish()
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", required=True,
                         help="the server's database: a SQLite file or a postgresql:// URL")
@@ -341,7 +352,7 @@ def main(args: argparse.Namespace) -> int:
         since = parse_since(args.since) if args.since else None
         found = records(args.db, since)
         if getattr(args, "analysis", False):
-            found = (with_analysis(r) for r in found)
+            found = _analysed(list(found))
         if args.out == "-":
             for record in found:
                 sys.stdout.write(json.dumps(record, separators=(",", ":")) + "\n")

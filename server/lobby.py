@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from bots.base import available
+from bots.registry import available
 from bots.variants import VARIANT_BOTS, check_bot
 from moo.errors import (
     AssistRated,

@@ -22,7 +22,7 @@ LISTENING = re.compile(r"listening on (ws://[\d.]+:\d+/)")
 
 
 def moo_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "moo", *args]
+    return [sys.executable, "-m", "cli", *args]
 
 
 def client_env(tmp_path: Path) -> dict[str, str]:

@@ -81,7 +81,7 @@ async def start_node(
     extra: tuple[str, ...] = (),
 ) -> Node:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "moo", "serve", "--port", "0", "--db", db,
+        sys.executable, "-m", "cli", "serve", "--port", "0", "--db", db,
         "--cluster", bus, "--node", name, "--lease-ms", str(lease_ms),
         "--bot-delay-ms", "0", "--grace-ms", "60000", *extra,
         cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,

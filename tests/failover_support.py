@@ -45,7 +45,7 @@ class Server:
 
     async def start(self) -> None:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "moo", "serve", "--port", str(self.port), "--db", str(self.db),
+            sys.executable, "-m", "cli", "serve", "--port", str(self.port), "--db", str(self.db),
             "--bot-delay-ms", "0", "--grace-ms", "60000",
             cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )

@@ -22,7 +22,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from bots.base import Strategy, create
+from bots.base import Strategy
+from bots.registry import create
 from moo.commitment import new_salt
 from moo.errors import MooError, NotHello, UnknownMatch
 from moo.match import Match, MatchConfig

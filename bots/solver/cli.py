@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from moo.cli import UsageError
+from moo.errors import UsageError
 from moo.rules import Rules, format_response, parse_response
 
 from .core import (

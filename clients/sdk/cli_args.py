@@ -1,4 +1,4 @@
-"""The ``--url`` option shared by ``moo bot``, ``moo play`` and ``moo tournament``.
+"""The ``--url`` option shared by ``moo bot``, ``moo play``, ``moo tournament`` and ``moo analyse``.
 
 Why one helper: the three commands must accept several servers the same way (the nodes of a
 cluster, tried in order when one is down), and a mistyped address must get the same one-line
@@ -9,11 +9,36 @@ URLs; the order is kept: ``--url ws://a/ --url ws://b/,ws://c/`` means a, then b
 from __future__ import annotations
 
 import argparse
+from urllib.parse import urlsplit
 
 from clients.sdk.client import url_list
-from moo.cli import ws_url
 
-__all__ = ["add_url_option", "urls_of", "ws_url_list"]
+__all__ = ["add_url_option", "urls_of", "ws_url", "ws_url_list"]
+
+
+def ws_url(text: str) -> str:
+    """argparse type of one ``--url``: a ``ws://`` or ``wss://`` URL with a host.
+
+    The usual slips (``localhost:8765``, the page's ``http://`` address) get the URL that was
+    probably meant, instead of a traceback from deep inside the WebSocket library.
+    """
+    parts = urlsplit(text)
+    if parts.scheme in ("ws", "wss") and parts.hostname:
+        try:
+            parts.port  # noqa: B018 -- raises on a port that is not a number in range
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad port in {text!r}") from None
+        return text
+    if parts.scheme in ("http", "https") and parts.hostname:
+        hint = f"ws{'s' if parts.scheme == 'https' else ''}://{parts.netloc}{parts.path or '/'}"
+    elif "://" not in text and text.strip():
+        hint = f"ws://{text.strip().rstrip('/')}/"
+    else:
+        hint = "ws://127.0.0.1:8765/"
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a WebSocket URL; a server's address is ws://HOST:PORT/ "
+        f"(did you mean {hint}?)"
+    )
 
 
 def ws_url_list(text: str) -> list[str]:

@@ -549,6 +549,24 @@ class Client:
     def pending_messages(self) -> int:
         return self._events.qsize()
 
+    def discard_pending(self) -> int:
+        """Drop the messages waiting on the event stream; how many there were.
+
+        For a program that reuses one connection for one task after another (the tournament
+        runner's pooled connections): what an earlier match left behind must not be read as
+        part of the next. The end of the stream, if it came, stays.
+        """
+        dropped = 0
+        ended = False
+        while not self._events.empty():
+            if isinstance(self._events.get_nowait(), _End):
+                ended = True
+            else:
+                dropped += 1
+        if ended:
+            self._events.put_nowait(_END)
+        return dropped
+
     # -- requests ------------------------------------------------------------------------------
     async def _send(self, message: dict[str, Any]) -> None:
         if self._bucket is not None:

@@ -41,11 +41,10 @@ from clients.tournament.runner import (
     run_tournament,
 )
 from clients.tournament.stats import SprtSpec
-from moo.cli import rules_arg
-from moo.errors import MooError
+from moo.errors import UsageError
 from moo.match import MatchConfig
 from moo.rules import DEFAULT_RULES
-from moo.variants import CLASSIC_SPEC, rules_spec
+from moo.variants import CLASSIC_SPEC, rules_arg, rules_spec
 
 __all__ = ["configure", "format_standings", "main", "standings_json"]
 
@@ -85,9 +84,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="match pacing (default lockstep, the server's default)")
     parser.add_argument("--rules", type=rules_arg, default=None, metavar="SPEC",
                         help="the game: GAME[:LENGTH[:ALPHABET[:repeats]]] (docs/variants.md); "
-                        "default classic 4 of 10. Other rules: Mastermind minimum, strongest, "
-                        "random; other MOO variants random only; word MOO "
-                        "(words[:LENGTH[:SCORING]]) words only")
+                        "default classic 4 of 10. Mastermind: minimum, strongest, random; "
+                        "other MOO variants: random, minimum, strongest (the exact tree where "
+                        "it can be solved, else entropy), the heuristics and cmd: programs; "
+                        "word MOO (words[:LENGTH[:SCORING]]): words")
     parser.add_argument("--json", action="store_true", help="print standings as JSON")
     parser.add_argument("--name-prefix", default=None,
                         help="--url: prefix of the players' names (default: a random tag)")
@@ -101,40 +101,51 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(_main(args))
-    except (MooError, ValueError, OSError) as exc:
-        print(f"moo tournament: {exc}", file=sys.stderr)
-        return 1
+    """Usage mistakes raise :class:`UsageError` (status 2); a failure while playing is a
+    :class:`~moo.errors.MooError` or ``OSError`` (status 1): ``moo`` prints either as one line."""
+    return asyncio.run(_main(args))
 
 
-async def _main(args: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace) -> SprtSpec | None:
+    """Every option's value, before anything is played or written."""
     if args.rounds < 1:
-        raise ValueError("--rounds must be at least 1")
+        raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if not args.client_rate > 0:
+        raise UsageError(f"--client-rate must be above 0, got {args.client_rate:g}")
     if len(args.bots) < 2:
-        raise ValueError("a tournament needs at least two bots")
-    spec = SprtSpec.parse(args.sprt) if args.sprt else None
+        raise UsageError("a tournament needs at least two bots")
+    try:
+        spec = SprtSpec.parse(args.sprt) if args.sprt else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if spec is not None and (len(args.bots) != 2):
-        raise ValueError("--sprt compares exactly two bots")
+        raise UsageError("--sprt compares exactly two bots")
     if args.out:
         folder = Path(args.out).parent
         if not folder.is_dir():
             # a typo must not grow a directory tree: name the folder and create nothing
-            raise ValueError(f"--out {args.out}: directory {folder} does not exist")
+            raise UsageError(f"--out {args.out}: directory {folder} does not exist")
         if Path(args.out).is_dir():
-            raise ValueError(f"--out {args.out} is a directory; give a file name")
+            raise UsageError(f"--out {args.out} is a directory; give a file name")
+    if args.resume and not args.out:
+        raise UsageError("--resume needs --out FILE")
+    return spec
+
+
+async def _main(args: argparse.Namespace) -> int:
+    spec = _check(args)
     out = ResultsFile(args.out)
     seed = args.seed
     if args.resume:
-        if not args.out:
-            raise ValueError("--resume needs --out FILE")
         seeds = {r.seed for r in out.load()}
         if len(seeds) > 1:
-            raise ValueError(f"{args.out} mixes tournaments of seeds {sorted(seeds)}")
+            raise UsageError(f"{args.out} mixes tournaments of seeds {sorted(seeds)}")
         if seeds:
             (found,) = seeds
             if seed is not None and seed != found:
-                raise ValueError(f"{args.out} was played with --seed {found}, not {seed}")
+                raise UsageError(f"{args.out} was played with --seed {found}, not {seed}")
             seed = found
     if seed is None:
         seed = random.SystemRandom().randrange(1, 2**31)
@@ -157,10 +168,24 @@ async def _main(args: argparse.Namespace) -> int:
         engine = LocalEngine(config, concurrency)
         mode = "local" + (f", {concurrency} processes" if concurrency > 1 else "")
     progress = Progress(len(jobs), enabled=False if args.no_progress else None)
+    forfeits: dict[str, int] = {}
+
+    def forfeited(record: MatchRecord) -> None:
+        """The first forfeit of each bot is said at once; the count comes at the end."""
+        for why in (record.forfeit or "").split("; "):
+            bot = why.split(": ", 1)[0]
+            if bot not in forfeits:
+                progress.interrupt(f"moo tournament: {why} (it forfeits the match {record.key}; "
+                                   "its later forfeits are counted below)")
+            forfeits[bot] = forfeits.get(bot, 0) + 1
+
     result = await run_tournament(
         jobs, engine, out=out, resume=args.resume, concurrency=concurrency, sprt_spec=spec,
-        progress=progress,
+        progress=progress, on_forfeit=forfeited,
     )
+    for bot, count in forfeits.items():
+        print(f"moo tournament: {bot} forfeited {count} match{'es' if count > 1 else ''}",
+              file=sys.stderr)
     names = display_names(args.bots)
     info = {
         "bots": list(args.bots),

@@ -22,6 +22,7 @@ from clients.tournament.stats import (
     elo_interval_trinomial,
     los,
 )
+from moo.variants import CLASSIC_SPEC
 
 __all__ = [
     "MatchRecord",
@@ -39,6 +40,8 @@ class MatchRecord:
 
     ``secrets[i]`` is the secret seat ``i`` set (the one its opponent had to find);
     ``guesses[i]`` the guesses seat ``i`` made; ``winner`` the winning seat or None for a draw.
+    ``rules`` is the game's spec (docs/variants.md); ``forfeit`` says why a bot lost the match by
+    failing (a program that crashed, a strategy that raised), None when both played it out.
     """
 
     key: str
@@ -57,6 +60,8 @@ class MatchRecord:
     match_id: str | None = None
     #: the pair of bots in plan order (index into the bot list), so standings know who is who
     pair: list[int] = field(default_factory=lambda: [0, 1])
+    rules: str = CLASSIC_SPEC
+    forfeit: str | None = None
 
     @property
     def result(self) -> str:

@@ -23,22 +23,27 @@ import asyncio
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 import bots.dictionary  # noqa: F401  (installs word MOO's dictionary: the secrets of words:N)
-from bots.base import Strategy, available, close_strategy, create, display_names
+from bots.base import Strategy
+from bots.external import BotFailure, ExternalStrategy
+from bots.registry import available, close_strategy, create, display_names
 from bots.variants import VARIANT_BOTS, check_bot, create_for, prepare
 from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
 from clients.tournament.stats import SprtResult, SprtSpec, sprt
-from moo.errors import BotUnsupported
+from moo.errors import BotUnsupported, MooError, UsageError
 from moo.mastermind import MastermindRules
 from moo.match import Event, Match, MatchConfig
 from moo.rules import DEFAULT_RULES, Response
-from moo.variants import GameRules, is_classic
+from moo.variants import CLASSIC_SPEC, GameRules, is_classic, rules_spec
 from moo.words import WordRules
+
+T = TypeVar("T")
 
 __all__ = [
     "Engine",
@@ -47,8 +52,10 @@ __all__ = [
     "Progress",
     "TournamentResult",
     "begin_match",
+    "check_programs",
     "choose_secret",
     "display_names",
+    "failure_text",
     "make_plan",
     "make_strategy",
     "play_local",
@@ -72,6 +79,8 @@ class Job:
     names: tuple[str, str]
     #: None when the bots choose their own secrets (``--secrets bots``)
     secrets: tuple[str, str] | None
+    #: the game's spec (docs/variants.md), as the record keeps it
+    rules: str = CLASSIC_SPEC
 
 
 def pairs_for(n_bots: int, fmt: str) -> list[tuple[int, int]]:
@@ -103,6 +112,7 @@ def make_plan(
     if secrets not in SECRET_MODES:
         raise ValueError(f"--secrets must be one of {SECRET_MODES}")
     names = display_names(specs)
+    spec_of_rules = rules_spec(rules)
     jobs = []
     for r in range(rounds):
         x, y = secret_pair(seed, r, rules)
@@ -119,6 +129,7 @@ def make_plan(
                         specs=(specs[a], specs[b]),
                         names=(names[a], names[b]),
                         secrets=pair_secrets,
+                        rules=spec_of_rules,
                     )
                 )
     return jobs
@@ -130,7 +141,7 @@ def make_plan(
 def make_strategy(
     spec: str, *, relabel: bool = True, rules: GameRules | None = None
 ) -> Strategy:
-    """A strategy from any spec (:func:`bots.base.create`, the loader every command shares).
+    """A strategy from any spec (:func:`bots.registry.create`, the loader every command shares).
 
     For rules other than classic 4 of 10, only the bots of :func:`bots.variants.bots_for`
     (``BotUnsupported`` otherwise), built for those rules."""
@@ -146,6 +157,24 @@ def make_strategy(
     prepare(spec, rules)  # a variant's tree is solved before the first match, not in it
     strategy: Strategy = create_for(spec, rules)
     return strategy
+
+
+def check_programs(specs: Sequence[str], rules: GameRules) -> None:
+    """Start every ``cmd:`` program once and do its handshake, before any match is played.
+
+    A program that is not there was already refused by the loader (a usage error); one that
+    starts but exits, hangs or answers garbage is a :class:`~bots.external.BotFailure` here,
+    naming the spec: the tournament does not start with a bot that cannot play.
+    """
+    for spec in dict.fromkeys(s for s in specs if s.startswith("cmd:")):
+        strategy = make_strategy(spec, relabel=False, rules=rules)
+        try:
+            if isinstance(strategy, ExternalStrategy):
+                begin_match(strategy, rules, random.Random(0))
+        except BotFailure as exc:
+            raise MooError(f"{spec} cannot play: {exc}") from None
+        finally:
+            close_strategy(strategy)
 
 
 def begin_match(strategy: Strategy, rules: GameRules, rng: random.Random) -> None:
@@ -174,16 +203,30 @@ def play_local(
 
     What each seat learns, and when, is what a server connection would see: in lockstep both
     responses of a round arrive together at the ``round`` event; in free pacing at once.
+    A strategy that fails (an external program that crashes or answers garbage, a plug-in that
+    raises) forfeits the match: its seat resigns and the record's ``forfeit`` says why.
     """
     started = int(time.time() * 1000)
     rules = config.rules
     match, _ = Match.create(job.key, job.names, config, 0)
     rngs = (seat_rng(job, 0), seat_rng(job, 1))
+    failed: dict[int, str] = {}
+
+    def attempt(seat: int, call: Callable[[], T]) -> T | None:
+        if seat in failed:
+            return None
+        try:
+            return call()
+        except Exception as exc:
+            failed[seat] = f"{job.specs[seat]}: {failure_text(exc)}"
+            return None
+
     for seat in (0, 1):
-        begin_match(strategies[seat], rules, rngs[seat])
-    secrets = job.secrets or (
-        choose_secret(strategies[0], rules, rngs[0]),
-        choose_secret(strategies[1], rules, rngs[1]),
+        attempt(seat, partial(begin_match, strategies[seat], rules, rngs[seat]))
+    secrets = job.secrets or tuple(
+        attempt(seat, partial(choose_secret, strategies[seat], rules, rngs[seat]))
+        or rngs[seat].choice(rules.secrets)
+        for seat in (0, 1)
     )
     for seat in (0, 1):
         match.set_secret(seat, secrets[seat], "tournament", 0)
@@ -194,39 +237,54 @@ def play_local(
             if match.finished or not match.owes_move(seat):
                 continue
             tick += 1
+            guess = attempt(seat, strategies[seat].next_guess)
             try:
-                guess = strategies[seat].next_guess()
+                if guess is None:
+                    raise ValueError("no guess")
                 events = match.guess(seat, guess, tick)
-            except Exception:
+            except Exception as exc:
+                failed.setdefault(seat, f"{job.specs[seat]}: {failure_text(exc)}")
                 match.resign(seat, tick)
                 break
             moved = True
-            _deliver(match, events, strategies)
+            _deliver(match, events, strategies, attempt)
         if not moved and not match.finished:  # cannot happen with a correct Match; be safe
             match.resign(0, tick)
-    return _record_from_match(job, match, "local", started)
+    record = _record_from_match(job, match, "local", started)
+    record.forfeit = "; ".join(failed[seat] for seat in sorted(failed)) or None
+    return record
 
 
-def _deliver(match: Match, events: list[Event], strategies: tuple[Strategy, Strategy]) -> None:
+def failure_text(exc: BaseException) -> str:
+    """Why a strategy failed, in a few words: a program's own failure says it all."""
+    if isinstance(exc, BotFailure | MooError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _deliver(match: Match, events: list[Event], strategies: tuple[Strategy, Strategy],
+             attempt: Callable[[int, Callable[[], None]], None]) -> None:
     lockstep = match.config.pacing == "lockstep"
     for event in events:
         kind = event["kind"]
         if kind == "guess" and not lockstep:
             seat = event["seat"]
             response = Response(event["bulls"], event["cows"])
-            strategies[seat].observe(event["guess"], response)
+            attempt(seat, partial(strategies[seat].observe, event["guess"], response))
             shown = event["guess"] if match.config.show_guesses else None
-            strategies[1 - seat].observe_opponent_move(event["n"], shown, response)
+            attempt(1 - seat, partial(strategies[1 - seat].observe_opponent_move,
+                                      event["n"], shown, response))
         elif kind == "round":
             n = event["n"]
             results = event["results"]
             for seat in (0, 1):
                 guess, bulls, cows = results[seat]
-                strategies[seat].observe(guess, Response(bulls, cows))
+                attempt(seat, partial(strategies[seat].observe, guess, Response(bulls, cows)))
             for seat in (0, 1):
                 other, bulls, cows = results[1 - seat]
                 shown = other if match.config.show_guesses else None
-                strategies[seat].observe_opponent_move(n, shown, Response(bulls, cows))
+                attempt(seat, partial(strategies[seat].observe_opponent_move, n, shown,
+                                      Response(bulls, cows)))
 
 
 def _record_from_match(job: Job, match: Match, mode: str, started: int) -> MatchRecord:
@@ -247,6 +305,7 @@ def _record_from_match(job: Job, match: Match, mode: str, started: int) -> Match
         finished_ms=int(time.time() * 1000),
         match_id=None,
         pair=list(job.pair),
+        rules=rules_spec(match.config.rules),
     )
 
 
@@ -290,8 +349,10 @@ class LocalEngine:
         self._strategies: dict[tuple[str, int], Strategy] = {}
 
     async def start(self, jobs: Sequence[Job]) -> None:
-        # Fail fast on a bad bot name before any match is played.
-        for spec in sorted({s for job in jobs for s in job.specs}):
+        # Fail fast on a bad bot name or a program that cannot play, before any match.
+        specs = sorted({s for job in jobs for s in job.specs})
+        check_programs(specs, self.config.rules)
+        for spec in specs:
             self._strategy(spec, 0)
         if self.concurrency > 1:
             self._pool = ProcessPoolExecutor(max_workers=self.concurrency)
@@ -358,6 +419,15 @@ class Progress:
         )
         self.stream.flush()
 
+    def interrupt(self, line: str) -> None:
+        """Print ``line`` on the stream without tearing the bar (it is redrawn after)."""
+        if self.enabled:
+            self.stream.write("\r\033[K")
+        self.stream.write(line + "\n")
+        self.stream.flush()
+        if self.enabled:
+            self._draw(time.monotonic())
+
     def finish(self) -> None:
         if self.enabled:
             self._draw(time.monotonic())
@@ -377,6 +447,28 @@ class TournamentResult:
     sprt: SprtResult | None
 
 
+def check_resumable(out: ResultsFile, jobs: Sequence[Job]) -> list[MatchRecord]:
+    """The records of ``out``, if they belong to this plan's bots and rules; else UsageError."""
+    records = out.load()
+    if not jobs:
+        return records
+    seats = {(tuple(job.pair), job.names) for job in jobs}
+    wanted = {job.specs[0]: job.names[0] for job in jobs} | {
+        job.specs[1]: job.names[1] for job in jobs}
+    rules = jobs[0].rules
+    for record in records:
+        if record.rules != rules:
+            raise UsageError(f"{out.path} was written for rules {record.rules}, not {rules}: "
+                             "give another --out, or drop --resume to start it afresh")
+        if (tuple(record.pair), tuple(record.players)) not in seats:
+            theirs = sorted({p for r in records for p in r.players})
+            raise UsageError(
+                f"{out.path} was written for bots {', '.join(theirs)}, not "
+                f"{', '.join(wanted.values())}: give another --out, or drop --resume to start "
+                "it afresh")
+    return records
+
+
 def _sprt_state(records: Sequence[MatchRecord], spec: SprtSpec) -> SprtResult:
     table = pair_standings(records)
     penta = [0, 0, 0, 0, 0]
@@ -394,20 +486,23 @@ async def run_tournament(
     concurrency: int = 1,
     sprt_spec: SprtSpec | None = None,
     progress: Progress | None = None,
+    on_forfeit: Callable[[MatchRecord], None] | None = None,
 ) -> TournamentResult:
     """Play every job not already in ``out`` (when resuming); stop early if the SPRT decides.
 
     Matches run ``concurrency`` at a time; each finished match is appended to ``out`` at once.
-    The returned records are those of the plan, old and new, in plan order.
+    The returned records are those of the plan, old and new, in plan order. ``on_forfeit``
+    hears of every match a bot lost by failing (its record's ``forfeit`` says why).
+    Resuming from a file written for other bots or other rules is refused
+    (:class:`~moo.errors.UsageError`): its records would be mixed into these standings.
     """
     out = out or ResultsFile(None)
     keys = {job.key: i for i, job in enumerate(jobs)}
     done: dict[str, MatchRecord] = {}
     if resume:
-        for record in out.load():
+        for record in check_resumable(out, jobs):
             if record.key in keys:
                 done[record.key] = record
-    out.open(append=resume)
     todo = [job for job in jobs if job.key not in done]
     skipped = len(jobs) - len(todo)
     progress = progress or Progress(len(jobs), enabled=False)
@@ -434,6 +529,8 @@ async def run_tournament(
             done[record.key] = record
             out.write(record)
             played += 1
+            if record.forfeit and on_forfeit is not None:
+                on_forfeit(record)
             if sprt_spec is not None:
                 decision = _sprt_state(list(done.values()), sprt_spec)
                 d = decision
@@ -444,7 +541,9 @@ async def run_tournament(
 
     try:
         if todo and not stop:
-            await engine.start(todo)
+            await engine.start(todo)  # a bot that cannot play is told before --out is touched
+        out.open(append=resume)
+        if todo and not stop:
             workers = [asyncio.create_task(worker()) for _ in range(max(1, concurrency))]
             try:
                 await asyncio.gather(*workers)

@@ -23,7 +23,7 @@ from bots.adaptive import (
     read_table,
     write_table,
 )
-from bots.base import create
+from bots.registry import create
 from bots.relabel import relabelled
 from bots.tree import DATA_DIR, Strongest
 from moo.rules import DEFAULT_RULES, score

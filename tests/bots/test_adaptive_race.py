@@ -12,12 +12,13 @@ import random
 from collections import Counter
 from fractions import Fraction
 
-from bots.base import Strategy, create
+from bots.base import Strategy
 from bots.evaluate import match_probabilities
 from bots.expected import ExpectedSize
 from bots.minimax import Minimax
 from bots.playout import play_all
 from bots.race import TreeAgent, agent_for, race
+from bots.registry import create
 from bots.relabel import relabelled
 from bots.table import table_for
 from bots.tree import DecisionTree

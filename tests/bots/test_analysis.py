@@ -141,7 +141,7 @@ def test_small_position_against_brute_force() -> None:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moo", "analyse", *args],
+    return subprocess.run([sys.executable, "-m", "cli", "analyse", *args],
                           capture_output=True, text=True)
 
 

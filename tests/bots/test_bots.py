@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bots.base import available, create
 from bots.heuristic import CandidateStrategy
 from bots.playout import play_all
+from bots.registry import available, create
 from bots.tree import DecisionTree
 from moo.rules import DEFAULT_RULES, Response, Rules, score
 

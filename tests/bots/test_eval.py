@@ -12,7 +12,7 @@ import pytest
 import bots.tree as tree_mod
 from bots.evaluate import evaluate, match_probabilities
 from bots.playout import Progress
-from moo.cli import main as moo
+from cli.main import main as moo
 
 MINIMUM = dict(enumerate([1, 7, 63, 697, 2424, 1774, 74], start=1))
 STRONGEST = dict(enumerate([1, 4, 47, 688, 2531, 1628, 141], start=1))
@@ -126,7 +126,7 @@ def test_eval_against_a_published_distribution(capsys) -> None:
     """The exact score against Tanaka's minimum distribution, without its tree."""
     import json as _json
 
-    from moo.cli import main as cli
+    from cli.main import main as cli
 
     assert cli(["eval", "dist:tanaka-strongest", "--vs", "dist:tanaka-minimum", "--json"]) == 0
     out = _json.loads(capsys.readouterr().out)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from bots.base import available, close_strategy, create
+from bots.registry import available, close_strategy, create
 from moo.errors import UnknownStrategy
 from moo.rules import DEFAULT_RULES, score
 

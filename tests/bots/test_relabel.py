@@ -13,9 +13,9 @@ from collections import Counter
 
 import pytest
 
-from bots.base import create
 from bots.entropy import Entropy
 from bots.playout import play_all, play_one
+from bots.registry import create
 from bots.relabel import Relabelled
 from moo.rules import DEFAULT_RULES, Rules, score
 

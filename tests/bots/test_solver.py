@@ -25,7 +25,7 @@ from bots.solver.core import (
     strongest_objective,
 )
 from bots.solver.full import solve_cells, verify_paths
-from moo.cli import main as moo_main
+from cli.main import main as moo_main
 from moo.rules import Rules, parse_response, score
 
 DATA = Path(__file__).resolve().parents[2] / "bots" / "data"

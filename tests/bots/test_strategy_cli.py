@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import bots.tree as tree_mod
-from moo.cli import main as moo
+from cli.main import main as moo
 from moo.rules import DEFAULT_RULES, score
 from tests.patience import patience
 
@@ -69,7 +69,7 @@ def test_dump_into_a_closed_pipe_is_quiet() -> None:
     import sys
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moo", "strategy", "dump", "minimum"],
+        [sys.executable, "-m", "cli", "strategy", "dump", "minimum"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import bots.tree as tree_mod
-from bots.base import create
 from bots.playout import play_all
+from bots.registry import create
 from bots.tree import (
     InvalidTree,
     Minimum,
@@ -24,7 +24,7 @@ from bots.tree import (
     format_dump_line,
     load_tree,
 )
-from moo.cli import main as moo
+from cli.main import main as moo
 from moo.rules import DEFAULT_RULES, Response, Rules
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from bots import variant_trees
-from bots.base import create
 from bots.heuristic import Heuristic
+from bots.registry import create
 from bots.table import table_for
 from bots.variant_trees import VariantTree, cache_file, exact_feasible, fallback_note, tree_for
 from bots.variants import VARIANT_HEURISTICS, bot_note, bots_for, create_for
@@ -49,7 +49,7 @@ def _play(strategy: object, rules: Rules, secret: str, seed: int = 0) -> list[st
 
 def _solver_total(rules: Rules, objective: str, *extra: str) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, "-m", "moo", "solve", objective, "--length", str(rules.length),
+        [sys.executable, "-m", "cli", "solve", objective, "--length", str(rules.length),
          "--alphabet", rules.alphabet, "--quiet", "--json", *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=patience(300), check=True,
     )

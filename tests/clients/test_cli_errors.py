@@ -19,7 +19,7 @@ from tests.client_support import client_env, moo_serve
 
 _SCRIPT = Path(sys.executable).with_name("moo")
 #: the installed console script when there is one (what people run), else the same entry point
-MOO = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "moo"]
+MOO = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli"]
 
 
 def moo(tmp_path: Path, *args: str, cwd: Path | None = None,

@@ -29,7 +29,7 @@ FORFEITS = ("disconnect", "resign", "timeout")
 
 async def _moo(*args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "moo", *args, cwd=ROOT,
+        sys.executable, "-m", "cli", *args, cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
 

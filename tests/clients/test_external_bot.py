@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bots.external import BotFailure, ExternalBot, ExternalStrategy, create_strategy
+from bots.external import BotFailure, ExternalBot, ExternalStrategy
+from bots.registry import create
 from clients.botrunner import play_match
 from clients.sdk import Client
 from moo.rules import DEFAULT_RULES, Rules
@@ -140,7 +141,7 @@ async def test_comment_lines_are_ignored(tmp_path):
 
 
 def test_external_strategy_is_a_synchronous_strategy():
-    strategy = create_strategy(f"cmd:{AWK_BOT}")
+    strategy = create(f"cmd:{AWK_BOT}", move_timeout=5.0)
     assert isinstance(strategy, ExternalStrategy)
     with strategy:
         strategy.new_match(RULES, random.Random(1))
@@ -155,7 +156,7 @@ def test_external_strategy_is_a_synchronous_strategy():
                 break
         else:
             raise AssertionError("not solved")
-    assert create_strategy("random").name == "random"
+    assert create("random", relabel=False).name == "random"
 
 
 async def test_runner_resigns_for_a_crashing_bot_then_plays_on(tmp_path):

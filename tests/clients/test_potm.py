@@ -171,7 +171,7 @@ def test_playoffs_stop_at_the_limit_without_a_winner() -> None:
 
 
 def _moo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moo", "potm", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli", "potm", *args], capture_output=True,
                           text=True, cwd=cwd)
 
 

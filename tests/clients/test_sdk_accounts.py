@@ -92,7 +92,7 @@ def _play(tmp_path, device: str, *args: str) -> pexpect.spawn:
     env = client_env(tmp_path)
     env["MOO_TOKENS"] = str(tmp_path / f"{device}-tokens.json")  # one token file per device
     env["TERM"] = "dumb"
-    return pexpect.spawn(sys.executable, ["-m", "moo", "play", *args], cwd=str(ROOT), env=env,
+    return pexpect.spawn(sys.executable, ["-m", "cli", "play", *args], cwd=str(ROOT), env=env,
                          encoding="utf-8", timeout=patience(30), dimensions=(40, 120))
 
 

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from bots.base import Strategy, create
+from bots.base import Strategy
+from bots.registry import create
 from clients.botrunner import StrategyPlayer, play_match
 from clients.sdk import (
     Client,

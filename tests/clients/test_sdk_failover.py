@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from bots.base import create
+from bots.registry import create
 from clients.botrunner import StrategyPlayer, play_match
 from clients.sdk import (
     Client,

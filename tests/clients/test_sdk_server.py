@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from bots.base import create
+from bots.registry import create
 from clients.botrunner import StrategyPlayer, _connection, _Run, play_match
 from clients.sdk import (
     ChallengeReceived,

@@ -21,7 +21,7 @@ EACH = "each of the 4 digits should be one of digits 0-9"
 def spawn(tmp_path, *args: str) -> pexpect.spawn:
     env = client_env(tmp_path)
     env["TERM"] = "dumb"
-    child = pexpect.spawn(sys.executable, ["-m", "moo", "play", *args], cwd=str(ROOT),
+    child = pexpect.spawn(sys.executable, ["-m", "cli", "play", *args], cwd=str(ROOT),
                           env=env, encoding="utf-8", timeout=patience(30), dimensions=(40, 120))
     return child
 

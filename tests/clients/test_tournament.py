@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cli.main import main as moo_main
 from clients.tournament import stats
 from clients.tournament.cli import format_standings, standings_json
 from clients.tournament.remote import RemoteEngine
@@ -27,7 +28,6 @@ from clients.tournament.runner import (
     make_plan,
     run_tournament,
 )
-from moo.cli import main as moo_main
 from moo.match import MatchConfig
 from moo.rules import Rules, score
 from tests.patience import patience
@@ -262,7 +262,7 @@ def test_cli_local_json_and_resume(tmp_path: Path, capsys: pytest.CaptureFixture
     again = json.loads(capsys.readouterr().out)
     assert again["played"] == 0 and again["resumed"] == 12
     assert again["players"] == data["players"]
-    assert moo_main(["tournament", "nonesuch", "random", "--local"]) == 1
+    assert moo_main(["tournament", "nonesuch", "random", "--local"]) == 2  # a usage mistake
 
 
 def test_text_standings_mention_every_bot() -> None:
@@ -300,20 +300,20 @@ async def test_through_server_tournament_matches_local_play(tmp_path: Path) -> N
 async def test_a_connection_lost_mid_match_is_retried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from clients.tournament import remote
+    from clients.sdk import Client
 
-    original = remote.BotConnection.send
+    original = Client.request
     calls = {"n": 0, "cut": 0}
 
-    async def flaky_send(self: remote.BotConnection, message: dict[str, Any]) -> None:
+    async def flaky_request(self: Client, type: str, **fields: Any) -> Any:
         calls["n"] += 1
-        if calls["n"] >= 25 and calls["cut"] == 0 and message.get("type") == "guess":
+        if calls["n"] >= 25 and calls["cut"] == 0 and type == "guess":
             calls["cut"] += 1
-            assert self.ws is not None
-            self.ws.transport.abort()  # the network goes away under this seat
-        await original(self, message)
+            assert self.connection is not None
+            self.connection.transport.abort()  # the network goes away under this seat
+        return await original(self, type, **fields)
 
-    monkeypatch.setattr(remote.BotConnection, "send", flaky_send)
+    monkeypatch.setattr(Client, "request", flaky_request)
     jobs = make_plan([FIRST, "random"], rounds=3, seed=8)
     async with running(server_settings(tmp_path)) as app:
         engine = RemoteEngine(f"ws://127.0.0.1:{app.port}/", prefix="fl-")
@@ -356,7 +356,7 @@ def test_cli_through_a_moo_serve_process(
 
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "moo", "serve", "--port", str(port), "--db",
+        [sys.executable, "-m", "cli", "serve", "--port", str(port), "--db",
          str(tmp_path / "s.sqlite3"), "--log-level", "WARNING"],
         stderr=subprocess.DEVNULL,
     )

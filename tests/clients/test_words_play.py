@@ -72,7 +72,7 @@ def test_a_command_word_is_a_guess_without_the_question_mark() -> None:
 
 
 def test_cli_length_mistake_is_one_line() -> None:
-    proc = subprocess.run([sys.executable, "-m", "moo", "play", "--words", "10"],
+    proc = subprocess.run([sys.executable, "-m", "cli", "play", "--words", "10"],
                           capture_output=True, text=True, input="")
     assert proc.returncode == 2
     assert proc.stderr == "moo play: --words takes a length of 4-9 letters, got 10\n"

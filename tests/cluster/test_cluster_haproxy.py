@@ -54,7 +54,7 @@ def test_tournament_through_haproxy_over_tls(
         assert f"wss://127.0.0.1:{ports[4]}/" in up.stdout
         out = tmp_path / "results.jsonl"
         run = subprocess.run(
-            [sys.executable, "-m", "moo", "tournament", "first", "random", "larmouth",
+            [sys.executable, "-m", "cli", "tournament", "first", "random", "larmouth",
              "--url", f"wss://127.0.0.1:{ports[4]}/", "--rounds", "2", "--out", str(out),
              "--no-progress", "--concurrency", "6"],
             cwd=ROOT, capture_output=True, text=True, timeout=patience(300),

@@ -147,7 +147,7 @@ def test_full_4_of_6_minimum_and_strongest() -> None:
 
 def test_cli_prints_total_line() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "moo", "solve", "minimum", "--game", "mastermind", "--length",
+        [sys.executable, "-m", "cli", "solve", "minimum", "--game", "mastermind", "--length",
          "3", "--alphabet", "1234", "--quiet"],
         capture_output=True, text=True, check=True,
     ).stdout
@@ -159,7 +159,7 @@ def test_cli_rejects_cell_and_bad_alphabet() -> None:
     for extra in (["--cell", "1B"], ["--alphabet", "1123"],
                   ["--length", "6", "--alphabet", "123456789"]):
         proc = subprocess.run(
-            [sys.executable, "-m", "moo", "solve", "minimum", "--game", "mastermind", *extra],
+            [sys.executable, "-m", "cli", "solve", "minimum", "--game", "mastermind", *extra],
             capture_output=True, text=True,
         )
         assert proc.returncode == 2

@@ -19,9 +19,9 @@ import pytest
 
 from bots.estimator import score_against
 from bots.tree import shipped_distribution
+from cli.main import main as moo_main
 from clients.tournament.remote import RemoteEngine
 from clients.tournament.runner import make_plan, run_tournament
-from moo.cli import main as moo_main
 from server.export import FORMAT
 from tests.patience import patience
 from tests.pg_support import pg_url

@@ -47,7 +47,7 @@ def test_trusted_proxies_setting_is_checked() -> None:
     with pytest.raises(ConfigError, match="trusted_proxies"):
         load_settings(None, overrides={"trusted_proxies": "localhost"})
     run = subprocess.run(
-        [sys.executable, "-m", "moo", "serve", "--trusted-proxy", "nope", "--port", "0"],
+        [sys.executable, "-m", "cli", "serve", "--trusted-proxy", "nope", "--port", "0"],
         cwd=ROOT, capture_output=True, text=True, timeout=patience(60),
     )
     assert run.returncode != 0

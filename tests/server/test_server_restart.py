@@ -50,7 +50,7 @@ RATE_BURST = 1000
 async def start_server(db: Path) -> ServerProcess:
     t0 = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "moo", "serve", "--port", "0", "--db", str(db),
+        sys.executable, "-m", "cli", "serve", "--port", "0", "--db", str(db),
         "--bot-delay-ms", "0", "--grace-ms", "60000",
         "--rate-per-s", str(RATE_PER_S), "--rate-burst", str(RATE_BURST),
         cwd=ROOT,

@@ -324,7 +324,7 @@ def test_one_source_renders_both_dialects() -> None:
 
 def _moo_db(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "moo", "db", *args],
+        [sys.executable, "-m", "cli", "db", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=patience(60),
     )
 

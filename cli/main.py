@@ -1,40 +1,48 @@
 """The ``moo`` console command: one entry point, one subcommand per capability.
 
-Subcommands live beside the code they drive (``server/cli.py``, ``bots/solver/cli.py``, ...)
-and are imported only when named, so ``moo play`` never pays for the solver's tables and
-``moo --help`` stays instant. Each command module provides::
+Why here and not in ``moo/``: the command starts the applications (the server, the clients, the
+solver), so it sits above all of them; the pure core imports nothing of theirs. Subcommands live
+beside the code they drive (``server/cli.py``, ``bots/solver/cli.py``, ...) and are imported only
+when named, so ``moo play`` never pays for the solver's tables and ``moo --help`` stays instant.
+Each command module provides::
 
     def configure(parser: argparse.ArgumentParser) -> None: ...
     def main(args: argparse.Namespace) -> int: ...
 
-A person's mistake (a bad flag value, a URL of the wrong kind, a file that is not there) is
-answered with one line ``moo COMMAND: what is wrong`` and exit status 2, never a traceback:
-argparse errors are shortened to that line, and a command reports its own checks by raising
-:class:`UsageError` (or any :class:`~moo.errors.MooError`), which :func:`main` prints.
+A person's mistake is answered with one line ``moo COMMAND: what is wrong``, never a traceback:
+
+* exit status 2 for a usage mistake: argparse's own errors (shortened to that line), a
+  :class:`~moo.errors.UsageError` a command raises after its own checks, a strategy spec that
+  does not load (:class:`~moo.errors.UnknownStrategy`) or a rules spec that is not one;
+* exit status 1 for a failure at run time: any other :class:`~moo.errors.MooError` (a server
+  that refused, a bot program that crashed), an ``OSError`` (a file that cannot be written, a
+  server that does not answer), or anything unexpected. ``MOO_TRACEBACK=1`` in the environment
+  shows the traceback of the unexpected ones, for whoever debugs the program itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import NoReturn
-from urllib.parse import urlsplit
 
-from moo.errors import BadRules, MooError
-from moo.variants import GameRules, parse_rules_spec
+from moo.errors import BadRules, InvalidCode, MooError, UnknownStrategy, UsageError
 
-__all__ = ["COMMANDS", "UsageError", "main", "ws_url"]
+__all__ = ["COMMANDS", "main"]
 
-#: subcommand -> (module implementing it, one-line help)
+#: subcommand -> (module implementing it, one-line help). ``moo --help`` lists them all.
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.cli", "run the match server (WebSocket + HTTP on one port)"),
     "db": ("server.db_cli", "upgrade the server's database schema (SQLite or PostgreSQL)"),
     "play": ("clients.terminal", "play MOO in the terminal: online or solo like the 1971 program"),
     "bot": ("clients.botrunner", "connect a strategy or an external program to a server"),
-    "tournament": ("clients.tournament.cli", "run a bot-versus-bot tournament"),
+    "tournament": ("clients.tournament.cli",
+                   "run a bot-versus-bot tournament, locally or through a server"),
     "eval": ("bots.evaluate", "exact guess counts and win rates of strategies"),
     "solve": ("bots.solver.cli", "compute optimal strategies by exhaustive search"),
     "strategy": ("bots.strategy_cli", "list strategies and dump their decision trees"),
@@ -46,9 +54,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("server.export", "write every finished match as one JSON line (docs/export.md)"),
 }
 
-
-class UsageError(Exception):
-    """A person's mistake on the command line: printed as one line, exit status 2."""
+#: errors that mean "what you typed is not something the command can do": exit status 2
+USAGE_ERRORS: tuple[type[Exception], ...] = (UsageError, UnknownStrategy, BadRules, InvalidCode)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,59 +65,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
 
 
-def rules_arg(text: str) -> GameRules:
-    """argparse type of every ``--rules``: the compact spec (docs/variants.md), one line on a
-    mistake (``moo play: error: argument --rules: length must be 3-6, got 9``)."""
-    try:
-        return parse_rules_spec(text)
-    except BadRules as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def ws_url(text: str) -> str:
-    """argparse type of every ``--url``: a ``ws://`` or ``wss://`` URL with a host.
-
-    The usual slips (``localhost:8765``, the page's ``http://`` address) get the URL that was
-    probably meant, instead of a traceback from deep inside the WebSocket library.
-    """
-    parts = urlsplit(text)
-    if parts.scheme in ("ws", "wss") and parts.hostname:
-        try:
-            parts.port  # noqa: B018 -- raises on a port that is not a number in range
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"bad port in {text!r}") from None
-        return text
-    if parts.scheme in ("http", "https") and parts.hostname:
-        hint = f"ws{'s' if parts.scheme == 'https' else ''}://{parts.netloc}{parts.path or '/'}"
-    elif "://" not in text and text.strip():
-        hint = f"ws://{text.strip().rstrip('/')}/"
-    else:
-        hint = "ws://127.0.0.1:8765/"
-    raise argparse.ArgumentTypeError(
-        f"{text!r} is not a WebSocket URL; a server's address is ws://HOST:PORT/ "
-        f"(did you mean {hint}?)"
-    )
-
-
 def _top_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="moo",
         description="MOO Arena: Bulls and Cows matches, bots, solver and tournaments.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="moo [--version] COMMAND [options]",
         epilog="commands:\n"
         + "\n".join(f"  {name:<11} {text}" for name, (_, text) in COMMANDS.items())
         + "\n\nRun 'moo COMMAND --help' for a command's options.",
     )
-    parser.add_argument("command", nargs="?", choices=sorted(COMMANDS), metavar="COMMAND")
+    parser.add_argument("command", nargs="?", choices=sorted(COMMANDS), metavar="COMMAND",
+                        help="one of the commands below")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     return parser
+
+
+def _one_line(text: str) -> str:
+    """A message as one line: an exception's text may span several (a program's stderr)."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS:
         top = _top_parser()
-        ns = top.parse_args(argv[:1] if argv and argv[0] in ("--version",) else argv or ["-h"])
+        if not argv or argv[0] in ("-h", "--help"):
+            top.print_help()
+            return 0 if argv else 2
+        ns = top.parse_args(argv[:1])  # an unknown command: one line, status 2
         if ns.version:
             from moo import __version__
 
@@ -119,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.print_help()
         return 2
     name, rest = argv[0], argv[1:]
+    # asyncio's warnings about the children it reaps (a bot program that exited at once) are
+    # not a person's business; its errors still show.
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
     module_name, text = COMMANDS[name]
     module = importlib.import_module(module_name)
     parser = _Parser(prog=f"moo {name}", description=text)
@@ -126,8 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(rest)
     try:
         return int(module.main(args) or 0)
-    except (UsageError, MooError) as exc:
-        print(f"moo {name}: {exc}", file=sys.stderr)
+    except USAGE_ERRORS as exc:
+        print(f"moo {name}: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -137,6 +123,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except (MooError, OSError) as exc:
+        print(f"moo {name}: {_describe(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if os.environ.get("MOO_TRACEBACK"):
+            traceback.print_exc()
+        print(f"moo {name}: unexpected error: {_describe(exc)} "
+              "(MOO_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 1
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for a run-time failure: the message, or the exception's kind when it has none."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return _one_line(f"{exc.strerror}{where}")
+    text = _one_line(str(exc))
+    return text or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -1,3 +1,0 @@
-from moo.cli import main
-
-raise SystemExit(main())
