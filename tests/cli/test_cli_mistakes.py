@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_cli_errors import MOO
 from tests.client_support import client_env, moo_serve
-from tests.test_cli_errors import MOO
 
 #: a port nothing listens on (the discard port; loopback only)
 NOBODY = "ws://127.0.0.1:9/"

@@ -14,8 +14,8 @@ from moo.assist import assist
 from moo.mastermind import MastermindRules, mastermind_score
 from moo.rules import parse_response
 from server.export import records
+from tests.cli.test_cli_errors import moo, one_line
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
-from tests.clients.test_cli_errors import moo, one_line
 from tests.patience import patience
 
 

@@ -15,8 +15,8 @@ from bots.dictionary import load_words
 from clients.terminal import Entry, parse_entry, play_solo, rules_page
 from moo.words import WordRules
 from server.export import records
+from tests.cli.test_cli_errors import moo, one_line
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
-from tests.clients.test_cli_errors import moo, one_line
 from tests.patience import patience
 
 
