@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from clients.tournament.runner import make_plan
 from tests.cluster_support import nodes
 from tests.failover_support import ROOT, Server, dead_url
@@ -110,6 +112,7 @@ async def test_moo_bot_with_a_dead_first_url_rides_a_sigkill(tmp_path: Path) -> 
         await server.stop()
 
 
+@pytest.mark.slow
 async def test_tournament_across_two_cluster_nodes_when_one_dies(
     pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
@@ -146,6 +149,7 @@ async def test_tournament_across_two_cluster_nodes_when_one_dies(
         await broker.stop()
 
 
+@pytest.mark.slow
 async def test_moo_bot_across_two_cluster_nodes_when_one_dies(
     pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
 from tests.mqtt_support import free_port
 from tests.patience import patience
 from tests.pg_support import pg_url
@@ -26,6 +28,7 @@ __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_tournament_through_haproxy_over_tls(
     haproxy: str, pg_url: str, tmp_path: Path
 ) -> None:

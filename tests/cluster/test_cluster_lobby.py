@@ -12,6 +12,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from moo.variants import parse_rules_spec
 from tests.cluster_support import Node, nodes, query, until
 from tests.mqtt_support import Broker
@@ -182,6 +184,7 @@ async def test_challenges_and_rooms_survive_the_lobby_leaders_death(
         await broker.stop()
 
 
+@pytest.mark.slow
 async def test_a_challenge_right_after_the_targets_hello_on_another_node(
     pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
@@ -256,6 +259,7 @@ def _listed(reply: dict[str, Any], mid: str) -> dict[str, Any] | None:
     return next((m for m in reply["matches"] if m["match_id"] == mid), None)
 
 
+@pytest.mark.slow
 async def test_matches_listing_and_rematch_across_nodes(
     pg_url: str, broker: Broker, tmp_path: Path,
 ) -> None:

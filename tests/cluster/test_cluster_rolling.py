@@ -22,6 +22,8 @@ import time
 from functools import partial
 from pathlib import Path
 
+import pytest
+
 from tests.clients.test_client_failover import FORFEITS, _lines, _moo
 from tests.cluster_support import Node, nodes, query, start_node, until
 from tests.mqtt_support import Broker
@@ -42,6 +44,7 @@ async def _on_bus(node: Node) -> bool:
     return bool(json.loads(body).get("bus") == "ok")
 
 
+@pytest.mark.slow
 async def test_rolling_restart_during_a_tournament(
     pg_url: str, broker: Broker, tmp_path: Path,
 ) -> None:
