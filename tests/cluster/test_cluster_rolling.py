@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.test_client_failover import FORFEITS, _lines, _moo
+from tests.clients.test_client_failover import FORFEITS, _lines, _live_matches, _moo
 from tests.cluster_support import Node, nodes, query, start_node, until
 from tests.mqtt_support import Broker
 from tests.patience import patience
@@ -63,6 +63,10 @@ async def test_rolling_restart_during_a_tournament(
             await _records_at_least(out, 2, proc)
             drains: list[tuple[str, int]] = []
             for i, node in enumerate(list(started)):
+                # drained with a match of the tournament live on it (waited for, not hoped for:
+                # on a busy machine the client may be between matches at any given moment)
+                await until(partial(_live_matches, node.port), 60,
+                            f"a match live on {node.name}")
                 drains.append((node.name, int(time.time() * 1000)))
                 node.proc.send_signal(signal.SIGTERM)
                 await asyncio.wait_for(node.proc.wait(), patience(60))
@@ -85,18 +89,18 @@ async def test_rolling_restart_during_a_tournament(
             for name, at in drains:
                 spanning = [r for r in records if r["started_ms"] < at < r["finished_ms"]]
                 assert spanning, f"no match was in flight when {name} was drained"
-            # the database agrees: each of them finished, none by a forfeit (a match resigned
-            # and then replayed would not show in the records)
+            # the database agrees: each of them finished, and no match finished by a forfeit
+            # (a match resigned and then replayed would not show in the records; those the
+            # stopped client left open are unfinished, not forfeited, within the grace period)
             ids = [r["match_id"] for r in records]
             rows = await query(pg_url, "SELECT match_id, finished FROM matches"
                                        " WHERE match_id = ANY($1::text[])", ids)
             assert len(rows) == len(records) and all(r[1] == 1 for r in rows), rows
             fins = await query(
                 pg_url, "SELECT body FROM events WHERE body::jsonb ->> 'kind' = 'finished'"
-                        " AND match_id = ANY($1::text[])", ids,
             )
             reasons = [json.loads(r[0])["reason"] for r in fins]
-            assert len(reasons) == len(records)
+            assert len(reasons) >= len(records)
             assert not [r for r in reasons if r in FORFEITS], reasons
             # 0 lost guesses: each seat's guesses, as the tournament recorded them, are the log's
             logged = await query(
