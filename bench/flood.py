@@ -2,8 +2,9 @@
 
 ``python -m bench.flood URL CONNECTIONS`` keeps CONNECTIONS connections flooding pings as fast
 as the socket takes them, reconnecting whenever the server closes one, until its standard input
-closes. It prints ``started`` once the first flooder is in, and at the end one JSON
-line: the close codes it saw and the messages it sent.
+closes. It prints ``started`` once the first flooder is in, ``closed CODE`` each time the
+server closes one, and at the end one JSON line: the close codes it saw and the messages it
+sent.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ async def flood(url: str, connections: int) -> dict[str, object]:
             n += 1
             try:
                 # max_queue=None: read (and ignore) every reply, as a real flooder does,
-                # so the server's close frame reaches us; tests/test_hostile.py covers a
+                # so the server's close frame reaches us; tests/server/test_hostile.py covers a
                 # client that never reads separately.
                 ws = await connect(
                     url, subprotocols=["moo.v1.json"], max_queue=None  # type: ignore[list-item]
@@ -57,7 +58,9 @@ async def flood(url: str, connections: int) -> dict[str, object]:
             except ConnectionClosed:  # the server closed us: that is what we count
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(ws.wait_closed(), 5)
-                closes[ws.close_code if ws.close_code is not None else 1006] += 1
+                code = ws.close_code if ws.close_code is not None else 1006
+                closes[code] += 1
+                print(f"closed {code}", flush=True)
             await ws.close()
 
     watcher = asyncio.create_task(watch_stdin())

@@ -96,7 +96,7 @@ class MooServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
 
-    def start(self, timeout: float = 20.0) -> MooServer:
+    def start(self, timeout: float = 60.0) -> MooServer:
         cmd = [
             sys.executable, "-m", "cli", "serve",
             "--host", "127.0.0.1",

@@ -8,7 +8,7 @@
 #                                    and remove what `up` made (its files; the database, if
 #                                    `up` created it)
 #
-# Needs: PostgreSQL on 127.0.0.1:5432 (.ci/run sets it up), mosquitto, haproxy, openssl, and
+# Needs: a PostgreSQL server (MOO_PG below), mosquitto, haproxy, openssl, curl, and
 # the venv (./dev setup). Settings (environment):
 #   MOO_PG        server URL            (default postgresql://postgres@127.0.0.1:5432)
 #   MOO_CLUSTER_DB database name        (default moo_cluster; created if missing)
@@ -88,8 +88,10 @@ PYEOF
     local hap; hap=$(command -v haproxy || echo /usr/sbin/haproxy)
     "$hap" -f "$ROOT/deploy/haproxy.cfg" > "$VAR/haproxy.log" 2>&1 &
     echo $! > "$VAR/haproxy.pid"
-    # ready when every node answers /healthz through HAProxy's port too
-    for _ in $(seq 1 100); do
+    # ready when every node answers /healthz through HAProxy's port too (a loaded machine may
+    # take a while to start three Python processes: MOO_UP_TIMEOUT_S, default 120)
+    local deadline=$((SECONDS + ${MOO_UP_TIMEOUT_S:-120})) ok=0
+    while [ $SECONDS -lt $deadline ]; do
         local ok=1
         for i in 0 1 2; do
             curl -fsS "http://127.0.0.1:${NODE_PORTS[$i]}/healthz" >/dev/null 2>&1 || ok=0
@@ -109,7 +111,8 @@ down() {
     for name in "${NAMES[@]}" haproxy broker; do
         if running "$VAR/$name.pid"; then
             kill -TERM "$(cat "$VAR/$name.pid")"
-            for _ in $(seq 1 100); do running "$VAR/$name.pid" || break; sleep 0.1; done
+            # a drain is quick, but a loaded machine may slow it: a minute before SIGKILL
+            for _ in $(seq 1 600); do running "$VAR/$name.pid" || break; sleep 0.1; done
             running "$VAR/$name.pid" && kill -KILL "$(cat "$VAR/$name.pid")"
         fi
         rm -f "$VAR/$name.pid"

@@ -13,7 +13,7 @@ its spectators or the server's memory. It can reconnect and replay what it misse
 The frames are built here (:func:`frame_header`: server frames are never masked and never
 compressed, so a data frame is a 2-10 byte header and the payload) and written only while
 websockets' protocol object says the connection is OPEN; websockets still owns the handshake,
-control frames and the closing handshake. tests/test_server_connection.py checks the bytes
+control frames and the closing handshake. tests/server/test_server_connection.py checks the bytes
 against websockets' own serializer.
 """
 

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.patience import patience
+
 ROOT = Path(__file__).resolve().parent.parent
 LISTENING = re.compile(r"listening on (ws://[\d.]+:\d+/)")
 
@@ -32,7 +34,7 @@ def client_env(tmp_path: Path) -> dict[str, str]:
 
 @contextmanager
 def moo_serve(
-    tmp_path: Path, *extra: str, port: int = 0, timeout: float = 20.0,
+    tmp_path: Path, *extra: str, port: int = 0, timeout: float = 60.0,
     env: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """Run ``moo serve`` (on a free port unless given) with its database in ``tmp_path``.
@@ -63,7 +65,7 @@ def moo_serve(
 
     threading.Thread(target=pump, daemon=True).start()
     try:
-        if not found.wait(timeout) or not url:
+        if not found.wait(patience(timeout)) or not url:
             raise RuntimeError("moo serve did not start:\n" + "".join(log[-30:]))
         yield url[0]
     finally:

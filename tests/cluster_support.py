@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,10 +22,36 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.patience import patience
 from tests.server_support import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 LISTENING = re.compile(rb"listening on ws://[^:]+:(\d+)/")
+#: what deploy/local-cluster.sh runs besides PostgreSQL, Mosquitto and the nodes
+DEMO_TOOLS = ("haproxy", "openssl", "curl")
+
+
+def _tool(name: str) -> str | None:
+    return shutil.which(name) or (f"/usr/sbin/{name}" if os.access(f"/usr/sbin/{name}", os.X_OK)
+                                  else None)
+
+
+def problem() -> str | None:
+    """Why the demo cluster (HAProxy in front) cannot run here, or None."""
+    missing = [name for name in DEMO_TOOLS if _tool(name) is None]
+    return f"{', '.join(missing)} not installed" if missing else None
+
+
+@pytest.fixture(scope="session")
+def haproxy() -> str:
+    """HAProxy's binary (and the demo cluster's other tools): what marks a test ``cluster``."""
+    why = problem()
+    if why is not None:
+        pytest.fail(f"{why} (apt-get install {' '.join(DEMO_TOOLS)}; ./dev test does as root)",
+                    pytrace=False)
+    found = _tool("haproxy")
+    assert found is not None
+    return found
 
 
 class Node:
@@ -43,9 +70,9 @@ class Node:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGCONT)  # a paused node must be able to exit
             self.proc.send_signal(sig)
-        rc = await asyncio.wait_for(self.proc.wait(), 20)
+        rc = await asyncio.wait_for(self.proc.wait(), patience(30))
         if self._drain is not None:
-            await asyncio.wait_for(self._drain, 5)
+            await asyncio.wait_for(self._drain, patience(10))
         return rc
 
 
@@ -61,7 +88,7 @@ async def start_node(
     )
     assert proc.stderr is not None
     lines: list[bytes] = []
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(patience(60)):
         while True:
             line = await proc.stderr.readline()
             if not line:
@@ -109,12 +136,14 @@ async def query(db: str, sql: str, *args: Any) -> list[Any]:
 async def until(
     check: Callable[[], Awaitable[bool]], timeout: float, what: str, poll: float = 0.05
 ) -> float:
-    """Poll ``check`` until true; returns the seconds it took; fails after ``timeout``."""
+    """Poll ``check`` until true; returns the seconds it took. ``timeout`` is a safety net in
+    seconds on an idle machine, grown for this one's load (tests/patience.py)."""
     loop = asyncio.get_running_loop()
     start = loop.time()
+    limit = patience(timeout)
     while not await check():
-        if loop.time() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        if loop.time() - start > limit:
+            raise AssertionError(f"timed out after {limit:g}s waiting for {what}")
         await asyncio.sleep(poll)
     return loop.time() - start
 

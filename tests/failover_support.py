@@ -15,6 +15,8 @@ import socket
 import sys
 from pathlib import Path
 
+from tests.patience import patience
+
 ROOT = Path(__file__).resolve().parent.parent
 LISTENING = re.compile(rb"listening on ws://[^:]+:(\d+)/")
 
@@ -48,7 +50,7 @@ class Server:
             cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )
         assert proc.stderr is not None
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(patience(60)):
             while True:
                 line = await proc.stderr.readline()
                 if not line:
@@ -70,10 +72,10 @@ class Server:
         """SIGKILL: no drain, no goodbye; clients see their sockets break."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(self.proc.wait(), 20)
+        await asyncio.wait_for(self.proc.wait(), patience(30))
         if self._drain is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._drain, 5)
+                await asyncio.wait_for(self._drain, patience(10))
 
     async def stop(self) -> None:
         if self.proc is not None and self.proc.returncode is None:

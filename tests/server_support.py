@@ -1,8 +1,9 @@
 """Shared helpers for the server tests: a real server on a free port and a raw client.
 
 The client speaks the protocol with nothing but ``websockets`` and the codecs, so the tests
-check the wire contract, not the SDK. Every wait has a timeout: a test fails instead of hanging,
-and nothing waits on a sleep.
+check the wire contract, not the SDK. Every wait ends at its message and has a timeout only as a
+safety net, so that a test fails instead of hanging: a timeout given here is in seconds on an
+idle machine, grown for the machine's load (tests/patience.py). Nothing waits on a sleep.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from moo.protocol import Codec
 from server.app import App
 from server.settings import Settings
+from tests.patience import patience
 
-WAIT = 15.0
+WAIT = 30.0  # seconds on an idle machine (see above)
 ENCODINGS = ["moo.v1.json", "moo.v1.msgpack"]
 
 
@@ -104,7 +106,7 @@ class Client:
         for i, msg in enumerate(self.inbox):
             if pred(msg):
                 return self.inbox.pop(i)
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(patience(timeout)):
             while True:
                 msg = await self._next()
                 if pred(msg):
@@ -124,7 +126,9 @@ class Client:
         except TimeoutError:
             limited = sum(1 for m in self.seen if m.get("code") == "rate_limited")
             why = f"; {limited} message(s) refused as rate_limited (no ref)" if limited else ""
-            raise AssertionError(f"no reply to {msg} within {timeout:g}s{why}") from None
+            raise AssertionError(
+                f"no reply to {msg} within {patience(timeout):g}s{why}"
+            ) from None
 
     async def event(self, match_id: str, kind: str, **match: Any) -> dict[str, Any]:
         return await self.expect(
@@ -139,7 +143,7 @@ class Client:
 
     async def closed(self, timeout: float = WAIT) -> int | None:
         """Wait for the server to close us; returns the close code."""
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(patience(timeout)):
             try:
                 while True:
                     await self._next()

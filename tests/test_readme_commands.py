@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_cli_errors import MOO
 from tests.client_support import ROOT, client_env, moo_serve
-from tests.test_cli_errors import MOO
 
 README = ROOT / "README.md"
 README_URL = "ws://127.0.0.1:8765/"

@@ -19,6 +19,13 @@ a bot whose connections are all busy opens another one, named ``{prefix}{bot}-{n
 
 The strategy's random generator is seeded exactly as in local mode, so a through-server match
 plays the same guesses as its ``--local`` twin: the two modes can be compared record by record.
+
+Why the strategies think on a thread of their own: a strategy's move (or its first use, which
+builds tables) can take a second or more of CPU, several on a busy machine, and while the event
+loop is held nothing else moves: a connection just opened cannot send its ``hello``, and the
+server closes it when its handshake timeout runs out (1008), other matches' events wait. Every
+call into a strategy (making it, ``new_match``, its secret, ``next_guess``, ``observe``) runs
+on the engine's one worker thread, one at a time, as the server's hosted bots do on theirs.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ import random
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
@@ -146,6 +154,12 @@ class RemoteEngine:
         self.pools: dict[str, _Pool] = {}
         self.strategies: dict[str, list[Strategy]] = {}
         self.all_strategies: list[Strategy] = []
+        #: where every strategy call runs, one at a time (see the module's docstring)
+        self._thinker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moo-strategies")
+
+    async def think(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` on the strategies' thread, the event loop free meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self._thinker, call, *args)
 
     def new_client(self, name: str) -> Client:
         return Client(
@@ -160,17 +174,17 @@ class RemoteEngine:
         for job in jobs:
             for spec, name in zip(job.specs, job.names):
                 self.pools.setdefault(name, _Pool(self, name))
-                if spec not in self.strategies:
-                    self.strategies[spec] = [self._new_strategy(spec)]  # fail fast on a bad name
+                if spec not in self.strategies:  # fail fast on a bad name
+                    self.strategies[spec] = [await self._new_strategy(spec)]
 
-    def _new_strategy(self, spec: str) -> Strategy:
-        strategy = make_strategy(spec, rules=self.rules)
+    async def _new_strategy(self, spec: str) -> Strategy:
+        strategy: Strategy = await self.think(lambda: make_strategy(spec, rules=self.rules))
         self.all_strategies.append(strategy)
         return strategy
 
-    def _take_strategy(self, spec: str) -> Strategy:
+    async def _take_strategy(self, spec: str) -> Strategy:
         idle = self.strategies.setdefault(spec, [])
-        return idle.pop() if idle else self._new_strategy(spec)
+        return idle.pop() if idle else await self._new_strategy(spec)
 
     async def play(self, job: Job) -> MatchRecord:
         last: BaseException | None = None
@@ -187,7 +201,9 @@ class RemoteEngine:
     async def _play_once(self, job: Job) -> MatchRecord:
         pools = (self.pools[job.names[0]], self.pools[job.names[1]])
         conns: list[Client] = []
-        strategies = (self._take_strategy(job.specs[0]), self._take_strategy(job.specs[1]))
+        strategies = (
+            await self._take_strategy(job.specs[0]), await self._take_strategy(job.specs[1])
+        )
         match_id: str | None = None
         try:
             for pool in pools:
@@ -206,13 +222,14 @@ class RemoteEngine:
             failed: dict[int, str] = {}
             for seat in (0, 1):
                 try:
-                    begin_match(strategies[seat], rules, rngs[seat])
+                    await self.think(begin_match, strategies[seat], rules, rngs[seat])
                 except Exception as exc:
                     failed[seat] = f"{job.specs[seat]}: {failure_text(exc)}"
-            chosen = job.secrets or tuple(
-                _secret(strategies[seat], rules, rngs[seat], seat in failed) for seat in (0, 1))
+            chosen = job.secrets or tuple([
+                await self.think(_secret, strategies[seat], rules, rngs[seat], seat in failed)
+                for seat in (0, 1)])
             seats = await _both(*(
-                _Seat(conns[seat], seat, match_id, strategies[seat], job.specs[seat],
+                _Seat(self, conns[seat], seat, match_id, strategies[seat], job.specs[seat],
                       first.config, failed.get(seat)).play(chosen[seat])
                 for seat in (0, 1)
             ))
@@ -255,6 +272,7 @@ class RemoteEngine:
             close_strategy(strategy)
         self.all_strategies.clear()
         self.strategies.clear()
+        self._thinker.shutdown(wait=False, cancel_futures=True)
 
 
 def _secret(strategy: Strategy, rules: GameRules, rng: random.Random, failed: bool) -> str:
@@ -308,8 +326,10 @@ def _interned(rules: GameRules) -> GameRules:
 class _Seat:
     """One seat of one match, played by the protocol from the events the SDK hands over."""
 
-    def __init__(self, conn: Client, seat: int, match_id: str, strategy: Strategy, spec: str,
-                 config: dict[str, Any], failure: str | None) -> None:
+    def __init__(self, engine: RemoteEngine, conn: Client, seat: int, match_id: str,
+                 strategy: Strategy, spec: str, config: dict[str, Any],
+                 failure: str | None) -> None:
+        self.think = engine.think
         self.conn, self.seat, self.match_id = conn, seat, match_id
         self.strategy, self.spec = strategy, spec
         self.lockstep = config.get("pacing") == "lockstep"
@@ -353,26 +373,27 @@ class _Seat:
         elif isinstance(msg, GuessMade) and msg.seat == self.seat:
             if not self.lockstep and msg.bulls is not None and msg.cows is not None:
                 response = Response(msg.bulls, msg.cows)
-                self.strategy.observe(str(msg.guess), response)
+                await self.think(self.strategy.observe, str(msg.guess), response)
                 self.solved = self.solved or response.bulls == self.length
                 if not self.solved and len(self.guesses) < self.cap \
                         and len(self.guesses) == msg.n:
                     await self._guess()
         elif isinstance(msg, GuessMade):
             if not self.lockstep and msg.bulls is not None and msg.cows is not None:
-                self.strategy.observe_opponent_move(msg.n, msg.guess,
-                                                    Response(msg.bulls, msg.cows))
+                await self.think(self.strategy.observe_opponent_move, msg.n, msg.guess,
+                                 Response(msg.bulls, msg.cows))
         elif isinstance(msg, RoundRevealed) and self.lockstep:
             own, other = msg.results[self.seat], msg.results[1 - self.seat]
-            self.strategy.observe(str(own[0]), Response(own[1], own[2]))
-            self.strategy.observe_opponent_move(msg.n, other[0], Response(other[1], other[2]))
+            await self.think(self.strategy.observe, str(own[0]), Response(own[1], own[2]))
+            await self.think(self.strategy.observe_opponent_move, msg.n, other[0],
+                             Response(other[1], other[2]))
             self.solved = self.solved or own[1] == self.length
             self.over = self.over or own[1] == self.length or other[1] == self.length
             if not self.over and len(self.guesses) < self.cap and len(self.guesses) == msg.n:
                 await self._guess()
 
     async def _guess(self) -> None:
-        guess = self.strategy.next_guess()
+        guess: str = await self.think(self.strategy.next_guess)
         self.guesses.append(guess)
         await self._move("guess", guess=guess)
 

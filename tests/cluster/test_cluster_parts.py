@@ -1,0 +1,402 @@
+"""The cluster's parts in isolation: the wire, the transport's order and loss detection, the
+client-side subscriptions (cursors, re-attachment, acknowledgements) and the owner side.
+
+The end-to-end behaviour (real nodes, broker, PostgreSQL) is in the other tests of
+tests/cluster/; these pin the rules whose failure would only show there as a rare lost,
+repeated or reordered event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import pytest
+
+from server.cluster.directory import MOVING, Placement
+from server.cluster.forwarding import Forwarding
+from server.cluster.transport import Transport
+from server.cluster.wire import (
+    VERSION,
+    Act,
+    Adopted,
+    Close,
+    Create,
+    Deliver,
+    Detach,
+    Dropped,
+    Envelope,
+    Follow,
+    Followed,
+    Gone,
+    LobbyCall,
+    LobbyState,
+    Message,
+    NotHere,
+    Tick,
+    Unwatch,
+    WireError,
+    decode,
+    encode,
+    item_list,
+)
+
+# -- the wire ---------------------------------------------------------------------------------
+
+SAMPLES: list[Message] = [
+    Act("r.1", "ann", {"type": "guess", "match_id": "m1", "guess": "0123", "id": 4}),
+    Follow("r.1", "ann", "m1", 0, 3, True, 7, 2),
+    Follow("r.1", "ann", "m1", "spectator", 0, False, None, 1),
+    Unwatch("r.1", "m1"),
+    Detach("r.1", True),
+    Deliver("r.1", {"type": "event", "match_id": "m1", "seq": 4, "kind": "away", "seat": 1}),
+    Close("r.1", 1012, "resume"),
+    Followed("r.1", "m1", 2, 9, [4, 5], None),
+    NotHere("r.1", "m1", item_list(Unwatch("r.1", "m1"))),
+    Dropped("r.1"),
+    LobbyCall("r.1", "ann", "queue", {"type": "queue", "pool": "any"}, "m9"),
+    LobbyState("r.1", {"challenges": [], "rooms": [], "queue": None, "wishes": ["m1"]}),
+    Create(["ann", "bob"], [["a", "r.1", "ann"], None], "free", [None, "random"], [3, None],
+           True, None, False),
+    Adopted("b", 3, ["m1", "m2"]),
+    Tick({"a": 5}),
+    Gone("b", "r", 2),
+]
+
+
+def test_every_message_survives_the_wire() -> None:
+    payload = encode(Envelope("a", "run1", 4, 17, SAMPLES))
+    envelope, errors = decode(payload)
+    assert errors == []
+    assert (envelope.node, envelope.run, envelope.epoch, envelope.n) == ("a", "run1", 4, 17)
+    assert envelope.items == SAMPLES
+
+
+def test_another_version_or_garbage_is_refused_never_crashes() -> None:
+    good = msgpack.unpackb(encode(Envelope("a", "r", 1, 1, [Dropped("c")])))
+    with pytest.raises(WireError, match="wire version"):
+        decode(msgpack.packb([VERSION + 1, *good[1:]]))
+    for bad in (b"\xc1", msgpack.packb({"x": 1}), msgpack.packb([VERSION, "a"]),
+                msgpack.packb([VERSION, 1, "r", 1, 1, []])):
+        with pytest.raises(WireError):
+            decode(bad)
+    # one bad item costs only itself
+    envelope, errors = decode(msgpack.packb([VERSION, "a", "r", 1, 1,
+                                             [[99, 1], [Dropped.TAG], [Dropped.TAG, "c"]]]))
+    assert envelope.items == [Dropped("c")] and len(errors) == 2
+
+
+# -- the transport ------------------------------------------------------------------------------
+
+
+class FakeInfo:
+    def __init__(self) -> None:
+        self.acked = False
+        self.failed = False
+
+    def is_published(self) -> bool:
+        if self.failed:  # as paho for a publish that failed (e.g. no connection)
+            raise RuntimeError("Message publish failed")
+        return self.acked
+
+
+class FakeClient:
+    """Records what the transport hands to the MQTT client, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Envelope, FakeInfo]] = []
+        self.written = 0
+
+    def publish_now(self, topic: str, payload: bytes) -> FakeInfo:
+        info = FakeInfo()
+        self.sent.append((topic, decode(payload)[0], info))
+        return info
+
+    def write_now(self) -> None:
+        self.written = len(self.sent)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, int, Message]] = []
+        self.losses: list[str | None] = []
+        self.deaths: list[tuple[str, int | None]] = []
+
+    def received(self, sender: str, epoch: int, items: list[Message]) -> None:
+        self.items.extend((sender, epoch, i) for i in items)
+
+    def lost(self, sender: str | None) -> None:
+        self.losses.append(sender)
+
+    def connected(self) -> None:
+        pass
+
+    def gone(self, node: str, run: str, epoch: int | None) -> None:
+        self.deaths.append((node, epoch))
+
+
+def _transport(node: str = "a") -> tuple[Transport, Recorder, FakeClient]:
+    rec = Recorder()
+    t = Transport("mqtt://127.0.0.1:1", node, rec, lambda: 3)
+    client = FakeClient()
+    t._client = client  # type: ignore[assignment]
+    return t, rec, client
+
+
+async def test_one_turns_items_go_out_as_one_envelope_per_node_in_order() -> None:
+    t, _, client = _transport()
+    for i in range(3):
+        t.send("b", Unwatch(f"c{i}", "m"))
+    t.send("c", Dropped("x"))
+    t.broadcast(Adopted("a", 3, ["m"]))
+    assert client.sent == []  # nothing before the end of the turn
+    await asyncio.sleep(0)
+    topics = [topic for topic, _, _ in client.sent]
+    assert topics == ["moo-cluster/v1/node/b", "moo-cluster/v1/node/c", "moo-cluster/v1/all"]
+    first = client.sent[0][1]
+    assert [i.conn for i in first.items] == ["c0", "c1", "c2"]  # type: ignore[attr-defined]
+    assert (first.node, first.epoch, first.n) == ("a", 3, 1)
+    assert client.written == 3  # written in the same turn, after the last of them
+    t.send("b", Dropped("y"))
+    await asyncio.sleep(0)
+    assert client.sent[3][1].n == 2  # numbered per destination
+
+
+async def test_what_the_broker_did_not_acknowledge_is_kept_in_order() -> None:
+    t, _, client = _transport()
+    for i in range(4):
+        t.send("b", Dropped(str(i)))
+        await asyncio.sleep(0)
+    client.sent[0][2].acked = True
+    client.sent[1][2].acked = True
+    t.send("b", Dropped("4"))
+    await asyncio.sleep(0)
+    kept = [decode(p)[0].items[0].conn for _, _, p, _ in t._unacked]  # type: ignore[attr-defined]
+    assert kept == ["2", "3", "4"]  # acknowledged ones at the head are forgotten
+    client.sent[2][2].failed = True
+    t._client = None  # no session: kept to be published in the next one
+    t.send("b", Dropped("5"))
+    await asyncio.sleep(0)
+    kept = [decode(p)[0].items[0].conn for _, _, p, _ in t._unacked]  # type: ignore[attr-defined]
+    assert kept == ["2", "3", "4", "5"]
+
+
+def test_repeats_are_dropped_and_gaps_reported_per_sending_process() -> None:
+    t, rec, _ = _transport("b")
+
+    def env(run: str, n: int, conn: str) -> bytes:
+        return encode(Envelope("a", run, 1, n, [Dropped(conn)]))
+
+    for n in (1, 2, 2, 3):  # 2 published again after a reconnect: handled once
+        t._handle("moo-cluster/v1/node/b", env("x", n, str(n)))
+    assert [i.conn for _, _, i in rec.items] == ["1", "2", "3"]  # type: ignore[attr-defined]
+    assert rec.losses == []
+    t._handle("moo-cluster/v1/node/b", env("x", 5, "5"))  # 4 was lost
+    assert rec.losses == ["a"]
+    t._handle("moo-cluster/v1/node/b", env("y", 9, "9"))  # a new process of a: no history
+    assert rec.losses == ["a"]
+    # a tick says 7 were sent by run y: the last ones were lost, nothing else would tell
+    t._handle("moo-cluster/v1/all", encode(Envelope("a", "y", 1, 1, [Tick({"b": 11})])))
+    assert rec.losses == ["a", "a"]
+    t._handle("moo-cluster/v1/all", encode(Envelope("a", "y", 1, 2, [Tick({"b": 11})])))
+    assert rec.losses == ["a", "a"]  # reported once per count
+
+
+def test_a_bad_message_is_logged_and_refused(caplog: pytest.LogCaptureFixture) -> None:
+    t, rec, _ = _transport("b")
+    with caplog.at_level(logging.ERROR, logger="moo.cluster"):
+        t._handle("moo-cluster/v1/node/b", msgpack.packb([VERSION + 1, "a", "r", 1, 1, []]))
+    assert rec.items == [] and "wire version" in caplog.text
+
+
+def test_a_will_reports_the_dead_node_and_its_epoch() -> None:
+    t, rec, _ = _transport("b")
+    t._handle("moo-cluster/v1/gone/a", encode(Envelope("a", "r", 4, 0, [Gone("a", "r", 4)])))
+    assert rec.deaths == [("a", 4)]
+
+
+# -- the client side: subscriptions ---------------------------------------------------------------
+
+
+class FakeConn:
+    def __init__(self, player: str = "ann") -> None:
+        self.player = player
+        self.sent: list[dict[str, Any]] = []
+        self.closed: tuple[int, str] | None = None
+        self.closing = False
+        self.matches: list[str] = []
+        self.spectating: list[str] = []
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self.sent.append(msg)
+
+    def close(self, code: int, reason: str) -> None:
+        self.closed = (code, reason)
+        self.closing = True
+
+
+class Net:
+    """Forwarding with a recorded outbox and a directory that answers at once."""
+
+    def __init__(self, placement: Placement = ("b", 1)) -> None:
+        self.out: list[tuple[str, Message]] = []
+        self.placement = placement
+        self.fw = Forwarding("a", "run", lambda: 1, self.send, self.locate, lambda: True)
+
+    def send(self, node: str, item: Message) -> None:
+        self.out.append((node, item))
+
+    def locate(self, match_id: str, then: Callable[[Placement], None]) -> None:
+        then(self.placement)
+
+    def follows(self) -> list[Follow]:
+        return [i for _, i in self.out if isinstance(i, Follow)]
+
+    def deliver(self, cid: str, msg: dict[str, Any], sender: str = "b", epoch: int = 1) -> None:
+        self.fw.received(sender, epoch, Deliver(cid, msg))
+
+
+def _event(seq: int, kind: str = "away", **more: Any) -> dict[str, Any]:
+    return {"type": "event", "match_id": "m1", "seq": seq, "kind": kind, **more}
+
+
+def _marker(gen: int) -> dict[str, Any]:
+    return {"type": "match", "match_id": "m1", "seat": 0, "opponent": "bob", "_gen": gen}
+
+
+def _attached(net: Net, conn: FakeConn, cursor: int = 0) -> str:
+    """A subscription of ``conn`` to m1 at owner b, with its follow answered."""
+    net.fw.follow(conn, "m1", 0, cursor, announce=False)  # type: ignore[arg-type]
+    cid = net.fw.cid(conn)  # type: ignore[arg-type]
+    gen = net.follows()[-1].gen
+    net.deliver(cid, _marker(gen))
+    net.fw.received("b", 1, Followed(cid, "m1", gen, cursor))
+    return cid
+
+
+def test_events_are_delivered_once_in_order_and_gaps_reattach_from_the_cursor() -> None:
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann, cursor=3)
+    assert ann.sent == []  # a quiet re-attachment: its marker is not for the client
+    for seq in (4, 5, 5, 3, 6):  # repeats (a replay overlapping) are dropped
+        net.deliver(cid, _event(seq))
+    assert [m["seq"] for m in ann.sent] == [4, 5, 6]
+    net.deliver(cid, _event(9))  # 7 and 8 were lost on the way
+    assert [m["seq"] for m in ann.sent] == [4, 5, 6]  # never out of order
+    follow = net.follows()[-1]
+    assert follow.cursor == 6 and follow.announce is False
+    net.deliver(cid, _event(10))  # still joining: dropped, the replay covers it
+    net.deliver(cid, _marker(follow.gen))
+    for seq in (7, 8, 9, 10):
+        net.deliver(cid, _event(seq))
+    assert [m["seq"] for m in ann.sent] == [4, 5, 6, 7, 8, 9, 10]
+
+
+def test_a_former_owner_is_not_heard_and_a_takeover_reattaches() -> None:
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann)
+    net.deliver(cid, _event(1, "created"))
+    net.fw.moved("m1", ("c", 1))  # c took the match over (its Adopted)
+    follow = net.follows()[-1]
+    assert net.out[-1][0] == "c" and follow.cursor == 1
+    net.deliver(cid, _event(2), sender="b")  # the old owner, late: ignored
+    net.deliver(cid, _marker(follow.gen), sender="c")
+    net.deliver(cid, _event(2, "resumed"), sender="c")
+    assert [(m["seq"], m["kind"]) for m in ann.sent] == [(1, "created"), (2, "resumed")]
+
+
+def test_a_replayed_acknowledgement_gets_its_ref_back() -> None:
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann, cursor=5)
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    assert isinstance(net.out[-1][1], Act)
+    net.fw.lost("b")  # the owner's messages may be lost: re-attach from the cursor
+    follow = net.follows()[-1]
+    net.deliver(cid, _marker(follow.gen))
+    # the log has the guess (it was committed) but a replay carries no ref: it gets 8 back
+    net.deliver(cid, _event(6, "guess", seat=1, guess="0123"))  # the opponent's: no ref
+    net.deliver(cid, _event(7, "guess", seat=0, guess="0123"))
+    assert "ref" not in ann.sent[0] and ann.sent[1]["ref"] == 8
+    net.fw.received("b", 1, Followed(cid, "m1", follow.gen, 7, [8]))
+    assert len(ann.sent) == 2  # nothing refused
+
+
+def test_a_move_the_new_owner_never_saw_is_refused_as_try_again() -> None:
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann, cursor=5)
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    net.fw.owner_gone("b", 1)  # b died with it
+    net.fw.moved("m1", ("c", 1))
+    follow = net.follows()[-1]
+    net.deliver(cid, _marker(follow.gen), sender="c")
+    net.deliver(cid, _event(6, "resumed"), sender="c")
+    net.fw.received("c", 1, Followed(cid, "m1", follow.gen, 6, []))
+    refusal = ann.sent[-1]
+    assert refusal["type"] == "error" and refusal["code"] == "not_available"
+    assert refusal["ref"] == 8 and "try again" in refusal["message"]
+
+
+def test_a_move_the_owner_has_is_waited_for() -> None:
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann, cursor=5)
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    net.fw.lost(None)
+    follow = net.follows()[-1]
+    net.deliver(cid, _marker(follow.gen))
+    net.fw.received("b", 1, Followed(cid, "m1", follow.gen, 5, [8]))  # received, committing
+    assert ann.sent == []
+    net.deliver(cid, _event(6, "guess", seat=0, guess="0123", ref=8))
+    assert ann.sent[-1]["ref"] == 8
+
+
+def test_the_clients_own_resume_is_answered_even_if_overtaken() -> None:
+    net, ann = Net(), FakeConn()
+    net.fw.follow(ann, "m1", None, 0, announce=True, ref=3)  # type: ignore[arg-type]
+    cid = net.fw.cid(ann)  # type: ignore[arg-type]
+    first = net.follows()[-1]
+    net.fw.lost("b")  # a second follow before the first was answered
+    second = net.follows()[-1]
+    net.deliver(cid, {**_marker(first.gen), "ref": 3})
+    for seq in (1, 2):  # the first follow's replay: dropped, the second one's covers it
+        net.deliver(cid, _event(seq))
+    net.deliver(cid, _marker(second.gen))
+    for seq in (1, 2):
+        net.deliver(cid, _event(seq))
+    assert [m.get("ref") for m in ann.sent if m["type"] == "match"] == [3]
+    assert all("_gen" not in m for m in ann.sent)
+    assert [m["seq"] for m in ann.sent if m["type"] == "event"] == [1, 2]
+
+
+def test_a_dropped_stand_in_makes_the_client_reattach() -> None:
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann, cursor=2)
+    before = len(net.follows())
+    net.fw.received("b", 1, Dropped(cid))
+    assert len(net.follows()) == before + 1 and net.follows()[-1].cursor == 2
+
+
+def test_nobody_to_follow_for_long_closes_the_client_to_resume() -> None:
+    net, ann = Net(placement=MOVING), FakeConn()
+    net.fw.follow(ann, "m1", 0, 4, announce=False)  # type: ignore[arg-type]
+    sub = net.fw.following(ann, "m1")  # type: ignore[arg-type]
+    assert sub is not None and sub.owner is None
+    sub.orphaned -= 3600  # (as if an hour had passed)
+    net.fw.check({})
+    assert ann.closed is not None and ann.closed[0] == 1012
+
+
+def test_the_clients_resume_is_answered_by_the_new_owner_after_a_takeover() -> None:
+    net, ann = Net(), FakeConn()
+    net.fw.follow(ann, "m1", None, 0, announce=True, ref=3)  # type: ignore[arg-type]
+    cid = net.fw.cid(ann)  # type: ignore[arg-type]
+    net.fw.owner_gone("b", 1)  # b died before it answered
+    net.fw.moved("m1", ("c", 1))
+    follow = net.follows()[-1]
+    assert net.out[-1][0] == "c" and follow.announce and follow.ref == 3
+    net.deliver(cid, {**_marker(follow.gen), "ref": 3}, sender="c")
+    assert [m.get("ref") for m in ann.sent if m["type"] == "match"] == [3]
+    net.fw.lost("c")  # answered: a later re-attachment is quiet again
+    assert net.follows()[-1].announce is False

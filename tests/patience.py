@@ -1,0 +1,37 @@
+"""How long a test waits for an event before it calls the event lost.
+
+Every wait in the suite ends as soon as its event happens; its timeout is only a safety net
+that turns a hang into a failure. A net that fires on a machine that is merely busy (CI runs
+on a developer's machine, beside other work) is a false failure, so the nets are generous and
+all grow with the machine's load: :func:`patience` multiplies a base number of seconds by
+``MOO_TEST_PATIENCE`` when it is set, otherwise by the load per core when the session started
+(never less than 1). A generous net costs nothing while the code works; only a real hang waits
+it out.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _factor() -> float:
+    given = os.environ.get("MOO_TEST_PATIENCE")
+    if given:
+        try:
+            return max(1.0, float(given))
+        except ValueError:
+            raise SystemExit(f"MOO_TEST_PATIENCE={given!r} is not a number") from None
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return max(1.0, load / (os.cpu_count() or 1))
+
+
+#: the multiplier for every safety net of this test process (fixed when it starts)
+FACTOR = _factor()
+
+
+def patience(seconds: float) -> float:
+    """A safety net of ``seconds`` on an idle machine, grown for this one's load."""
+    return seconds * FACTOR

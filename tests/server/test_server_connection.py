@@ -1,0 +1,210 @@
+"""Connection limits that need no match: slow readers, silent clients, the token bucket."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+from websockets.server import ServerProtocol
+from websockets.streams import StreamReader
+
+from moo.protocol import Codec
+from server.connection import WRITE_HIGH_WATER, Connection, frame_header
+from server.heartbeat import Heartbeat
+from server.ratelimit import TokenBucket
+from tests.patience import patience
+from tests.server_support import Client, running, server_settings
+
+
+class FakeTransport:
+    """A socket whose peer stopped reading: its write buffer never drains."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.buffered = 0
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+        self.buffered += len(data)
+
+
+class FakeSocket:
+    def __init__(self) -> None:
+        self.protocol = ServerProtocol()
+        self.protocol.state = State.OPEN
+        self.transport = FakeTransport()
+        self.closed: tuple[int, str] | None = None
+        self.close_called = asyncio.Event()
+
+    async def close(self, code: int, reason: str) -> None:
+        self.closed = (code, reason)
+        self.close_called.set()
+
+
+async def test_frames_of_one_loop_iteration_leave_in_one_write() -> None:
+    ws = FakeSocket()
+    conn = Connection(ws, codec=Codec("moo.v1.json"), queue_max=8)  # type: ignore[arg-type]
+    for i in range(3):
+        conn.send({"type": "pong", "n": i})
+    assert ws.transport.written == []  # nothing written synchronously
+    await asyncio.sleep(0)  # one loop iteration
+    assert len(ws.transport.written) == 1
+    assert ws.transport.written[0].count(b"pong") == 3
+
+
+async def test_a_slow_reader_is_dropped_instead_of_buffered_without_bound() -> None:
+    ws = FakeSocket()
+    conn = Connection(ws, codec=Codec("moo.v1.json"), queue_max=8)  # type: ignore[arg-type]
+    ws.transport.buffered = 10 * WRITE_HIGH_WATER  # the peer is not reading
+    for i in range(8):
+        conn.send({"type": "pong", "n": i})
+    assert not conn.closing
+    conn.send({"type": "pong", "n": 8})  # one too many
+    assert conn.closing
+    async with asyncio.timeout(patience(5)):
+        await ws.close_called.wait()
+    assert ws.closed is not None and ws.closed[0] == 1008
+    assert ws.transport.written == []  # nothing more was pushed at the stuck peer
+
+
+@pytest.mark.parametrize("size", [0, 1, 125, 126, 127, 4096, 65535, 65536, 70000])
+@pytest.mark.parametrize("binary", [False, True])
+def test_frames_are_byte_identical_to_websockets_own(size: int, binary: bool) -> None:
+    payload = bytes(i % 251 for i in range(size))
+    theirs = Frame(Opcode.BINARY if binary else Opcode.TEXT, payload).serialize(
+        mask=False, extensions=[]
+    )
+    assert frame_header(binary, size) + payload == theirs
+
+
+def _parse_frames(data: bytes) -> list[Frame]:
+    """Unmasked frames as a client reads them, with websockets' own parser."""
+    reader = StreamReader()
+    reader.feed_data(data)
+    reader.feed_eof()
+    frames = []
+    while reader.buffer:
+        parser = Frame.parse(reader.read_exact, mask=False)
+        try:
+            next(parser)
+        except StopIteration as done:
+            frames.append(done.value)
+        else:
+            raise AssertionError("truncated frame")
+    return frames
+
+
+async def test_a_burst_of_frames_leaves_in_one_write_per_connection() -> None:
+    socks = [FakeSocket(), FakeSocket()]
+    conns = [Connection(s, codec=Codec("moo.v1.json"), queue_max=16) for s in socks]  # type: ignore[arg-type]
+    sizes = [0, 100, 200, 70_000]  # small frames (header table) and 2- and 8-byte lengths
+    for i in sizes:
+        for conn in conns:
+            conn.send({"type": "pong", "n": "x" * i})
+    assert all(s.transport.written == [] for s in socks)  # nothing before the loop turns
+    await asyncio.sleep(0)
+    for sock in socks:
+        (data,) = sock.transport.written
+        texts = [bytes(f.data).decode() for f in _parse_frames(data)]
+        assert texts == [f'{{"type":"pong","n":"{"x" * i}"}}' for i in sizes]
+
+
+async def test_a_connection_that_cannot_be_written_does_not_hold_back_the_others() -> None:
+    socks = [FakeSocket(), FakeSocket(), FakeSocket()]
+
+    def broken(data: bytes) -> None:
+        raise OSError("socket gone")
+
+    socks[1].transport.write = broken  # type: ignore[method-assign]
+    conns = [Connection(s, codec=Codec("moo.v1.json"), queue_max=16) for s in socks]  # type: ignore[arg-type]
+    for conn in conns:
+        conn.send({"type": "pong"})
+    await asyncio.sleep(0)
+    assert len(socks[0].transport.written) == len(socks[2].transport.written) == 1
+    assert conns[1].closing
+    async with asyncio.timeout(patience(5)):
+        await socks[1].close_called.wait()
+    assert socks[1].closed is not None and socks[1].closed[0] == 1011
+    conns[0].send({"type": "pong"})  # the flush machinery still runs for everyone else
+    await asyncio.sleep(0)
+    assert len(socks[0].transport.written) == 2
+
+
+async def test_no_hello_in_time_closes_with_1008(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path, handshake_timeout_s=0.3)) as app:
+        c = await Client.open(app.port)
+        assert await c.closed() == 1008
+
+
+async def test_idle_connection_is_closed(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path, idle_timeout_s=0.3)) as app:
+        c = await Client.hello(app.port, "ann")
+        assert await c.closed() == 1001
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait for a condition the server reaches on its own schedule (polled; the timeout is a
+    safety net, grown for the machine's load)."""
+    async with asyncio.timeout(patience(timeout)):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+async def test_quiet_client_is_pinged_and_stays_connected(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path, ping_interval_s=0.2)) as app:
+        # How late a Pong may be is not this test's point (a busy machine delays the client's
+        # answer): a generous deadline, so that only a Pong that never comes would close it.
+        app.heartbeat.ping_timeout_s = patience(30)
+        c = await Client.hello(app.port, "ann")
+        # a Ping goes out only once the previous one is answered: 3 pings, 2 Pongs back at least
+        await _until(lambda: app.heartbeat.pings >= 3)
+        assert app.heartbeat.dead_closed == 0 and app.heartbeat.idle_closed == 0
+        assert (await c.request({"type": "ping"}))["type"] == "pong"
+        assert len(app.connections) == 1
+
+
+async def test_busy_client_is_not_pinged(tmp_path: Path) -> None:
+    """Every frame from the client stamps its connection, and the keepalive pings only a
+    connection quiet for a whole interval since its last frame. Driven by hand with explicit
+    times (``Heartbeat.check``), so that no pause of a busy machine can make a gap."""
+    async with running(server_settings(tmp_path, ping_interval_s=0)) as app:
+        c = await Client.hello(app.port, "ann")
+        (conn,) = app.connections
+        keepalive = Heartbeat([conn], idle_timeout_s=0, ping_interval_s=0.5)
+        for _ in range(5):
+            stamped = conn.last_in
+            assert (await c.request({"type": "ping"}))["type"] == "pong"
+            assert conn.last_in > stamped  # the frame proved the peer alive
+            keepalive.check(conn, conn.last_in + 0.49)
+        assert keepalive.pings == 0 and not conn.ping_pending()
+        keepalive.check(conn, conn.last_in + 0.5)  # a whole interval of silence
+        assert keepalive.pings == 1 and conn.ping_pending()
+        await _until(lambda: not conn.ping_pending())  # the client's Pong came back
+
+
+async def test_client_that_never_answers_pings_is_closed_with_1011(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path, ping_interval_s=0.2)) as app:
+        c = await Client.hello(app.port, "ann")
+        c.ws.transport.pause_reading()  # the peer hangs: no Pong will ever come back
+        await _until(lambda: app.heartbeat.dead_closed == 1)
+        assert app.heartbeat.pings == 1
+        c.ws.transport.resume_reading()
+        assert await c.closed() == 1011
+        await _until(lambda: not app.connections)
+
+
+def test_token_bucket_refills_at_its_rate() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=2.0, burst=3, clock=lambda: now[0])
+    assert [bucket.take() for _ in range(4)] == [True, True, True, False]
+    now[0] += 0.5  # one token back
+    assert bucket.take() and not bucket.take()
+    now[0] += 100
+    assert sum(bucket.take() for _ in range(10)) == 3
