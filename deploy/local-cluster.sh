@@ -15,6 +15,7 @@
 #   MOO_MQTT_PORT broker port           (default 18830)
 #   MOO_NODE_PORTS three node ports     (default "8801 8802 8803")
 #   MOO_TLS_PORT / MOO_PLAIN_PORT       HAProxy ports (default 8443 / 8080)
+#   MOO_KEEP_LOGS=1                     `down` leaves the logs (*.log) in place to read
 # State (pids, logs, sockets, certificate) goes to deploy/var/ (or MOO_CLUSTER_VAR).
 # HAProxy reaches the nodes through Unix sockets (mode 0600: only this user), and the nodes
 # believe X-Forwarded-For only from there (--trusted-proxy unix): a local process that talks
@@ -129,7 +130,8 @@ async def main(url: str, name: str) -> None:
 asyncio.run(main(sys.argv[1], sys.argv[2]))
 PYEOF
     fi
-    rm -f "$VAR"/*.sock "$VAR"/*.log "$VAR"/*.pem "$VAR/mosquitto.conf" "$VAR/created-db"
+    [ "${MOO_KEEP_LOGS:-0}" = 1 ] || rm -f "$VAR"/*.log
+    rm -f "$VAR"/*.sock "$VAR"/*.pem "$VAR/mosquitto.conf" "$VAR/created-db"
     rmdir "$VAR" 2>/dev/null || true
     echo "down"
 }

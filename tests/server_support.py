@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection, connect, unix_connect
 
 from moo.protocol import Codec
 from server.app import App
@@ -69,6 +69,17 @@ class Client:
     ) -> Client:
         ws = await connect(
             f"ws://127.0.0.1:{port}/", subprotocols=[subprotocol], **kwargs  # type: ignore[list-item]
+        )
+        return cls(ws, Codec(subprotocol))
+
+    @classmethod
+    async def open_unix(
+        cls, path: str, subprotocol: str = "moo.v1.json", **kwargs: Any
+    ) -> Client:
+        """A connection through a server's ``--unix`` socket, as a reverse proxy on the host
+        makes it."""
+        ws = await unix_connect(
+            path, "ws://localhost/", subprotocols=[subprotocol], **kwargs  # type: ignore[list-item]
         )
         return cls(ws, Codec(subprotocol))
 

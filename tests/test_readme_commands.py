@@ -86,6 +86,7 @@ HOW: dict[str, tuple[str, ...]] = {
     "moo bot words --rules words:5 --vs-bot words": ("as written",),
     "moo serve --mqtt mqtt://127.0.0.1:1883": ("help",),
     "moo watch --mqtt mqtt://127.0.0.1:1883": ("help",),
+    "moo potm": ("help",),
     "moo potm examples/potm/letterwise.sh --length 5 --dictionary": ("help",),
     "moo analyse FILE": ("help",),
     "moo analyse MATCH_ID": ("help",),

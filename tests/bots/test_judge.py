@@ -21,7 +21,7 @@ from bots.solver.core import Solver, load_tree, minimum_objective
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response, Rules, score
 
-DATA = Path(__file__).resolve().parent.parent / "bots" / "data"
+DATA = Path(__file__).resolve().parents[2] / "bots" / "data"
 
 
 def _value(solver: Solver, cand: Sequence[str], history: Sequence[str]) -> int:

@@ -224,7 +224,7 @@ def test_shipped_optimal_trees_replay(alphabet: str, n: int, published: int) -> 
     from bots.solver.core import load_tree
 
     rules = MastermindRules(4, alphabet)
-    path = (Path(__file__).resolve().parent.parent / "bots" / "data"
+    path = (Path(__file__).resolve().parents[2] / "bots" / "data"
             / f"mastermind-4-{alphabet}-minimum.txt.gz")
     paths = load_tree(path)
     assert len(paths) == n

@@ -566,9 +566,12 @@ async def test_database_down_refuses_with_storage_unavailable_then_heals(
                 await asyncio.sleep(0.05)
         cat = await Client.hello(app.port, "cat")
         assert cat.name == "cat"
+        # ann stayed attached: the replayed match goes on for her with no resume (its
+        # `resumed` event comes by itself, docs/protocol.md "storage_unavailable")
+        came = await ann.event(mid, "resumed")
         # the dropped match is back from its durable prefix: the refused guess is not in it
         await ann.request({"type": "resume", "match_id": mid, "last_seq": 0})
-        await ann.event(mid, "resumed")
+        await ann.event(mid, "resumed", seq=came["seq"])  # the replay's own copy
         guesses = [e.get("guess") for e in ann.events(mid) if e["kind"] == "guess"]
         assert guesses.count("5678") == 2 and "6789" not in guesses  # live + replayed
         again = await ann.request({"type": "guess", "match_id": mid, "guess": "4567"})
