@@ -480,6 +480,12 @@ class Arena:
         parked = self.parked.get(match_id)
         return parked is not None and parked.moved
 
+    def restoring(self, match_id: str) -> bool:
+        """Whether ``match_id`` left this node's memory after a failed write and comes back
+        here by replay (its followers are parked here with their cursors)."""
+        parked = self.parked.get(match_id)
+        return parked is not None and not parked.moved
+
     def moved_parked(self) -> list[str]:
         """Ids of matches parked because they moved (the router has not re-seated them yet)."""
         return [m for m, p in self.parked.items() if p.moved]

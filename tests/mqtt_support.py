@@ -8,26 +8,22 @@ never a skip: ``./dev test`` installs the package when it runs as root, and
 
 from __future__ import annotations
 
-import asyncio
-import os
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench.harness import services
+from bench.harness.services import free_port
 from tests.patience import patience
+
+__all__ = ["Broker", "broker", "free_port", "mosquitto"]
 
 WAIT = patience(30.0)
 
 
 def find_mosquitto() -> str | None:
-    return shutil.which("mosquitto") or (
-        "/usr/sbin/mosquitto" if os.access("/usr/sbin/mosquitto", os.X_OK) else None
-    )
+    return services.mosquitto_binary()
 
 
 def problem() -> str | None:
@@ -40,12 +36,6 @@ def mosquitto_binary() -> str:
         pytest.fail("mosquitto is not installed (apt-get install mosquitto; ./dev test does"
                     " as root)", pytrace=False)
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -64,52 +54,8 @@ def broker(mosquitto: str, tmp_path: Path) -> Iterator[Broker]:
         b.kill()
 
 
-class Broker:
-    """``mosquitto -c CONF`` on 127.0.0.1:PORT; anonymous, no persistence."""
+class Broker(services.Broker):
+    """bench/harness/services.py's broker, waiting as patiently as the tests do."""
 
     def __init__(self, tmp_path: Path, port: int | None = None) -> None:
-        self.binary = mosquitto_binary()
-        self.port = port or free_port()
-        self.conf = tmp_path / "mosquitto.conf"
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-            "log_dest stderr\nlog_type error\n"
-        )
-        self.log = tmp_path / "mosquitto.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"mqtt://127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [self.binary, "-c", str(self.conf)], stdout=log, stderr=log
-            )
-        deadline = time.monotonic() + WAIT
-        while True:  # ready when the port accepts a connection
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.close()
-                await writer.wait_closed()
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"mosquitto did not start: {self.log.read_text(errors='replace')}"
-                    ) from None
-                await asyncio.sleep(0.02)
-
-    async def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            await asyncio.to_thread(self.proc.wait, WAIT)
-        self.proc = None
-
-    def kill(self) -> None:
-        """Stop at once, from anywhere (the fixture's teardown has no event loop)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(WAIT)
-        self.proc = None
+        super().__init__(tmp_path, port, timeout=WAIT)

@@ -136,8 +136,10 @@ class Router:
     # -- the MatchService seam -----------------------------------------------------------------
     def _here(self, conn: Follower, match_id: str) -> bool:
         """Whether a request of ``conn`` about ``match_id`` goes straight to this arena: the
-        match runs here and the client does not follow it through a subscription."""
-        if not self.arena.is_live(match_id):
+        match runs here, or is being restored here after a failed write (the arena answers
+        "try again"; asking the directory would attach the client a second time), and the
+        client does not follow it through a subscription."""
+        if not (self.arena.is_live(match_id) or self.arena.restoring(match_id)):
             return False
         return not isinstance(conn, Connection) or (
             self.forwarding.following(conn, match_id) is None

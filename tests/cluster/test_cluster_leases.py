@@ -179,7 +179,7 @@ async def test_database_away_longer_than_the_lease(pg_url: str) -> None:
     with storage_unavailable meanwhile, then renews and re-adopts its match: nothing stuck."""
     from urllib.parse import urlsplit
 
-    from tests.server.test_storage_pg import TcpCut
+    from bench.harness.services import TcpCut
 
     cut = TcpCut(urlsplit(pg_url).port or 5432)
     await cut.up()

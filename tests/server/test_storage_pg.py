@@ -22,6 +22,7 @@ from typing import cast
 import asyncpg
 import pytest
 
+from bench.harness.services import TcpCut
 from moo.errors import NameTaken, StorageError
 from server import sql
 from server.schema import (
@@ -479,50 +480,6 @@ async def test_nodes_starting_together_migrate_once(pg_url: str) -> None:
 
 
 # -- a server on PostgreSQL while the database goes away and comes back -------------------------
-class TcpCut:
-    """A TCP relay to PostgreSQL that the test can cut (connections reset, new ones refused)
-    and restore: the database going down and coming back, as seen from the server."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.server: asyncio.Server | None = None
-        self.port = 0
-        self.writers: set[asyncio.StreamWriter] = set()
-
-    async def up(self) -> None:
-        self.server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def down(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for w in list(self.writers):
-            w.transport.abort()
-        await self.server.wait_closed()
-        self.server = None
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.target_port)
-        except OSError:
-            writer.transport.abort()
-            return
-        self.writers |= {writer, up_w}
-
-        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            try:
-                while data := await r.read(65536):
-                    w.write(data)
-                    await w.drain()
-            except (OSError, asyncio.IncompleteReadError):
-                pass
-            finally:
-                w.transport.abort()
-                self.writers.discard(w)
-
-        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
-
-
 async def test_database_down_refuses_with_storage_unavailable_then_heals(
     pg_url: str, tmp_path: Path
 ) -> None:

@@ -1,0 +1,336 @@
+"""The fault harness: matches across the nodes of a cluster while a nemesis injects faults,
+then the history checker (docs/cluster.md, "The fault harness").
+
+Each of ``matches`` slots plays cross-node matches one after another until the run's time is
+up: player 0 on node ``i``, player 1 on the next node, a spectator on the one after (the
+match runs on player 0's node, so player 1's every move and the spectator's every event cross
+the bus). The clients are bench/harness/player.py's: they follow docs/protocol.md and never
+resync on their own.
+
+The nemesis, every ``--every`` seconds (a random pick of the kinds asked for):
+
+``kill``       SIGKILL the node that owns the most live matches; started again 3 s later
+``term``       SIGTERM (a drain) of that node; started again once it has exited
+``stop``       SIGSTOP of that node for the lease plus 2 s, then SIGCONT
+``broker``     the broker stopped and started again on its port
+``database``   PostgreSQL stopped (fast shutdown: every session terminated) and started again
+``cut-broker`` one node's connection to the broker severed for 2 s
+``cut-db``     one node's connection to the database severed for the lease plus 2 s
+
+``--once kill|term``: no nemesis; the owner of the most live matches gets that one fault once
+every match is under way (the issue's "24 cross-node matches, the owner SIGKILLed mid-play").
+
+For every kill, the time until every live match the node owned accepted a move again (an
+acknowledged guess sent after the signal) is the kill's failover time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench.harness.checker import Fault, Verdict, check, parse_log
+from bench.harness.cluster import Cluster, Node
+from bench.harness.player import DocsClient, Ended, Follower, Plan, play, watch
+from moo.rules import DEFAULT_RULES
+
+KINDS = ("kill", "term", "stop", "broker", "database", "cut-broker", "cut-db")
+
+
+@dataclass
+class Options:
+    seconds: float = 120.0  # how long new matches are started
+    matches: int = 12  # concurrent match slots
+    kinds: tuple[str, ...] = KINDS
+    every: tuple[float, float] = (8.0, 14.0)  # seconds between faults
+    once: str = ""  # "kill" or "term": one fault of the owner, no nemesis
+    nodes: int = 3
+    lease_ms: int = 10000  # the server's default
+    grace_ms: int = 60000
+    think_ms: int = 150
+    guesses: tuple[int, int] = (8, 16)  # a player's guesses, the last one solving
+    seed: int = 1
+    finish_s: float = 300.0  # safety net: after the last match started, until all ended
+
+
+@dataclass
+class Report:
+    options: dict[str, Any]
+    verdict: dict[str, Any]
+    samples: dict[str, list[str]]
+    faults: dict[str, int]
+    failover_s: list[float]
+    unrecovered: int
+    server_errors: list[str]
+    seconds: float
+    orphans: int = 0  # matches in the database that no slot played (none expected)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.verdict["ok"]) and self.unrecovered == 0 and self.orphans == 0
+
+    def summary(self) -> str:
+        v = self.verdict
+        fo = sorted(self.failover_s)
+        p99 = fo[min(len(fo) - 1, int(0.99 * len(fo)))] if fo else None
+        return (
+            f"{sum(self.faults.values())} faults {self.faults}; {v['matches']} matches, "
+            f"{v['followers']} clients, {v['connections']} connections, {v['events']} events, "
+            f"{v['acknowledged']} acknowledged guesses: lost {v['lost']}, gaps {v['gaps']}, "
+            f"repeats {v['repeats']}, disorder {v['disorder']}, stalls {v['stalls']}, "
+            f"finished wrong {v['finished_wrong']}, forfeits {v['forfeits']}, unanswered "
+            f"{v['unanswered']}, client errors "
+            f"{v['client_errors']}, orphans {self.orphans}; reasons {v['reasons']}; "
+            f"kill failover (s): {[round(x, 2) for x in fo]} p99 {p99}; "
+            f"unrecovered {self.unrecovered}; {self.seconds:.0f} s"
+        )
+
+
+class Harness:
+    def __init__(self, options: Options, progress: Callable[[str], None] | None = None) -> None:
+        self.o = options
+        self.rng = random.Random(options.seed)
+        self.cluster = Cluster(options.nodes, options.lease_ms, options.grace_ms)
+        self.followers: list[Follower] = []
+        self.clients: dict[str, DocsClient] = {}  # match id -> its player 0 (for the checks)
+        self.live: set[str] = set()
+        self.started_at: dict[str, float] = {}
+        self.faults: list[Fault] = []
+        self.tag = secrets.token_hex(2)
+        self.say = progress or (lambda line: print(line, file=sys.stderr))
+        self.deadline = 0.0
+
+    # -- matches -----------------------------------------------------------------------------
+    def _plan(self, target: str) -> tuple[list[str], float]:
+        k = self.rng.randint(*self.o.guesses)
+        wrong = [c for c in self.rng.sample(DEFAULT_RULES.secrets, k) if c != target][: k - 1]
+        return [*wrong, target], self.o.think_ms / 1000
+
+    async def _pair(self, slot: int, k: int) -> tuple[DocsClient, DocsClient] | None:
+        """Two players in a new room match, or None (a fault broke the pairing: the slot
+        tries again with new players)."""
+        n = len(self.cluster.nodes)
+        ports = self.cluster.ports()
+        names = [f"h{self.tag}s{slot}m{k}p{seat}" for seat in (0, 1)]
+        p0, p1 = (DocsClient(Follower(names[s], s), ports, (slot + s) % n,
+                             random.Random(self.rng.random())) for s in (0, 1))
+        give_up = time.time() + 60
+        try:
+            await p0.open(give_up)
+            await p1.open(give_up)
+            room = await p0.request({"type": "room_create", "pacing": "free"}, 30)
+            if room.get("type") != "room":
+                raise Ended()
+            try:
+                joined = await p1.request({"type": "room_join", "code": room["code"]}, 30)
+            except (Ended, TimeoutError):
+                # the reply was lost: whether the match exists, a new welcome says
+                await p1.close()
+                welcome = await p1.open(give_up)
+                listed = welcome.get("matches", [])
+                if not listed:
+                    raise Ended() from None
+                joined = {"type": "match", "match_id": listed[0]["match_id"]}
+            if joined.get("type") != "match":
+                raise Ended()
+            mid = str(joined["match_id"])
+            p1.me.match_id = mid
+            assert p1.conn is not None
+            p1.conn.following_since = p1.conn.following_since or time.time()
+            async with asyncio.timeout(30):
+                while p0.me.match_id != mid:
+                    if not p0.is_open:
+                        welcome = await p0.open(give_up)
+                        if any(m["match_id"] == mid for m in welcome.get("matches", [])):
+                            p0.me.match_id = mid
+                            assert p0.conn is not None
+                            p0.conn.following_since = time.time()
+                            break
+                    await p0.wait_change(0.5)
+            return p0, p1
+        except (Ended, TimeoutError, OSError):
+            for p in (p0, p1):
+                await p.close()
+            return None
+
+    async def _slot(self, slot: int) -> None:
+        n = len(self.cluster.nodes)
+        k = 0
+        while time.time() < self.deadline or (self.o.once and not k):
+            k += 1
+            pair = await self._pair(slot, k)
+            if pair is None:
+                await asyncio.sleep(0.5)
+                continue
+            p0, p1 = pair
+            mid = p0.me.match_id
+            self.live.add(mid)
+            self.started_at[mid] = time.time()
+            spectator = DocsClient(Follower(f"h{self.tag}s{slot}m{k}w", None, mid),
+                                   self.cluster.ports(), (slot + 2) % n,
+                                   random.Random(self.rng.random()))
+            self.followers += [p0.me, p1.me, spectator.me]
+            self.clients[mid] = p0
+            codes = self.rng.sample(DEFAULT_RULES.secrets, 2)
+            plans = []
+            for seat in (0, 1):
+                guesses, think = self._plan(codes[1 - seat])
+                plans.append(Plan(codes[seat], guesses, think))
+            end = time.time() + self.o.seconds + self.o.finish_s
+            await asyncio.gather(play(p0, plans[0], end), play(p1, plans[1], end),
+                                 watch(spectator, end))
+            self.live.discard(mid)
+            if self.o.once:
+                return  # one match per slot
+
+    # -- the nemesis -------------------------------------------------------------------------
+    async def _target(self) -> Node:
+        """The running node that owns the most live matches."""
+        owners = Counter((await self.cluster.owners(sorted(self.live))).values())
+        running = [nd for nd in self.cluster.nodes if nd.running and not nd.paused]
+        return max(running, key=lambda nd: (owners.get(nd.name, 0), self.rng.random()))
+
+    async def _owned(self, node: Node) -> set[str]:
+        return {m for m, owner in (await self.cluster.owners(sorted(self.live))).items()
+                if owner == node.name}
+
+    async def strike(self, kind: str) -> Fault:
+        c = self.cluster
+        lease = self.o.lease_ms / 1000
+        if kind in ("kill", "term", "stop"):
+            node = await self._target()
+            owned = await self._owned(node)
+            fault = Fault(kind, node.name, time.time(), owned=len(owned))
+            self.faults.append(fault)
+            if kind == "kill":
+                await node.stop(signal.SIGKILL)
+                self._watch_failover(fault, owned)
+                await asyncio.sleep(3.0)
+                await node.start()
+            elif kind == "term":
+                await node.stop(signal.SIGTERM)
+                await node.start()
+            else:
+                node.signal(signal.SIGSTOP)
+                await asyncio.sleep(lease + 2.0)
+                node.signal(signal.SIGCONT)
+            fault.end = time.time()
+            await c.on_bus(node)
+        elif kind in ("cut-broker", "cut-db"):
+            i = self.rng.randrange(len(c.nodes))
+            relay = (c.to_broker if kind == "cut-broker" else c.to_db)[i]
+            fault = Fault(kind, c.nodes[i].name, time.time())
+            self.faults.append(fault)
+            await relay.down()
+            await asyncio.sleep(2.0 if kind == "cut-broker" else lease + 2.0)
+            await relay.up()
+            fault.end = time.time()
+        elif kind == "broker":
+            assert c.broker is not None
+            fault = Fault(kind, "", time.time())
+            self.faults.append(fault)
+            await c.broker.stop()
+            await c.broker.start()
+            fault.end = time.time()
+        elif kind == "database":
+            assert c.pg is not None
+            fault = Fault(kind, "", time.time())
+            self.faults.append(fault)
+            await asyncio.to_thread(c.pg.stop)
+            await asyncio.to_thread(c.pg.start)
+            fault.end = time.time()
+        else:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        self.say(f"  {kind} {fault.node} at +{fault.start - self.t0:.0f} s "
+                 f"({fault.end - fault.start:.1f} s; {fault.owned} owned)")
+        return fault
+
+    def _watch_failover(self, fault: Fault, owned: set[str]) -> None:
+        """Measure, in the background, until every match of ``owned`` still live has an
+        acknowledged guess sent after the kill."""
+        async def measure() -> None:
+            t_kill = fault.start
+            deadline = t_kill + 120
+            while time.time() < deadline:
+                waiting = {m for m in owned if m in self.live
+                           and not self._moved_since(m, t_kill)}
+                if not waiting:
+                    done = {m: t - t_kill for m in owned
+                            if (t := self._moved_since(m, t_kill)) is not None}
+                    fault.recovered_s = max(done.values(), default=0.0)
+                    fault.slowest = max(done, key=done.__getitem__, default="")
+                    return
+                await asyncio.sleep(0.02)
+
+        self.measures.append(asyncio.get_running_loop().create_task(measure()))
+
+    def _moved_since(self, mid: str, t: float) -> float | None:
+        """When the first guess sent after ``t`` in ``mid`` was acknowledged, or None."""
+        times = [ack for f in self.followers if f.match_id == mid
+                 for (sent, ack) in f.ack_times if sent >= t]
+        return min(times) if times else None
+
+    async def _nemesis(self) -> None:
+        lo, hi = self.o.every
+        while time.time() < self.deadline:
+            await asyncio.sleep(self.rng.uniform(lo, hi))
+            if time.time() >= self.deadline or not self.live:
+                continue
+            await self.strike(self.rng.choice(self.o.kinds))
+
+    async def _once(self) -> None:
+        # every match under way (each has an acknowledged guess), then the one fault
+        while len(self.started_at) < self.o.matches or any(
+            not self._moved_since(m, 0.0) for m in self.live
+        ):
+            await asyncio.sleep(0.05)
+        if not self.live:
+            raise RuntimeError("every match ended before the fault: make them longer")
+        await self.strike(self.o.once)
+        self.deadline = time.time()
+
+    # -- the run -----------------------------------------------------------------------------
+    async def run(self) -> Report:
+        self.t0 = time.time()
+        self.measures: list[asyncio.Task[None]] = []
+        try:
+            self.say(f"cluster of {self.o.nodes} nodes (lease {self.o.lease_ms} ms)...")
+            await self.cluster.open()
+            self.deadline = time.time() + self.o.seconds
+            slots = [asyncio.create_task(self._slot(i)) for i in range(self.o.matches)]
+            nemesis = asyncio.create_task(self._once() if self.o.once else self._nemesis())
+            await asyncio.gather(*slots)
+            await nemesis  # it strikes no more after the deadline: its last fault heals
+            for m in self.measures:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(m, 5)
+            rows = await self.cluster.query(
+                "SELECT match_id, seq, body FROM events ORDER BY match_id, seq")
+            logs = parse_log(rows)
+            played = {f.match_id for f in self.followers if f.match_id}
+            orphans = len(set(logs) - played)
+            verdict: Verdict = check(self.followers, {m: logs.get(m, []) for m in played},
+                                     self.faults)
+            server_errors = self.cluster.errors()
+        finally:
+            await self.cluster.close()
+        kills = [f for f in self.faults if f.kind == "kill"]
+        return Report(
+            options=asdict(self.o), verdict=verdict.counts(), samples=verdict.samples(),
+            faults=dict(Counter(f.kind for f in self.faults)),
+            failover_s=[f.recovered_s for f in kills if f.recovered_s is not None],
+            unrecovered=sum(1 for f in kills if f.recovered_s is None and f.owned),
+            server_errors=server_errors[:50], seconds=time.time() - self.t0, orphans=orphans,
+            timeline=[{**asdict(f), "start": round(f.start - self.t0, 2),
+                       "end": round(f.end - self.t0, 2)} for f in self.faults],
+        )
