@@ -442,19 +442,22 @@ class Arena:
         why; the followers are parked with their cursors and attached again from there, so
         nobody is told anything that might be lost and nobody is left waiting in silence.
         """
-        if lm.broken:
-            return
         moved = bool(getattr(exc, "moved", False))
         err = exc if isinstance(exc, MooError) else StorageError(str(exc))
-        (log.warning if moved else log.error)(
-            "match %s dropped (%s): %s", lm.id, "moved" if moved else "storage failed", exc
-        )
+        # Whoever asked for what failed hears why, also when the match had already left
+        # (an earlier write of it failed, or another node took it over while this one was in
+        # flight): every request is answered.
         requesters = [*askers, *([actor] if actor is not None else [])]
         for conn, ref in requesters:
             msg = error_message(err, ref)
             if lm.durable_seq:  # a match nobody was ever told about has no id to quote
                 msg["match_id"] = lm.id
             conn.send(msg)
+        if lm.broken:
+            return
+        (log.warning if moved else log.error)(
+            "match %s dropped (%s): %s", lm.id, "moved" if moved else "storage failed", exc
+        )
         followers = self._detach_all(lm)
         self._park(lm.id, followers, moved)
         if moved:

@@ -54,6 +54,7 @@ class Node:
             stderr=asyncio.subprocess.PIPE,
         )
         assert proc.stderr is not None
+        first: list[bytes] = []  # this start's lines, for the log file
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -63,6 +64,7 @@ class Node:
                             f"node {self.name} exited early:\n"
                             + b"".join(list(self.log)[-30:]).decode(errors="replace"))
                     self.log.append(line)
+                    first.append(line)
                     if LISTENING.search(line):
                         break
         except BaseException:
@@ -72,15 +74,15 @@ class Node:
             raise
         self.proc = proc
         self.paused = False
-        self._drain = asyncio.get_running_loop().create_task(self._keep_log(proc))
+        self._drain = asyncio.get_running_loop().create_task(self._keep_log(proc, first))
         return time.monotonic() - t0
 
-    async def _keep_log(self, proc: asyncio.subprocess.Process) -> None:
+    async def _keep_log(self, proc: asyncio.subprocess.Process, first: list[bytes]) -> None:
         assert proc.stderr is not None
         out = open(self.log_file, "ab") if self.log_file is not None else None  # noqa: SIM115
         try:
             if out is not None:
-                out.write(b"".join(self.log))
+                out.write(b"".join(first))
             while line := await proc.stderr.readline():
                 self.log.append(line)
                 if out is not None:

@@ -148,6 +148,8 @@ class DocsClient:
                 if welcome.get("code") in RETRYABLE and time.time() < give_up_at:
                     await asyncio.sleep(0.3)
                     continue
+                if welcome.get("code") == "bad_token" and self.token is None:
+                    raise Ended()  # our first hello took the name, its reply was lost
                 raise RuntimeError(f"{self.me.name}: hello refused: {welcome}")
             self.token = welcome.get("token") or self.token
             return welcome

@@ -306,6 +306,8 @@ class Transport:
                     self.up.set()
                     backoff = 0.1
                     log.info("bus: connected to %s:%d", self.host, self.port)
+                    if self._sent:  # the others learn at once what they missed from here
+                        self.broadcast(Tick({d: n for d, n in self._sent.items() if d}))
                     self.receiver.connected()
                     await self._session(client)
             except asyncio.CancelledError:
@@ -322,7 +324,9 @@ class Transport:
             if self._stopping:
                 return
             await asyncio.sleep(backoff)
-            backoff = min(2.0, backoff * 2)
+            # a local broker is cheap to ask: at most half a second between attempts, so a
+            # node is back on the bus within that of the broker (or the link) coming back
+            backoff = min(0.5, backoff * 2)
 
     async def _session(self, client: _Client) -> None:
         """Read until the session ends; whichever ends first (the reader sees a lost
