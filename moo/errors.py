@@ -44,6 +44,7 @@ change meaning once released; new situations get new subclasses.
     │   ├── BotUnsupported                   code="bot_unsupported"
     │   └── AssistRated                      code="assist_rated"
     │   └── NotAvailable                     code="not_available"
+    │       └── Moving                           code="not_available"
     │       └── moo.words.NoDictionary       (no word list on this machine)
     ├── RateLimited                          code="rate_limited"
     ├── UsageError                           code="usage" (command line only)
@@ -68,6 +69,7 @@ __all__ = [
     "MatchFinished",
     "MessageTooLarge",
     "MooError",
+    "Moving",
     "NameTaken",
     "NoRoom",
     "NoSuchMatch",
@@ -241,6 +243,12 @@ class TooManyAttempts(LobbyError):
 
 class NotAvailable(LobbyError):
     code = "not_available"
+
+
+class Moving(NotAvailable):
+    """An unfinished match that no node runs right now (between its old node and the next):
+    try again. A node that gets this for a client of another node sends it to the directory
+    again rather than answering."""
 
 
 class InMatch(LobbyError):

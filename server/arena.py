@@ -43,6 +43,7 @@ from moo.errors import (
     InMatch,
     MatchFinished,
     MooError,
+    Moving,
     NotAvailable,
     NotYourSeat,
     RulesNotOffered,
@@ -672,9 +673,9 @@ class Arena:
         if not events:
             raise UnknownMatch(f"no match {match_id!r}")
         match = Match.replay(_until_gap(events), keep_log=False)
-        if not match.finished:  # unfinished but not live: cut (storage failure) or elsewhere
-            raise self._refusal(match_id) if match_id in self.parked else UnknownMatch(
-                f"match {match_id!r} is not available"
+        if not match.finished:  # unfinished but not live: cut (storage failure) or moving
+            raise self._refusal(match_id) if match_id in self.parked else Moving(
+                f"match {match_id!r} is moving to another node; try again"
             )
         return LiveMatch(match=match, bots=[None, None], durable_seq=match.seq)
 

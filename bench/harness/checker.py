@@ -174,7 +174,7 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
                 if got.get(seq, float("inf")) > due:
                     late = got.get(seq)
                     v.stalls.append(
-                        f"{who} on {c.node}: seq {seq} "
+                        f"{who} on {c.node}: seq {seq} of {t:.1f} "
                         + (f"after {late - t:.1f} s" if late is not None else "never came"))
     v.refusals = dict(refusals)
     v.closes = dict(closes)

@@ -73,6 +73,9 @@ class Report:
     server_errors: list[str]
     seconds: float
     orphans: int = 0  # matches in the database that no slot played (none expected)
+    orphan_ends: dict[str, str] = field(default_factory=dict)  # their ids and last events
+    pair_failures: dict[str, int] = field(default_factory=dict)
+    started: float = 0.0  # time.time() at the start: the timeline counts from it
     timeline: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -106,6 +109,7 @@ class Harness:
         self.live: set[str] = set()
         self.started_at: dict[str, float] = {}
         self.faults: list[Fault] = []
+        self.pair_failures: Counter[str] = Counter()
         self.tag = secrets.token_hex(2)
         self.say = progress or (lambda line: print(line, file=sys.stderr))
         self.deadline = 0.0
@@ -125,12 +129,15 @@ class Harness:
         p0, p1 = (DocsClient(Follower(names[s], s), ports, (slot + s) % n,
                              random.Random(self.rng.random())) for s in (0, 1))
         give_up = time.time() + 60
+        step = "hello"
         try:
             await p0.open(give_up)
             await p1.open(give_up)
+            step = "room_create"
             room = await p0.request({"type": "room_create", "pacing": "free"}, 30)
             if room.get("type") != "room":
                 raise Ended()
+            step = "room_join"
             try:
                 joined = await p1.request({"type": "room_join", "code": room["code"]}, 30)
             except (Ended, TimeoutError):
@@ -143,6 +150,7 @@ class Harness:
                 joined = {"type": "match", "match_id": listed[0]["match_id"]}
             if joined.get("type") != "match":
                 raise Ended()
+            step = "announce"
             mid = str(joined["match_id"])
             p1.me.match_id = mid
             assert p1.conn is not None
@@ -158,7 +166,8 @@ class Harness:
                             break
                     await p0.wait_change(0.5)
             return p0, p1
-        except (Ended, TimeoutError, OSError):
+        except (Ended, TimeoutError, OSError) as exc:
+            self.pair_failures[f"{type(exc).__name__} at {step}"] += 1
             for p in (p0, p1):
                 await p.close()
             return None
@@ -319,6 +328,9 @@ class Harness:
             logs = parse_log(rows)
             played = {f.match_id for f in self.followers if f.match_id}
             orphans = len(set(logs) - played)
+            orphan_ends = {m: f"{logs[m][-1]['kind']} {logs[m][-1].get('reason', '')}"
+                           f" (players {logs[m][0].get('players')})"
+                           for m in sorted(set(logs) - played)[:20]}
             verdict: Verdict = check(self.followers, {m: logs.get(m, []) for m in played},
                                      self.faults)
             server_errors = self.cluster.errors()
@@ -331,6 +343,7 @@ class Harness:
             failover_s=[f.recovered_s for f in kills if f.recovered_s is not None],
             unrecovered=sum(1 for f in kills if f.recovered_s is None and f.owned),
             server_errors=server_errors[:50], seconds=time.time() - self.t0, orphans=orphans,
+            started=self.t0, orphan_ends=orphan_ends, pair_failures=dict(self.pair_failures),
             timeline=[{**asdict(f), "start": round(f.start - self.t0, 2),
                        "end": round(f.end - self.t0, 2)} for f in self.faults],
         )

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from moo.errors import MooError
+from moo.errors import MooError, Moving
 from moo.match import Viewer
 from server.arena import Arena
 from server.background import spawn
@@ -186,7 +186,8 @@ class Serving:
         directory said nobody runs the match) gets the refusal: it is final."""
         if s.origin == self.node or self.arena.is_live(match_id):
             return False
-        return exc.code == "unknown_match" or self.arena.moved_away(match_id)
+        return (exc.code == "unknown_match" or isinstance(exc, Moving)
+                or self.arena.moved_away(match_id))
 
     def _act(self, s: StandIn, item: Act) -> None:
         msg = item.msg
