@@ -129,14 +129,15 @@ class Cluster:
     removes everything it made."""
 
     def __init__(self, n: int = 3, lease_ms: int = 3000, grace_ms: int = 60000,
-                 log_dir: Path | None = None) -> None:
+                 log_dir: Path | None = None, pg: PrivatePostgres | None = None) -> None:
         self.n = n
         self.lease_ms = lease_ms
         self.grace_ms = grace_ms
         logs = os.environ.get("MOO_HARNESS_LOGS")
         self.log_dir = log_dir or (Path(logs) if logs else None)
         self.tmp = tempfile.TemporaryDirectory(prefix="moo-harness-")
-        self.pg: PrivatePostgres | None = None
+        self.pg: PrivatePostgres | None = pg
+        self.own_pg = pg is None
         self.broker: Broker | None = None
         self.to_broker: list[TcpCut] = []
         self.to_db: list[TcpCut] = []
@@ -148,7 +149,8 @@ class Cluster:
         return self.pg.url.rsplit("/", 1)[0] + "/" + DATABASE
 
     async def open(self) -> None:
-        self.pg = PrivatePostgres()
+        if self.pg is None:
+            self.pg = PrivatePostgres()
         await asyncio.to_thread(self.pg.init)
         await asyncio.to_thread(self.pg.start)
         admin = await asyncpg.connect(self.pg.url)
@@ -220,6 +222,6 @@ class Cluster:
                     await relay.down()
         if self.broker is not None:
             self.broker.kill()
-        if self.pg is not None:
+        if self.pg is not None and self.own_pg:
             self.pg.destroy()
         self.tmp.cleanup()

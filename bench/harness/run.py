@@ -41,6 +41,7 @@ from typing import Any
 from bench.harness.checker import Fault, Verdict, check, parse_log
 from bench.harness.cluster import Cluster, Node
 from bench.harness.player import DocsClient, Ended, Follower, Plan, play, watch
+from bench.harness.services import PrivatePostgres
 from moo.rules import DEFAULT_RULES
 
 KINDS = ("kill", "term", "stop", "broker", "database", "cut-broker", "cut-db")
@@ -60,6 +61,7 @@ class Options:
     guesses: tuple[int, int] = (8, 16)  # a player's guesses, the last one solving
     seed: int = 1
     finish_s: float = 300.0  # safety net: after the last match started, until all ended
+    stall_s: float = 5.0  # the longest silence on an open connection the checker allows
 
 
 @dataclass
@@ -100,10 +102,13 @@ class Report:
 
 
 class Harness:
-    def __init__(self, options: Options, progress: Callable[[str], None] | None = None) -> None:
+    def __init__(self, options: Options, progress: Callable[[str], None] | None = None,
+                 pg: PrivatePostgres | None = None) -> None:
+        """``pg``: a PostgreSQL server made but not initialised, to use instead of a new one
+        (the tests' fixture, which removes it afterwards)."""
         self.o = options
         self.rng = random.Random(options.seed)
-        self.cluster = Cluster(options.nodes, options.lease_ms, options.grace_ms)
+        self.cluster = Cluster(options.nodes, options.lease_ms, options.grace_ms, pg=pg)
         self.followers: list[Follower] = []
         self.clients: dict[str, DocsClient] = {}  # match id -> its player 0 (for the checks)
         self.live: set[str] = set()
@@ -290,12 +295,16 @@ class Harness:
         return min(times) if times else None
 
     async def _nemesis(self) -> None:
+        """Faults until the deadline: every kind once, in a random order, then again."""
         lo, hi = self.o.every
+        turn: list[str] = []
         while time.time() < self.deadline:
             await asyncio.sleep(self.rng.uniform(lo, hi))
             if time.time() >= self.deadline or not self.live:
                 continue
-            await self.strike(self.rng.choice(self.o.kinds))
+            if not turn:
+                turn = self.rng.sample(self.o.kinds, len(self.o.kinds))
+            await self.strike(turn.pop())
 
     async def _once(self) -> None:
         # every match under way (each has an acknowledged guess), then the one fault
@@ -332,7 +341,7 @@ class Harness:
                            f" (players {logs[m][0].get('players')})"
                            for m in sorted(set(logs) - played)[:20]}
             verdict: Verdict = check(self.followers, {m: logs.get(m, []) for m in played},
-                                     self.faults)
+                                     self.faults, self.o.stall_s)
             server_errors = self.cluster.errors()
         finally:
             await self.cluster.close()

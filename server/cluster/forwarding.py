@@ -63,12 +63,15 @@ log = logging.getLogger("moo.cluster")
 
 #: a forwarded move unanswered this long makes its subscription re-attach (which tells
 #: whether the owner has it)
-ACT_PATIENCE_S = 5.0
+ACT_PATIENCE_S = 2.0
 #: a subscription that has had no owner to follow for this long closes its client with 1012
 #: (it reconnects and resumes: maybe through another node that reaches the owner)
 ORPHAN_PATIENCE_S = 30.0
-#: a follow unanswered this long is sent again
-FOLLOW_PATIENCE_S = 5.0
+#: a follow unanswered this long is sent again (it or its answer was lost: a broker restart
+#: can drop a follow sent before its owner was back); each further try of the same
+#: subscription waits twice as long, up to 8 times, so an owner that is merely slow to replay
+#: is not asked again and again
+FOLLOW_PATIENCE_S = 1.5
 
 class Forwarding:
     """Forwards this node's clients' requests to owners; delivers what owners send back."""
@@ -186,6 +189,7 @@ class Forwarding:
             sub.owed = (ref,)
         elif sub.owed is not None:  # the client's own follow is not answered yet: go on
             announce, ref, carried = True, sub.owed[0], True
+        sub.tries = sub.tries + 1 if sub.joining is not None else 0
         sub.gen += 1
         sub.joining = sub.gen
         sub.join_cursor = sub.cursor or 0
@@ -458,7 +462,9 @@ class Forwarding:
                     elif not sub.waiting:
                         self._request_owner(sub)
                     continue
-                late_join = sub.joining is not None and now - sub.join_sent > FOLLOW_PATIENCE_S
+                late_join = sub.joining is not None and (
+                    now - sub.join_sent > FOLLOW_PATIENCE_S * 2 ** min(sub.tries, 3)
+                )
                 late_act = sub.joining is None and sub.acts and (
                     now - sub.acts[0].sent > ACT_PATIENCE_S
                 )

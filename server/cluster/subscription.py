@@ -57,6 +57,8 @@ class Subscription:
     joining: int | None = None
     join_cursor: int = 0
     join_sent: float = 0.0
+    #: follows sent again in a row while one was unanswered (each waits longer)
+    tries: int = 0
     #: the follow in flight was the client's own (resume/watch): its marker is passed on
     announce: bool = False
     #: generations of follows in flight that the client asked for (their markers are replies)
