@@ -141,12 +141,14 @@ class Harness:
             step = "room_create"
             room = await p0.request({"type": "room_create", "pacing": "free"}, 30)
             if room.get("type") != "room":
+                self.pair_failures[f"{room.get('code')} at room_create"] += 1
                 raise Ended()
             step = "room_join"
             try:
                 joined = await p1.request({"type": "room_join", "code": room["code"]}, 30)
-            except (Ended, TimeoutError):
+            except (Ended, TimeoutError) as lost:
                 # the reply was lost: whether the match exists, a new welcome says
+                self.pair_failures[f"{type(lost).__name__} in room_join"] += 1
                 await p1.close()
                 welcome = await p1.open(give_up)
                 listed = welcome.get("matches", [])
@@ -154,6 +156,7 @@ class Harness:
                     raise Ended() from None
                 joined = {"type": "match", "match_id": listed[0]["match_id"]}
             if joined.get("type") != "match":
+                self.pair_failures[f"{joined.get('code')} at room_join"] += 1
                 raise Ended()
             step = "announce"
             mid = str(joined["match_id"])

@@ -280,6 +280,10 @@ class Forwarding:
         kind = msg.get("type")
         sub = self.subs.get(cid, {}).get(match_id) if isinstance(match_id, str) else None
         if sub is None:
+            if kind == "event" or "_gen" in msg:
+                # the replay of a follow of a subscription that has ended since (its match
+                # finished and the client had every event): nothing to deliver twice
+                return
             if kind == "match" and isinstance(match_id, str):
                 # a match the lobby started on another node: this client follows it from now
                 sub = self._sub(conn, match_id, msg.get("seat"), 0)
