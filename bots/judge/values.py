@@ -112,7 +112,7 @@ class MooJudge(_Parts):
                                  "reinstall moo-arena")
             self.table = opening.load(opening.TABLE)
         self._solved: dict[bytes, tuple[int, str]] = {}
-        self._answer_cache: dict[tuple[str, Response], Any] = {}
+        self._answer_cache: dict[tuple[str, Response], frozenset[int]] = {}
 
     def score(self, secret: str, guess: str) -> Response:
         return score(secret, guess)
@@ -146,27 +146,17 @@ class MooJudge(_Parts):
         return _search
 
     # -- the opening table ---------------------------------------------------------------
-    @cached_property
-    def _symbols(self) -> Any:
-        import numpy as np
-
-        where = {ch: i for i, ch in enumerate(self.rules.alphabet)}
-        return np.array([[where[ch] for ch in c] for c in self.codes], dtype=np.int8)
-
-    def _answers(self, guess: str, response: Response) -> Any:
-        """Which codes answer ``guess`` with ``response`` (a boolean vector over the codes)."""
-        import numpy as np
-
+    def _answers(self, guess: str, response: Response) -> frozenset[int]:
+        """Which codes answer ``guess`` with ``response`` (code indices), from the C partition
+        of the whole game: a fresh process then needs no array library to reduce a history
+        (importing numpy alone cost more than the rest of a typical analysis)."""
         key = (guess, response)
         got = self._answer_cache.get(key)
         if got is None:
-            where = {ch: i for i, ch in enumerate(self.rules.alphabet)}
-            g = np.array([where[ch] for ch in guess], dtype=np.int8)
-            sym = self._symbols
-            bulls = (sym == g).sum(axis=1)
-            common = np.isin(sym, g).sum(axis=1)
-            got = (bulls == response[0]) & (common - bulls == response[1])
-            self._answer_cache[key] = got
+            # one partition gives every response's set: keep them all for the next lookups
+            for r, part in self.parts(range(len(self.codes)), guess).items():
+                self._answer_cache[(guess, r)] = frozenset(part)
+            got = self._answer_cache.setdefault(key, frozenset())
         return got
 
     def _reduced(self, history: History, n: int) -> list[tuple[str, Response]]:
@@ -177,16 +167,13 @@ class MooJudge(_Parts):
         kept = list(history)
         if len(kept) <= 1:
             return kept
-        masks = [self._answers(g, r) for g, r in kept]
+        sets = [self._answers(g, r) for g, r in kept]
         i = 0
         while i < len(kept) and len(kept) > 1:
-            rest = masks[:i] + masks[i + 1:]
-            both = rest[0].copy()
-            for m in rest[1:]:
-                both &= m
-            if int(both.sum()) == n:
+            rest = sets[:i] + sets[i + 1:]
+            if len(frozenset.intersection(*rest)) == n:
                 kept.pop(i)
-                masks.pop(i)
+                sets.pop(i)
             else:
                 i += 1
         return kept
@@ -306,16 +293,20 @@ class MastermindJudge(_Parts):
 
 def exact_feasible(rules: Rules | MastermindRules) -> str | None:
     """None when the judge gives exact values for ``rules``, else why not (one line)."""
-    from moo.variants import rules_label
-
+    # moo.variants (the labels) is imported only to word a refusal: it pulls in the word
+    # games, which a fresh ``moo analyse`` of a classic match should not pay for.
     if isinstance(rules, MastermindRules):
         if len(rules.alphabet) ** rules.length > 10_000:
+            from moo.variants import rules_label
+
             return f"{rules_label(rules)} is too large for exact analysis (over 10000 codes)"
         return None
     if rules == DEFAULT_RULES:
         return None
     if (rules.repeats_in_guess or len(rules.secrets) > MAX_SOLVED_CODES
             or len(rules.alphabet) > 10):
+        from moo.variants import rules_label
+
         return (f"{rules_label(rules)} is too large for the exact solver, so it is not "
                 f"analysed (exact analysis: 4 of 10, and distinct-symbol MOO of at most "
                 f"{MAX_SOLVED_CODES} codes and 10 symbols)")
