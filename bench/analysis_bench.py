@@ -2,6 +2,7 @@
 
     python -m bench.analysis_bench --matches 200 --runs 200          # fresh processes
     python -m bench.analysis_bench --matches 1000 --in-process       # what export --analysis does
+    python -m bench.analysis_bench --matches 1000 --export           # moo export --analysis itself
     python -m bench.analysis_bench --matches 50 --server             # the page's analysis request
 
 The matches are classic two-player matches between the arena's bots, two drawn at random per
@@ -14,6 +15,10 @@ in turn, next to a baseline process that only starts Python (``python -c pass``)
 run, and the import of the command alone. ``--in-process`` analyses every match in one
 process, as ``moo export --analysis`` does (the same ``analyse_guesses`` per seat that its
 ``with_analysis`` calls; reading the database and writing the lines are left out).
+``--export`` stores the matches in a SQLite database as a server would and times one
+``moo export --db DB --analysis --out FILE`` process (a lockstep match, the default, ends with
+the round in which a seat solves, so the other seat's later guesses are not stored: about 5 %
+fewer guesses to analyse than ``--in-process``).
 ``--server`` plays each match on a server (free pacing, a room between two clients) and times
 its ``analysis`` request.
 """
@@ -148,12 +153,71 @@ def in_process(records: list[dict[str, Any]]) -> dict[str, Any]:
             "per_match_cpu_max": round(max(per), 4), "load": (load0, os.getloadavg())}
 
 
+def export_db(records: list[dict[str, Any]], path: Path) -> int:
+    """A SQLite database of the current schema holding ``records`` as finished matches, as a
+    server stores them (the match replayed by :class:`moo.match.Match`: secrets, then the
+    guesses round by round until it finishes; ``results`` indexed as on every finish).
+    Returns how many guesses were stored."""
+    import sqlite3
+
+    from moo.match import Match, MatchConfig
+    from server import sql
+    from server.schema import result_rows, upgrade_sqlite
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    upgrade_sqlite(conn)
+    stored = 0
+    conn.execute("BEGIN")
+    for i, rec in enumerate(records):
+        mid = f"m{i:012d}"
+        p = rec["players"]
+        m, _ = Match.create(mid, (p[0]["name"], p[1]["name"]), MatchConfig(), 1000 * i)
+        for seat in (0, 1):  # seat i's secret is the code the other seat guesses
+            m.set_secret(seat, p[1 - seat]["secret"], f"s{seat}", 1000 * i + 1)
+        for n in range(max(len(p[0]["guesses"]), len(p[1]["guesses"]))):
+            for seat in (0, 1):
+                if n < len(p[seat]["guesses"]) and not m.finished:
+                    m.guess(seat, p[seat]["guesses"][n], 1000 * i + 2 + n)
+                    stored += 1
+        meta = json.dumps({"players": [p[0]["name"], p[1]["name"]], "bots": [None, None]})
+        bodies = [json.dumps(e) for e in m.events]
+        conn.execute("INSERT INTO matches(match_id, meta, finished, created_ms) "
+                     "VALUES (?, ?, 1, ?)", (mid, meta, 1000 * i))
+        conn.executemany("INSERT INTO events(match_id, seq, body) VALUES (?, ?, ?)",
+                         [(mid, seq, body) for seq, body in enumerate(bodies, 1)])
+        conn.executemany(sql.RESULTS_UPSERT.sqlite,
+                         result_rows(mid, bodies[0], bodies[-1], meta))
+    conn.execute("COMMIT")
+    conn.close()
+    return stored
+
+
+def export(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``moo export --db DB --analysis --out FILE`` itself, one process timed end to end (wall
+    and CPU: reading the database, the analysis of every match, writing the lines)."""
+    compile_sources()
+    with tempfile.TemporaryDirectory() as tmp:
+        db, out = Path(tmp) / "moo.sqlite3", Path(tmp) / "out.jsonl"
+        guesses = export_db(records, db)
+        load0 = os.getloadavg()
+        wall, cpu = _timed([*command(), "export", "--db", str(db), "--analysis", "--out",
+                            str(out)])
+        lines = out.read_text(encoding="utf-8").splitlines()
+        analysed = sum(1 for line in lines if json.loads(line).get("analysis") is not None)
+    return {"command": " ".join([*command(), "export", "--db", "DB", "--analysis", "--out",
+                                 "FILE"]),
+            "matches": len(lines), "analysed": analysed, "guesses": guesses,
+            "wall": round(wall, 2), "cpu": round(cpu, 2), "load": (load0, os.getloadavg())}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--matches", type=int, default=200)
     parser.add_argument("--runs", type=int, default=0, help="fresh `moo analyse` processes")
     parser.add_argument("--in-process", action="store_true")
+    parser.add_argument("--export", action="store_true",
+                        help="time `moo export --analysis` of the matches stored in a database")
     parser.add_argument("--server", action="store_true",
                         help="the analysis request on a server, per match played there")
     parser.add_argument("--seed", type=int, default=1)
@@ -174,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(fresh(files, args.runs)))
     if args.in_process:
         print(json.dumps(in_process(records)))
+    if args.export:
+        print(json.dumps(export(records)))
     if args.server:
         import asyncio
 

@@ -2,8 +2,8 @@
  * Exact values of MOO positions for the judge (bots/judge/values.py), with no game tables.
  *
  * The solver's engine (bots/solver/_native.c) is built to solve whole games: it starts by
- * computing an N x N response table (about a second for 4 of 10) that pays off over minutes
- * of search. The judge needs the opposite: a fresh process that solves a few positions of a
+ * computing an N x N response table and capacity bounds (about a tenth of a second of CPU for
+ * 4 of 10) that pay off over minutes of search. The judge needs the opposite: a fresh process that solves a few positions of a
  * few dozen secrets (those after the third guess; the earlier ones are in the shipped opening
  * table) and exits. So this engine scores guess against secret on the fly from bit masks
  * (bulls = shared (position, symbol) bits, bulls + cows = shared symbols), which needs
