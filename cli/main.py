@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -102,11 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.print_help()
         return 2
     name, rest = argv[0], argv[1:]
-    # asyncio's warnings about the children it reaps (a bot program that exited at once) are
-    # not a person's business; its errors still show.
-    logging.getLogger("asyncio").setLevel(logging.ERROR)
     module_name, text = COMMANDS[name]
     module = importlib.import_module(module_name)
+    if "asyncio" in sys.modules:
+        # asyncio's warnings about the children it reaps (a bot program that exited at once)
+        # are not a person's business; its errors still show. Only for the commands that run
+        # asyncio (their modules import it): importing logging costs ``moo analyse FILE``,
+        # which has no event loop, a noticeable part of its startup (issue 19).
+        import logging
+
+        logging.getLogger("asyncio").setLevel(logging.ERROR)
     parser = _Parser(prog=f"moo {name}", description=text)
     module.configure(parser)
     args = parser.parse_args(rest)
@@ -128,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as exc:
         if os.environ.get("MOO_TRACEBACK"):
+            import traceback
+
             traceback.print_exc()
         print(f"moo {name}: unexpected error: {_describe(exc)} "
               "(MOO_TRACEBACK=1 shows where)", file=sys.stderr)

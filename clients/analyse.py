@@ -15,9 +15,7 @@ with a ``/`` or a ``.json`` ending, is reported as a missing file rather than lo
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,10 @@ from bots.judge.review import Players, parse_record, review_players
 from moo.mastermind import MastermindRules
 from moo.rules import Rules
 from moo.urls import ws_url
+
+# asyncio, secrets and the WebSocket client are imported where a match is fetched, never at
+# the top: ``moo analyse FILE`` is timed from a fresh process (issue 19), and asyncio alone
+# costs more to import than the review of a typical match.
 
 __all__ = ["FetchError", "configure", "fetch_record", "main", "record_from_match_record",
            "report"]
@@ -95,6 +97,9 @@ def record_from_match_record(reply: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _fetch(url: str, match_id: str) -> dict[str, Any]:
+    import asyncio
+    import secrets
+
     from websockets.asyncio.client import connect
     from websockets.typing import Subprotocol
 
@@ -126,6 +131,8 @@ def fetch_record(url: str, match_id: str) -> dict[str, Any]:
     """The finished match ``match_id`` from the server at ``url``, as a ``{rules, players}``
     record; :class:`FetchError` with the server's own words (unknown or unfinished match) or
     why the server could not be reached."""
+    import asyncio
+
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
     try:

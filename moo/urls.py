@@ -8,7 +8,6 @@ WebSocket client.
 from __future__ import annotations
 
 import argparse
-from urllib.parse import urlsplit
 
 __all__ = ["ws_url"]
 
@@ -19,6 +18,8 @@ def ws_url(text: str) -> str:
     The usual slips (``localhost:8765``, the page's ``http://`` address) get the URL that was
     probably meant, instead of a traceback from deep inside the WebSocket library.
     """
+    from urllib.parse import urlsplit  # only when a --url is given: not on every start
+
     parts = urlsplit(text)
     if parts.scheme in ("ws", "wss") and parts.hostname:
         try:

@@ -24,7 +24,7 @@ import gzip
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from moo.rules import DEFAULT_RULES, Response, Rules, score
@@ -69,6 +69,7 @@ class Relabelling:
         return "".join(out)
 
 
+@lru_cache(maxsize=4096)
 def canonical_pair(first: str, second: str, alphabet: str = RULES.alphabet
                    ) -> tuple[str, Relabelling]:
     """The canonical second guess of the pair and a relabelling that maps ``first`` to ``0123``
@@ -77,6 +78,10 @@ def canonical_pair(first: str, second: str, alphabet: str = RULES.alphabet
     Symbols are numbered in order of first appearance in the reordered pair (so ``first``
     always becomes ``0123``); symbols of neither guess are paired with the unused canonical
     symbols in order (any pairing gives the same position, since no guess tells them apart).
+
+    Remembered (callers never modify the result): the review asks for the same pair once per
+    part of every guess it values, and trying the 24 orders in Python is the costliest step of
+    a table lookup.
     """
     best: tuple[str, tuple[int, ...], dict[str, str]] | None = None
     for order in itertools.permutations(range(len(first))):

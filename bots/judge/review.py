@@ -88,6 +88,10 @@ def analyse_guesses(rules: Rules | MastermindRules, secret: str,
     for a malformed secret or guess and ``ValueError`` for rules the judge does not handle.
     """
     judge = judge_for(rules)
+    # The judge's own rules (equal to ``rules``) check the codes: their table of legal codes
+    # is built once per process, where a record's fresh Rules would build it again for every
+    # match of an export (5040 codes, a few milliseconds each time).
+    rules = judge.rules
     if isinstance(rules, MastermindRules):
         secret = rules.check_code(secret)
         played = [rules.check_code(g) for g in guesses]

@@ -13,12 +13,16 @@ Where W comes from:
   are looked up in :mod:`bots.judge.opening` (relabelled to the table's canonical guesses;
   a history whose later guesses told nothing new is first reduced to the guesses that did);
   positions of one or two secrets are 1 and 3; the rest (after the third guess, a few dozen
-  secrets at most in play that is not deliberately wasteful) are solved by the exact solver
-  (:class:`bots.solver.core.Solver`), whose transposition table keeps them for the process.
+  secrets at most in play that is not deliberately wasteful) are solved by the judge's own
+  table-free search (``_search.c``), which starts at once; the larger ones it gives up on go
+  to the exact solver (:class:`bots.solver.core.Solver`). Both engines' transposition tables
+  keep what they solved for the process.
 * Other distinct-symbol MOO rules small enough for the solver: the solver alone, from the
   empty history on.
-* Mastermind (:class:`MastermindJudge`): the solver's Mastermind engine
-  (:func:`bots.solver.table.mastermind_solver`), which solves the whole game on first use.
+* Mastermind (:class:`MastermindJudge`): the solver's Mastermind engine, the native
+  ``_mastermind`` build of the MOO engine (:func:`bots.solver.table.mastermind_solver` gives
+  a :class:`bots.solver.mastermind.MastermindSolver`); the first position is the whole game,
+  so the first analysis in a process solves it from the empty history.
 
 The native engines are process-wide state: :func:`judge_for` keeps one judge per process for
 the last rules asked, and :func:`reset` forgets it (anything else in the process that builds a
@@ -44,7 +48,8 @@ History = Sequence[tuple[str, Response]]
 
 #: Largest position (secrets) the table-free search takes after the opening table; larger
 #: ones go to the solver's engine, whose symmetry under the guesses played prunes far more but
-#: which costs about half a second of CPU to build (docs/analysis.md).
+#: which costs about a tenth of a second of CPU to build (its 5040 x 5040 response table and
+#: capacity bounds; docs/analysis.md).
 SEARCH_LIMIT = 40
 #: Probes (one-ply scans, about a millisecond each) the table-free search may spend on a
 #: larger position while the engine is not built; past them the engine is built and used.
@@ -112,7 +117,6 @@ class MooJudge(_Parts):
                                  "reinstall moo-arena")
             self.table = opening.load(opening.TABLE)
         self._solved: dict[bytes, tuple[int, str]] = {}
-        self._answer_cache: dict[tuple[str, Response], Any] = {}
 
     def score(self, secret: str, guess: str) -> Response:
         return score(secret, guess)
@@ -130,8 +134,9 @@ class MooJudge(_Parts):
     @cached_property
     def solver(self) -> Any:
         """The solver's native engine, for games without the opening table (it solves them
-        from the empty history; building it costs a response table, about a second for 4 of
-        10, which pays off only over long searches)."""
+        from the empty history) and for the larger positions of 4 of 10; building it costs a
+        response table, about a tenth of a second of CPU for 4 of 10, which pays off only over
+        long searches)."""
         from bots.solver.core import Solver, minimum_objective
 
         return Solver(self.rules, minimum_objective(), tt_log2=21)
@@ -147,27 +152,23 @@ class MooJudge(_Parts):
 
     # -- the opening table ---------------------------------------------------------------
     @cached_property
-    def _symbols(self) -> Any:
-        import numpy as np
+    def _everything(self) -> bytes:
+        return _as_set(range(len(self.codes)))
 
-        where = {ch: i for i, ch in enumerate(self.rules.alphabet)}
-        return np.array([[where[ch] for ch in c] for c in self.codes], dtype=np.int8)
-
-    def _answers(self, guess: str, response: Response) -> Any:
-        """Which codes answer ``guess`` with ``response`` (a boolean vector over the codes)."""
-        import numpy as np
-
-        key = (guess, response)
-        got = self._answer_cache.get(key)
-        if got is None:
-            where = {ch: i for i, ch in enumerate(self.rules.alphabet)}
-            g = np.array([where[ch] for ch in guess], dtype=np.int8)
-            sym = self._symbols
-            bulls = (sym == g).sum(axis=1)
-            common = np.isin(sym, g).sum(axis=1)
-            got = (bulls == response[0]) & (common - bulls == response[1])
-            self._answer_cache[key] = got
-        return got
+    def _count(self, history: History) -> int:
+        """How many codes answer every guess of ``history`` as it was answered: the whole game
+        cut down by the C partition, one guess at a time. Nothing is kept between calls (sets
+        over the whole game kept per guess grew an export of 1000 matches past a gigabyte),
+        and a fresh process needs no array library (importing numpy alone cost more than the
+        rest of a typical analysis)."""
+        width = self.rules.length + 1
+        part = self._everything
+        for guess, response in history:
+            rid = response[0] * width + response[1]
+            part = self.search.partition(part, self.index[guess]).get(rid, b"")
+            if not part:
+                return 0
+        return len(part) // 2
 
     def _reduced(self, history: History, n: int) -> list[tuple[str, Response]]:
         """The history without the guesses that told nothing the others had not (same S).
@@ -177,16 +178,10 @@ class MooJudge(_Parts):
         kept = list(history)
         if len(kept) <= 1:
             return kept
-        masks = [self._answers(g, r) for g, r in kept]
         i = 0
         while i < len(kept) and len(kept) > 1:
-            rest = masks[:i] + masks[i + 1:]
-            both = rest[0].copy()
-            for m in rest[1:]:
-                both &= m
-            if int(both.sum()) == n:
+            if self._count(kept[:i] + kept[i + 1:]) == n:
                 kept.pop(i)
-                masks.pop(i)
             else:
                 i += 1
         return kept
@@ -306,16 +301,20 @@ class MastermindJudge(_Parts):
 
 def exact_feasible(rules: Rules | MastermindRules) -> str | None:
     """None when the judge gives exact values for ``rules``, else why not (one line)."""
-    from moo.variants import rules_label
-
+    # moo.variants (the labels) is imported only to word a refusal: it pulls in the word
+    # games, which a fresh ``moo analyse`` of a classic match should not pay for.
     if isinstance(rules, MastermindRules):
         if len(rules.alphabet) ** rules.length > 10_000:
+            from moo.variants import rules_label
+
             return f"{rules_label(rules)} is too large for exact analysis (over 10000 codes)"
         return None
     if rules == DEFAULT_RULES:
         return None
     if (rules.repeats_in_guess or len(rules.secrets) > MAX_SOLVED_CODES
             or len(rules.alphabet) > 10):
+        from moo.variants import rules_label
+
         return (f"{rules_label(rules)} is too large for the exact solver, so it is not "
                 f"analysed (exact analysis: 4 of 10, and distinct-symbol MOO of at most "
                 f"{MAX_SOLVED_CODES} codes and 10 symbols)")

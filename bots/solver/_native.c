@@ -1137,35 +1137,41 @@ static int64_t search(const uint16_t *S, int n, int d, int64_t beta, int *best_g
  * Mastermind) and bounding the third level by min(|Q|, cap[j-2]):
  *   cap[j] <= max_g1 (1 + sum_P max_g2 ([g2 in P] + sum_Q min(|Q|, cap[j-2]))).
  * For j = 2, 3 this is exact (Tanaka's Table 1 for ten symbols: 14, 127).
+ *
+ * How it is computed (init() pays for it once per game, and a fresh `moo analyse` process pays
+ * for init(), so this is kept cheap): the inner maximum needs, for every cell P and every
+ * guess g2, the counts |Q| of the parts g2 splits P into.  Those counts do not depend on j,
+ * so they are counted once per cell, for all guesses at once, by walking the rows of the
+ * cell's codes (the table is symmetric: row s lists every guess's response to secret s), and
+ * kept while memory allows; each j then only reads them.  The scan of the guesses for one cell
+ * stops once a guess reaches min(|P|, 1 + (R-1) cap[j-2]), which no guess can exceed.
  */
-static int64_t cap_after(int g1, int j, uint16_t *sorted) {
-    int cnt[NRMAX], start[NRMAX + 1], pos[NRMAX];
-    memset(cnt, 0, sizeof(cnt));
-    const uint8_t *r1 = resp + (size_t)g1 * N;
-    for (int i = 0; i < N; i++) cnt[r1[i]]++;
-    start[0] = 0;
-    for (int k = 0; k < NR; k++) start[k + 1] = start[k] + cnt[k];
-    memcpy(pos, start, sizeof(pos));
-    for (int i = 0; i < N; i++) sorted[pos[r1[i]]++] = (uint16_t)i;
-    int64_t total = 1;
-    for (int k = 0; k < NR; k++) {
-        if (!cnt[k] || k == SOLVED) continue;
-        const uint16_t *P = sorted + start[k];
-        int64_t bestp = 0;
-        for (int g = 0; g < N; g++) {
-            int c2[NRMAX];
-            memset(c2, 0, sizeof(c2));
-            const uint8_t *r = resp + (size_t)g * N;
-            for (int i = 0; i < cnt[k]; i++) c2[r[P[i]]]++;
-            int64_t v = c2[SOLVED] ? 1 : 0;
-            for (int q = 0; q < NR; q++)
-                if (c2[q] && q != SOLVED) v += c2[q] < cap[j - 2] ? c2[q] : cap[j - 2];
-            if (v > bestp) bestp = v;
-        }
-        total += bestp;
+
+/* H[g * NR + q] = how many codes of the cell P (n codes) answer guess g with response q. */
+static void cell_hist(const uint16_t *P, int n, uint16_t *H) {
+    memset(H, 0, sizeof(uint16_t) * (size_t)N * NR);
+    for (int i = 0; i < n; i++) {
+        const uint8_t *row = resp + (size_t)P[i] * N;
+        for (int g = 0; g < N; g++) H[(size_t)g * NR + row[g]]++;
     }
-    return total;
 }
+
+/* max over g2 of [g2 in P] + sum over the other parts Q of min(|Q|, c), from the counts H. */
+static int64_t cell_best(const uint16_t *H, int n, int64_t c) {
+    int64_t top = 1 + (int64_t)(NR - 1) * c, best = 0;
+    if (top > n) top = n;
+    for (int g = 0; g < N && best < top; g++) {
+        const uint16_t *h = H + (size_t)g * NR;
+        int64_t v = h[SOLVED] ? 1 : 0;
+        for (int q = 0; q < NR; q++)
+            if (q != SOLVED) v += h[q] < c ? h[q] : c;
+        if (v > best) best = v;
+    }
+    return best;
+}
+
+/* Kept counts above this many bytes are counted again for every j instead. */
+#define CAP_HIST_BUDGET ((size_t)64 << 20)
 
 static int is_canonical(const Sym *sy, int g);
 
@@ -1173,12 +1179,11 @@ static void compute_caps(void) {
     cap[0] = 0;
     cap[1] = 1;
     uint16_t *all = malloc(sizeof(uint16_t) * N);
-    uint16_t *sorted = malloc(sizeof(uint16_t) * N);
     int *firsts = malloc(sizeof(int) * N);
     int nfirst = 0;
-    if (!all || !sorted || !firsts) {          /* no memory: the trivial capacities */
+    if (!all || !firsts) {                    /* no memory: the trivial capacities */
         for (int j = 2; j <= MAXD + 1; j++) cap[j] = N;
-        free(all); free(sorted); free(firsts);
+        free(all); free(firsts);
         return;
     }
     for (int i = 0; i < N; i++) all[i] = (uint16_t)i;
@@ -1186,18 +1191,58 @@ static void compute_caps(void) {
     sym_setup(sy, all, N, hist, 0);
     for (int g = 0; g < N; g++)
         if (is_canonical(sy, g)) firsts[nfirst++] = g;
+    /* The cells of every first guess: codes sorted by their response to it. */
+    size_t hbytes = sizeof(uint16_t) * (size_t)N * NR;
+    uint16_t *sorted = malloc(sizeof(uint16_t) * (size_t)N * nfirst);
+    int (*start)[NRMAX + 1] = malloc(sizeof(*start) * nfirst);
+    uint16_t **kept = calloc((size_t)nfirst * NRMAX, sizeof(uint16_t *));
+    uint16_t *scratch = malloc(hbytes);
+    if (!sorted || !start || !kept || !scratch) {
+        for (int j = 2; j <= MAXD + 1; j++) cap[j] = N;
+        free(all); free(firsts); free(sorted); free(start); free(kept); free(scratch);
+        return;
+    }
+    size_t budget = CAP_HIST_BUDGET;
+    for (int f = 0; f < nfirst; f++) {
+        int cnt[NRMAX] = {0}, pos[NRMAX];
+        const uint8_t *r1 = resp + (size_t)firsts[f] * N;
+        uint16_t *mine = sorted + (size_t)N * f;
+        for (int i = 0; i < N; i++) cnt[r1[i]]++;
+        start[f][0] = 0;
+        for (int k = 0; k < NR; k++) start[f][k + 1] = start[f][k] + cnt[k];
+        memcpy(pos, start[f], sizeof(pos));
+        for (int i = 0; i < N; i++) mine[pos[r1[i]]++] = (uint16_t)i;
+        for (int k = 0; k < NR; k++) {
+            int n = start[f][k + 1] - start[f][k];
+            if (!n || k == SOLVED || hbytes > budget) continue;
+            uint16_t *h = malloc(hbytes);
+            if (!h) { budget = 0; continue; }
+            cell_hist(mine + start[f][k], n, h);
+            kept[(size_t)f * NRMAX + k] = h;
+            budget -= hbytes;
+        }
+    }
     for (int j = 2; j <= MAXD + 1; j++) {
         if (cap[j - 1] >= N) { cap[j] = N; continue; }
         int64_t best = 0;
         for (int f = 0; f < nfirst; f++) {
-            int64_t t = cap_after(firsts[f], j, sorted);
-            if (t > best) best = t;
+            int64_t total = 1;
+            for (int k = 0; k < NR; k++) {
+                int n = start[f][k + 1] - start[f][k];
+                if (!n || k == SOLVED) continue;
+                const uint16_t *h = kept[(size_t)f * NRMAX + k];
+                if (!h) {
+                    cell_hist(sorted + (size_t)N * f + start[f][k], n, scratch);
+                    h = scratch;
+                }
+                total += cell_best(h, n, cap[j - 2]);
+            }
+            if (total > best) best = total;
         }
         cap[j] = best < N ? best : N;
     }
-    free(all);
-    free(sorted);
-    free(firsts);
+    for (size_t i = 0; i < (size_t)nfirst * NRMAX; i++) free(kept[i]);
+    free(all); free(firsts); free(sorted); free(start); free(kept); free(scratch);
 }
 
 /* LB(d, n): fill guess numbers d+1, d+2, ... greedily up to their capacities. */
@@ -1246,9 +1291,10 @@ static void gen_codes(uint8_t *cur, int k, int used, int *count) {
         }
 }
 
-/* resp[g * N + s] = score_codes(s, g) for every pair, filled by symmetry; the common-symbol
- * count comes from per-code symbol sets (MOO) or symbol counts (Mastermind). */
-static void fill_scores(int *seen) {
+/* resp[g * N + s] = score_codes(s, g) for every pair, as raw (bulls, cows) ids, filled by
+ * symmetry; seen[r] says which ids occur.  The common-symbol count comes from per-code symbol
+ * counts (Mastermind) or symbol sets. */
+static void fill_raw_scores(int *seen) {
     uint16_t *set = malloc(sizeof(uint16_t) * (size_t)N);
     uint8_t (*cnt)[MAXSYM] = calloc((size_t)N, sizeof(*cnt));
     if (!set || !cnt) {                        /* no memory for the shortcut: the plain way */
@@ -1287,6 +1333,66 @@ static void fill_scores(int *seen) {
     }
     free(set);
     free(cnt);
+}
+
+/* compact[r]: the id 0..NRESP-1 of raw response r among those that occur (-1 if none). */
+static void number_responses(const int *seen, int *compact) {
+    NRESP = 0;
+    for (int k = 0; k < NR; k++) {
+        compact[k] = seen[k] ? NRESP : -1;
+        if (seen[k]) rid_code[NRESP++] = k;
+    }
+}
+
+/* The response table in compact ids, and compact[] (see number_responses).
+ *
+ * Distinct-symbol MOO, the case a fresh `moo analyse` process pays for: relabelling symbols
+ * maps code 0 onto any code and keeps responses, so code 0's responses are every response
+ * that occurs; with them numbered first, each row is written once, in order, straight in
+ * compact ids (bulls from position-symbol bit masks, common symbols from symbol sets).  That
+ * is a few times faster than filling by symmetry, whose column writes miss the cache, and
+ * then renumbering the whole table.  Mastermind (and a machine without memory for the masks)
+ * takes the general way. */
+static void fill_scores(int *compact) {
+    int seen[NRMAX] = {0};
+    uint64_t *pm = REPEATS ? NULL : malloc(sizeof(uint64_t) * (size_t)N);
+    uint16_t *set = REPEATS ? NULL : malloc(sizeof(uint16_t) * (size_t)N);
+    if (!pm || !set) {
+        free(pm); free(set);
+        fill_raw_scores(seen);
+        number_responses(seen, compact);
+        for (size_t i = 0; i < (size_t)N * N; i++) resp[i] = (uint8_t)compact[resp[i]];
+        return;
+    }
+    for (int i = 0; i < N; i++) {
+        pm[i] = 0;
+        set[i] = 0;
+        for (int p = 0; p < L; p++) {
+            pm[i] |= (uint64_t)1 << (p * NSYM + codes[i][p]);
+            set[i] |= (uint16_t)(1u << codes[i][p]);
+        }
+    }
+    for (int s = 0; s < N; s++) {
+        int bulls = __builtin_popcountll(pm[0] & pm[s]);
+        int common = __builtin_popcount((unsigned)(set[0] & set[s]));
+        seen[bulls * (L + 1) + (common - bulls)] = 1;
+    }
+    number_responses(seen, compact);
+    /* id[bulls][common] in compact ids; pairs that never occur are never looked up */
+    uint8_t id[MAXL + 1][MAXL + 1];
+    for (int b = 0; b <= L; b++)
+        for (int c = 0; c <= L; c++)
+            id[b][c] = (uint8_t)(c >= b && compact[b * (L + 1) + (c - b)] >= 0
+                                 ? compact[b * (L + 1) + (c - b)] : 0);
+    for (int g = 0; g < N; g++) {
+        uint8_t *row = resp + (size_t)g * N;
+        uint64_t pg = pm[g];
+        unsigned sg = set[g];
+        for (int s = 0; s < N; s++)
+            row[s] = id[__builtin_popcountll(pg & pm[s])][__builtin_popcount(sg & set[s])];
+    }
+    free(pm);
+    free(set);
 }
 
 PyDoc_STRVAR(init_doc,
@@ -1364,16 +1470,9 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
     key_buf = calloc((size_t)N + BLK, 1);
     free(inexact_buf);
     inexact_buf = malloc((size_t)N);
-    int seen[NRMAX] = {0};
-    fill_scores(seen);
-    /* Renumber the responses that occur 0..NRESP-1 so per-guess count vectors are short. */
+    /* The responses that occur are numbered 0..NRESP-1 so per-guess count vectors are short. */
     int compact[NRMAX];
-    NRESP = 0;
-    for (int k = 0; k < NR; k++) {
-        compact[k] = seen[k] ? NRESP : -1;
-        if (seen[k]) rid_code[NRESP++] = k;
-    }
-    for (size_t i = 0; i < (size_t)N * N; i++) resp[i] = (uint8_t)compact[resp[i]];
+    fill_scores(compact);
     SOLVED = compact[SOLVED];
     NR = NRESP;
     int pc[MAXL];

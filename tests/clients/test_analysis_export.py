@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,31 @@ def test_moo_analyse_reads_an_export_file(tmp_path: Path,
     assert out["players"][1]["secret"] == "5381"
     assert out["players"][1]["guesses"] == [
         a.to_dict() for a in analyse_guesses(DEFAULT_RULES, "5381", ["1234", "5678", "3581"])]
+
+
+def test_moo_analyse_of_a_file_imports_no_network_or_array_stack(tmp_path: Path) -> None:
+    """``moo analyse FILE`` from a fresh process (issue 19: its start-up is what a person
+    waits for) loads neither numpy nor the event loop, the WebSocket client or logging: the
+    command's module imports them only where a match is fetched. A match whose guesses leave
+    80-92 secrets after the third, so the history is reduced and the solver's engine built
+    (the paths that used numpy)."""
+    record = {"rules": {}, "players": [
+        {"name": "first", "secret": "4136",
+         "guesses": ["9561", "2016", "0896", "3256", "1436", "4136"]},
+        {"name": "parts", "secret": "7812",
+         "guesses": ["4763", "5621", "9312", "9542", "9016", "7812"]}]}
+    path = tmp_path / "match.json"
+    path.write_text(json.dumps(record))
+    code = ("import sys; from cli.main import main; "
+            f"status = main(['analyse', {str(path)!r}, '--json']); "
+            "heavy = sorted(m for m in ('numpy', 'asyncio', 'websockets', 'logging', "
+            "'secrets') if m in sys.modules); "
+            "print('status', status, 'heavy', heavy, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "status 0 heavy []", proc.stderr
+    out = json.loads(proc.stdout)
+    assert [len(p["guesses"]) for p in out["players"]] == [6, 6]
 
 
 @pytest.mark.parametrize("enc", ENCODINGS)
