@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from moo.errors import NotAvailable
+from moo.errors import MatchFinished, NotAvailable
 from moo.match import Viewer
 from server.cluster.directory import Placement
 from server.cluster.subscription import DELIVER, GAP, Subscription
@@ -356,6 +356,13 @@ class Forwarding:
         sub.conn.send(msg)
         if msg.get("kind") == "finished":
             self.subs.get(sub.cid, {}).pop(sub.match_id, None)
+            for act in sub.acts:
+                # its answer was lost on the way (the owner's link broke) and the match is
+                # over: the request is answered all the same (a move that counted came in
+                # the log before ``finished``)
+                sub.conn.send(error_message(MatchFinished("the match is over"), act.ref)
+                              | {"match_id": sub.match_id})
+            sub.acts.clear()
             if sub.match_id in sub.conn.spectating:  # finished matches are not watched
                 sub.conn.spectating.remove(sub.match_id)
 
@@ -473,6 +480,9 @@ class Forwarding:
                     now - sub.acts[0].sent > ACT_PATIENCE_S
                 )
                 if late_join or late_act:
+                    log.info("bus: %s's %s of %s unanswered; following again from %s",
+                             sub.conn.player, "follow" if late_join else "move",
+                             sub.match_id, sub.cursor)
                     self.reattached += 1
                     self._follow(sub)
 

@@ -88,7 +88,8 @@ class ClusterLobby:
         #: client side: the leader's last record of each local client's open entries
         self.records: dict[str, dict[str, Any]] = {}
         #: client side: forwarded requests not answered yet: (conn id, ref) -> the call, when
-        self.pending: dict[tuple[str, Any], tuple[LobbyCall, float]] = {}
+        #: (client, ref) -> (call, last sent, first sent): monotonic times
+        self.pending: dict[tuple[str, Any], tuple[LobbyCall, float, float]] = {}
 
     # -- LobbyService -----------------------------------------------------------------------------
     @property
@@ -213,7 +214,8 @@ class ClusterLobby:
         call = LobbyCall(self.forwarding.cid(conn), conn.player or "", op, msg, busy)
         ref = msg.get("id")
         if track and ref is not None:
-            self.pending[(call.conn, ref)] = (call, time.monotonic())
+            now = time.monotonic()
+            self.pending[(call.conn, ref)] = (call, now, now)
         self.send(leader, call)
 
     def note_reply(self, cid: str, msg: dict[str, Any]) -> None:
@@ -225,8 +227,10 @@ class ClusterLobby:
     def expire(self) -> None:
         """Requests the leader did not answer in time: the client hears "try again"."""
         now = time.monotonic()
-        for key, (_call, sent) in list(self.pending.items()):
-            if now - sent > LOBBY_PATIENCE_S:
+        for key, (_call, sent, first) in list(self.pending.items()):
+            # sent again after a leader change or a reconnect, a request gets a new wait,
+            # but never more than three in all: a lobby that keeps moving still answers
+            if now - sent > LOBBY_PATIENCE_S or now - first > 3 * LOBBY_PATIENCE_S:
                 del self.pending[key]
                 conn = self.forwarding.local.get(key[0])
                 if conn is not None and not conn.closing:
@@ -435,7 +439,7 @@ class ClusterLobby:
             conn = self.forwarding.local.get(cid)
             if conn is not None and not conn.closing:
                 self._restore(conn, state)
-        for (cid, _), (call, _) in list(self.pending.items()):
+        for (cid, _), (call, _, _) in list(self.pending.items()):
             conn = self.forwarding.local.get(cid)
             if conn is not None and not conn.closing:
                 try:
@@ -459,8 +463,8 @@ class ClusterLobby:
             state = self.records.get(self.forwarding.cid(conn))
             if state is not None:
                 self._call(conn, "restore", state, track=False)
-        for key, (call, _) in list(self.pending.items()):
-            self.pending[key] = (call, time.monotonic())
+        for key, (call, _, first) in list(self.pending.items()):
+            self.pending[key] = (call, time.monotonic(), first)
             self.send(leader, call)
 
 
