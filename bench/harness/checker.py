@@ -20,10 +20,11 @@ promises checked are docs/protocol.md's, as a client sees them:
     matches whose log does not hold exactly one ``finished``, as its last event.
 ``stalls``
     an event that a connection following the match, open from before the event until 5 s
-    after it, had not received within those 5 s: silence on an open connection. A connection
-    to a node that the nemesis had paused (SIGSTOP) during those 5 s is not counted: nothing
-    can come from a stopped process, and the promise there is the 1012 or re-attachment at
-    SIGCONT, which the gap check holds it to.
+    after it, had not received within those 5 s: silence on an open connection. Not counted:
+    a connection to a node that the nemesis had paused (SIGSTOP) during those 5 s, and an
+    event of a match whose owner was paused within 5 s after logging it (before it could pass
+    it on): nothing can come from a stopped process until its lease passes (the takeover) or
+    it runs again, and the gap check holds both to what comes after.
 ``unanswered``
     a request that got no reply within a minute on a connection that stayed open (every
     request is answered, docs/protocol.md).
@@ -57,6 +58,7 @@ class Fault:
     owned: int = 0  # live matches the node owned when it struck (kill, term, stop)
     recovered_s: float | None = None  # kill: until each of them accepted a move again
     slowest: str = ""  # kill: the match that took longest to accept a move again
+    matches: list[str] = field(default_factory=list)  # kill, term, stop: the live ones it owned
 
 
 @dataclass
@@ -127,6 +129,11 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
     logged = {(mid, int(e["seat"]), int(e["n"]), str(e["guess"]))
               for mid, log in logs.items() for e in log if e["kind"] == "guess" and "n" in e}
     paused = [(f.node, f.start, f.end) for f in faults if f.kind == "stop"]
+    owner_paused: dict[str, list[tuple[float, float]]] = {}
+    for fault in faults:
+        if fault.kind == "stop":
+            for mid in fault.matches:
+                owner_paused.setdefault(mid, []).append((fault.start, fault.end))
     for f in followers:
         v.followers += 1
         refusals.update(f.refusals)
@@ -172,6 +179,9 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
                 if any(node == c.node and start <= due and (end == 0 or end >= t)
                        for node, start, end in paused):
                     continue
+                if any(start - stall_s <= t and (end == 0 or t <= end)
+                       for start, end in owner_paused.get(f.match_id, ())):
+                    continue  # logged by an owner stopped before it could pass it on
                 if got.get(seq, float("inf")) > due:
                     late = got.get(seq)
                     v.stalls.append(

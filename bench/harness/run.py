@@ -227,7 +227,8 @@ class Harness:
         if kind in ("kill", "term", "stop"):
             node = await self._target()
             owned = await self._owned(node)
-            fault = Fault(kind, node.name, time.time(), owned=len(owned))
+            fault = Fault(kind, node.name, time.time(), owned=len(owned),
+                          matches=sorted(owned))
             self.faults.append(fault)
             if kind == "kill":
                 await node.stop(signal.SIGKILL)
