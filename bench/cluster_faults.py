@@ -42,7 +42,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import secrets
 import shutil
 import signal
@@ -50,13 +49,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from bench.harness.cluster import Node
 from bench.rawbot import ROOT, free_port, healthz
 from clients.sdk import Client, ConnectionLost, ServerError, retryable
 from clients.sdk.messages import MatchAnnounced
@@ -65,91 +65,13 @@ from moo.rules import DEFAULT_RULES
 PG = os.environ.get("MOO_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 NAMES = ("a", "b", "c")
 FORFEITS = frozenset({"disconnect", "timeout", "resign"})
-LISTENING = re.compile(rb"listening on ws://[^:]+:(\d+)/")
 
 
-class ClusterNode:
-    """One ``moo serve --cluster`` process on a fixed port; stopped and started again."""
-
-    def __init__(self, name: str, port: int, args: list[str]) -> None:
-        self.name = name
-        self.port = port
-        self.args = args
-        self.proc: asyncio.subprocess.Process | None = None
-        self.log: deque[bytes] = deque(maxlen=20000)
-        #: also appended to this file when set (MOO_FAULTS_LOGS=DIR: one file per node)
-        logs = os.environ.get("MOO_FAULTS_LOGS")
-        self.log_file = Path(logs) / f"{name}.log" if logs else None
-        self._drain: asyncio.Task[None] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/"
-
-    async def start(self, timeout: float = 60.0) -> float:
-        """Start; returns the seconds until it listens (it has adopted orphans by then)."""
-        t0 = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "cli", "serve", "--port", str(self.port), "--node", self.name,
-            *self.args, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        assert proc.stderr is not None
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    line = await proc.stderr.readline()
-                    if not line:
-                        raise RuntimeError(
-                            f"node {self.name} exited early:\n"
-                            + b"".join(list(self.log)[-30:]).decode(errors="replace")
-                        )
-                    self.log.append(line)
-                    if LISTENING.search(line):
-                        break
-        except BaseException:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-            raise
-        self.proc = proc
-
-        async def drain() -> None:
-            assert proc.stderr is not None
-            out = open(self.log_file, "ab") if self.log_file is not None else None  # noqa: SIM115
-            try:
-                if out is not None:
-                    out.write(b"".join(self.log))
-                while line := await proc.stderr.readline():
-                    self.log.append(line)
-                    if out is not None:
-                        out.write(line)
-            finally:
-                if out is not None:
-                    out.close()
-
-        self._drain = asyncio.get_running_loop().create_task(drain())
-        return time.monotonic() - t0
-
-    async def stop(self, sig: int, timeout: float = 60.0) -> int:
-        proc = self.proc
-        if proc is None:
-            return 0
-        if proc.returncode is None:
-            proc.send_signal(sig)
-        rc = await asyncio.wait_for(proc.wait(), timeout)
-        if self._drain is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._drain, 5)
-        self.proc = None
-        return rc
-
-    def errors(self) -> list[str]:
-        return [
-            line.decode(errors="replace").rstrip()
-            for line in self.log
-            if b" ERROR " in line or b"Traceback" in line or b'"level": "ERROR"' in line
-        ]
+def _node(name: str, port: int, args: list[str]) -> Node:
+    """A node of bench/harness/cluster.py, its log also in ``MOO_FAULTS_LOGS``/<name>.log when
+    that is set."""
+    logs = os.environ.get("MOO_FAULTS_LOGS")
+    return Node(name, port, args, Path(logs) if logs else None)
 
 
 class Cluster:
@@ -162,7 +84,7 @@ class Cluster:
         self.db = f"{PG}/{self.dbname}"
         self.tmp = tempfile.TemporaryDirectory(prefix="moo-cluster-faults-")
         self.broker: asyncio.subprocess.Process | None = None
-        self.nodes: list[ClusterNode] = []
+        self.nodes: list[Node] = []
 
     async def open(self) -> None:
         admin = await asyncpg.connect(PG + "/postgres")
@@ -183,13 +105,13 @@ class Cluster:
             "--max-connections", "20000",
         ]
         for name in NAMES:
-            node = ClusterNode(name, free_port(), args)
+            node = _node(name, free_port(), args)
             self.nodes.append(node)
             await node.start()
         for node in self.nodes:
             await self.on_bus(node)
 
-    async def on_bus(self, node: ClusterNode, timeout: float = 30.0) -> None:
+    async def on_bus(self, node: Node, timeout: float = 30.0) -> None:
         async with asyncio.timeout(timeout):
             while True:
                 with contextlib.suppress(OSError, ValueError, TimeoutError):
@@ -566,7 +488,7 @@ def _check_tasks(tasks: list[asyncio.Task[None]]) -> None:
 
 async def _disrupt(
     cluster: Cluster, report: Report, record: Record, pairings: dict[str, Pairing],
-    node: ClusterNode, sig: int,
+    node: Node, sig: int,
 ) -> None:
     """Signal ``node``; measure until its unfinished matches accept moves again; restart it."""
     live = [m for m, p in pairings.items()

@@ -42,6 +42,10 @@ class Node:
         self._drain: asyncio.Task[None] | None = None
 
     @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
 
