@@ -22,9 +22,11 @@ promises checked are docs/protocol.md's, as a client sees them:
     an event that a connection following the match, open from before the event until 5 s
     after it, had not received within those 5 s: silence on an open connection. Not counted:
     a connection to a node that the nemesis had paused (SIGSTOP) during those 5 s, and an
-    event of a match whose owner was paused within 5 s after logging it (before it could pass
-    it on): nothing can come from a stopped process until its lease passes (the takeover) or
-    it runs again, and the gap check holds both to what comes after.
+    event of a match whose owner was paused or cut from the database within 5 s after logging
+    it (before it could pass it on; cut in the middle of the commit, the owner cannot learn
+    that the event is in the log and drops the match): nothing comes from that owner until
+    its lease passes (the takeover) or it runs again, and the gap check holds both to what
+    comes after.
 ``unanswered``
     a request that got no reply within a minute on a connection that stayed open (every
     request is answered, docs/protocol.md).
@@ -131,7 +133,10 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
     paused = [(f.node, f.start, f.end) for f in faults if f.kind == "stop"]
     owner_paused: dict[str, list[tuple[float, float]]] = {}
     for fault in faults:
-        if fault.kind == "stop":
+        # an owner stopped, or cut from the database (a commit in flight then has an outcome
+        # it cannot learn: it drops the match, which comes back on another node by replay
+        # once its lease has passed)
+        if fault.kind in ("stop", "cut-db"):
             for mid in fault.matches:
                 owner_paused.setdefault(mid, []).append((fault.start, fault.end))
     for f in followers:

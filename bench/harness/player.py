@@ -149,7 +149,13 @@ class DocsClient:
                     await asyncio.sleep(0.3)
                     continue
                 if welcome.get("code") == "bad_token" and self.token is None:
-                    raise Ended()  # our first hello took the name, its reply was lost
+                    # our first hello took the name but its reply (the token) was lost: the
+                    # name is gone for good; a spectator, who has nothing under it yet,
+                    # takes another, a player (seated under it) cannot
+                    if self.me.seat is not None or time.time() > give_up_at:
+                        raise Ended()
+                    self.me.name += "x"
+                    continue
                 raise RuntimeError(f"{self.me.name}: hello refused: {welcome}")
             self.token = welcome.get("token") or self.token
             return welcome

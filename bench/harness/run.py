@@ -247,7 +247,9 @@ class Harness:
         elif kind in ("cut-broker", "cut-db"):
             i = self.rng.randrange(len(c.nodes))
             relay = (c.to_broker if kind == "cut-broker" else c.to_db)[i]
-            fault = Fault(kind, c.nodes[i].name, time.time())
+            owned = await self._owned(c.nodes[i])
+            fault = Fault(kind, c.nodes[i].name, time.time(), owned=len(owned),
+                          matches=sorted(owned))
             self.faults.append(fault)
             await relay.down()
             await asyncio.sleep(2.0 if kind == "cut-broker" else lease + 2.0)
