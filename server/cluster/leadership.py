@@ -85,6 +85,8 @@ class ClusterLobby:
         self._synced: dict[tuple[str, str], dict[str, Any]] = {}
         #: leader side: challenges to a registered player not (yet) seen online
         self._held: list[tuple[Follower, dict[str, Any]]] = []
+        #: (sender, call) of arrivals, departures and records sent here before this node led
+        self._early: list[tuple[str, LobbyCall]] = []
         #: client side: the leader's last record of each local client's open entries
         self.records: dict[str, dict[str, Any]] = {}
         #: client side: forwarded requests not answered yet: (conn id, ref) -> the call, when
@@ -250,8 +252,14 @@ class ClusterLobby:
         if not isinstance(item, LobbyCall):
             return
         if not self.leading():
+            if item.op in ("arrive", "restore", "leave"):
+                # the sender takes this node for the leader before this node does (each node
+                # sees the election at its own moment): kept, and applied if it comes to lead
+                # (it announces only once, when it learns who leads)
+                self._early.append((sender, item))
+                del self._early[:-_EARLY_MAX]
             # not (or no longer) the leader: the caller's node re-sends when it learns who is
-            if item.msg.get("id") is not None and item.op not in ("arrive", "leave"):
+            elif item.msg.get("id") is not None:
                 self.send(sender, _refusal(item))
             return
         conn = self.serving.standin(sender, item.conn, item.player)
@@ -408,8 +416,11 @@ class ClusterLobby:
         self.leader = leader
         if was == self.node:
             self._hand_over()
+        early, self._early = self._early, []
         if leader == self.node:
             self._take_over()
+            for sender, item in early:  # announced to this node before it led
+                self.received(sender, item)
         else:
             self.announce()
 
@@ -467,6 +478,10 @@ class ClusterLobby:
             self.pending[key] = (call, time.monotonic(), first)
             self.send(leader, call)
 
+
+#: arrivals, departures and restored records kept while this node is not yet the leader
+#: their senders take it for (bounded: the oldest go first)
+_EARLY_MAX = 10_000
 
 #: lobby requests that would seat the player in a match
 _SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})

@@ -123,7 +123,7 @@ def test_two_players_play_mastermind_from_the_lobby(browser: Any, server: MooSer
     ranked = ann.eval_on_selector_all("#board-body tr", "rs => rs.map(r => r.dataset.player)")
     assert ranked == ["ann", "bob"]
     ann.select_option("#board-variant", "moo:4:0123456789")
-    ann.wait_for_function("window.moo.state.board.variant === 'moo:4:0123456789'")
+    ann.wait_for_function("() => window.moo.state.board.variant === 'moo:4:0123456789'")
     assert ann.eval_on_selector_all("#board-body tr", "rs => rs.length") == 0
     assert ann.moo_errors == [] and bob.moo_errors == []
     assert seats[ann] != seats[bob]
