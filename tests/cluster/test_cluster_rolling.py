@@ -62,11 +62,25 @@ async def test_rolling_restart_during_a_tournament(
                               str(out), "--no-progress", "--name-prefix", "roll-")
             await _records_at_least(out, 2, proc)
             drains: list[tuple[str, int]] = []
-            for i, node in enumerate(list(started)):
-                # drained with a match of the tournament live on it (waited for, not hoped for:
-                # on a busy machine the client may be between matches at any given moment)
-                await until(partial(_live_matches, node.port), 60,
-                            f"a match live on {node.name}")
+            left = list(range(len(started)))
+            chosen: list[int] = []
+
+            # each node drained once, with a match of the tournament live on it (waited for,
+            # not hoped for: the client may be between matches at any moment), the next one
+            # being whichever of those not drained yet has one first (where the client's
+            # connections sit after the restarts is its own business)
+            async def live_somewhere() -> bool:
+                for k in left:
+                    if await _live_matches(started[k].port):
+                        left.remove(k)
+                        chosen.append(k)
+                        return True
+                return False
+
+            while left:
+                await until(live_somewhere, 60, "a match live on a node not drained yet")
+                i = chosen[-1]
+                node = started[i]
                 drains.append((node.name, int(time.time() * 1000)))
                 node.proc.send_signal(signal.SIGTERM)
                 await asyncio.wait_for(node.proc.wait(), patience(60))
