@@ -202,9 +202,25 @@ class Serving:
             if self._elsewhere(s, match_id, exc):
                 self.send(s.origin, NotHere(s.cid, match_id, item_list(item)))
                 return
+            if exc.code == "unknown_match" and not self.arena.is_live(match_id):
+                # the directory found no live owner: unknown, or between two owners (a
+                # takeover under way): the log tells which
+                spawn(self._refuse_unknown(s, match_id, ref, exc))
+                return
             reply = error_message(exc, ref)
             reply.setdefault("match_id", match_id)
             s.send(reply)
+
+    async def _refuse_unknown(self, s: StandIn, match_id: str, ref: Any, exc: MooError) -> None:
+        try:
+            events = await self.arena.store.match_events(match_id) if len(match_id) <= 40 else None
+        except MooError:
+            events = None
+        if events and not any(e.get("kind") == "finished" for e in events):
+            exc = Moving(f"match {match_id!r} is moving to another node; try again")
+        reply = error_message(exc, ref)
+        reply.setdefault("match_id", match_id)
+        s.send(reply)
 
     async def _follow(self, s: StandIn, item: Follow) -> None:
         """Serve a follow: marker, replay, :class:`Followed`; one at a time per client and
