@@ -110,7 +110,9 @@ class Harness:
         self.rng = random.Random(options.seed)
         self.cluster = Cluster(options.nodes, options.lease_ms, options.grace_ms, pg=pg)
         self.followers: list[Follower] = []
-        self.clients: dict[str, DocsClient] = {}  # match id -> its player 0 (for the checks)
+        #: match id -> its players (for the failover times: polled often, so not a scan of
+        #: every follower of the run)
+        self.players: dict[str, tuple[Follower, Follower]] = {}
         self.live: set[str] = set()
         self.started_at: dict[str, float] = {}
         self.faults: list[Fault] = []
@@ -197,7 +199,7 @@ class Harness:
                                    self.cluster.ports(), (slot + 2) % n,
                                    random.Random(self.rng.random()))
             self.followers += [p0.me, p1.me, spectator.me]
-            self.clients[mid] = p0
+            self.players[mid] = (p0.me, p1.me)
             codes = self.rng.sample(DEFAULT_RULES.secrets, 2)
             plans = []
             for seat in (0, 1):
@@ -211,11 +213,13 @@ class Harness:
                 return  # one match per slot
 
     # -- the nemesis -------------------------------------------------------------------------
-    async def _target(self) -> Node:
-        """The running node that owns the most live matches."""
-        owners = Counter((await self.cluster.owners(sorted(self.live))).values())
+    async def _target(self) -> tuple[Node, set[str]]:
+        """The running node that owns the most live matches, and those matches."""
+        owners = await self.cluster.owners(sorted(self.live))
+        counts = Counter(owners.values())
         running = [nd for nd in self.cluster.nodes if nd.running and not nd.paused]
-        return max(running, key=lambda nd: (owners.get(nd.name, 0), self.rng.random()))
+        node = max(running, key=lambda nd: (counts.get(nd.name, 0), self.rng.random()))
+        return node, {m for m, owner in owners.items() if owner == node.name}
 
     async def _owned(self, node: Node) -> set[str]:
         return {m for m, owner in (await self.cluster.owners(sorted(self.live))).items()
@@ -225,8 +229,7 @@ class Harness:
         c = self.cluster
         lease = self.o.lease_ms / 1000
         if kind in ("kill", "term", "stop"):
-            node = await self._target()
-            owned = await self._owned(node)
+            node, owned = await self._target()
             fault = Fault(kind, node.name, time.time(), owned=len(owned),
                           matches=sorted(owned))
             self.faults.append(fault)
@@ -296,8 +299,8 @@ class Harness:
 
     def _moved_since(self, mid: str, t: float) -> float | None:
         """When the first guess sent after ``t`` in ``mid`` was acknowledged, or None."""
-        times = [ack for f in self.followers if f.match_id == mid
-                 for (sent, ack) in f.ack_times if sent >= t]
+        times = [ack for f in self.players.get(mid, ()) for (sent, ack) in f.ack_times
+                 if sent >= t]
         return min(times) if times else None
 
     async def _nemesis(self) -> None:

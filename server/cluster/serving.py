@@ -213,11 +213,11 @@ class Serving:
 
     async def _refuse_unknown(self, s: StandIn, match_id: str, ref: Any, exc: MooError) -> None:
         try:
-            events = await self.arena.store.match_events(match_id) if len(match_id) <= 40 else None
+            await self.arena.finished_match(match_id)  # the log: finished, unfinished, none
+        except Moving as moving:  # unfinished, and no node runs it: between two owners
+            exc = moving
         except MooError:
-            events = None
-        if events and not any(e.get("kind") == "finished" for e in events):
-            exc = Moving(f"match {match_id!r} is moving to another node; try again")
+            pass
         reply = error_message(exc, ref)
         reply.setdefault("match_id", match_id)
         s.send(reply)
