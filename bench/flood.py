@@ -5,6 +5,9 @@ as the socket takes them, reconnecting whenever the server closes one, until its
 closes. It prints ``started`` once the first flooder is in, ``closed CODE`` each time the
 server closes one, and at the end one JSON line: the close codes it saw and the messages it
 sent.
+
+Why raw sockets and not the SDK: a flooder breaks the protocol's manners on purpose (no pacing,
+no waiting for replies), which the SDK's client-side rate limit exists to prevent.
 """
 
 from __future__ import annotations

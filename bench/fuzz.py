@@ -19,6 +19,9 @@ Every frame is checked for the server's promises:
   could touch) is identical before and after;
 * a frame that is not refused is answered too (a reply, or its event once durable).
 
+Why raw frames and not the SDK: most fuzzed frames are ones no client library would send
+(broken encodings, wrong types, unknown fields), so they are built and sent byte for byte.
+
     python -m bench.fuzz --frames 1000000 --seed 1            # the long run
     python -m bench.fuzz --mode sockets --frames 20000        # over real sockets
 """

@@ -15,6 +15,11 @@ Each server runs in its own process (``moo serve`` on a fresh SQLite file in a t
 directory, or ``python -m bench.echo_server``); this process is the load generator. Loopback
 only, bounded in connections and seconds, and everything is torn down at the end.
 
+Why raw sockets and not the SDK (``clients.sdk``, the project's one protocol client): the same
+players must drive the bare echo server, which speaks no protocol (no ``hello``, no ``welcome``),
+and the figure is a ratio of two servers' speed, so the load generator must cost as little and
+add as little as possible: no typed parsing, state folding, pacing bucket or reader task.
+
     python -m bench.server_bench --matches 1000 --seconds 10 --steady-seconds 20
 """
 

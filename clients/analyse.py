@@ -100,31 +100,21 @@ async def _fetch(url: str, match_id: str) -> dict[str, Any]:
     import asyncio
     import secrets
 
-    from websockets.asyncio.client import connect
-    from websockets.typing import Subprotocol
-
-    from moo.protocol import JSON_SUBPROTOCOL
+    from clients.sdk import Client, ServerError
 
     # A throwaway name: match_record works after hello, and reading a record needs no seat.
-    name = f"analyse-{secrets.token_hex(3)}"
-    async with connect(url, subprotocols=[Subprotocol(JSON_SUBPROTOCOL)],
-                       open_timeout=TIMEOUT_S, close_timeout=2) as ws:
-
-        async def reply(ref: int | None) -> dict[str, Any]:
-            while True:
-                msg = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT_S))
-                if msg.get("type") == "error" and (ref is None or msg.get("ref") == ref):
-                    raise FetchError(str(msg.get("message") or msg.get("code")))
-                if ref is None and msg.get("type") == "welcome":
-                    return dict(msg)
-                if ref is not None and msg.get("ref") == ref:
-                    return dict(msg)
-
-        await ws.send(json.dumps({"type": "hello", "name": name, "bot": True,
-                                  "client": "moo-analyse"}))
-        await reply(None)
-        await ws.send(json.dumps({"type": "match_record", "match_id": match_id, "id": 1}))
-        return await reply(1)
+    # One request, so no reconnect and no resync: a failure is reported, not retried.
+    client = Client(url, f"analyse-{secrets.token_hex(3)}", bot=True, reconnect=False,
+                    client_name="moo-analyse", request_timeout=TIMEOUT_S,
+                    buffer_events=False, resync_after=None)
+    try:
+        await asyncio.wait_for(client.connect(), TIMEOUT_S)
+        record = await client.match_record(match_id)
+    except ServerError as exc:
+        raise FetchError(exc.message or exc.code) from None
+    finally:
+        await client.close()
+    return dict(record.raw)
 
 
 def fetch_record(url: str, match_id: str) -> dict[str, Any]:
@@ -135,13 +125,15 @@ def fetch_record(url: str, match_id: str) -> dict[str, Any]:
 
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+    from clients.sdk import ConnectionLost
+
     try:
         reply = asyncio.run(_fetch(url, match_id))
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
         raise FetchError(f"cannot reach the server at {url}: "
                          f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
                          f" ({type(exc).__name__})") from None
-    except ConnectionClosed as exc:
+    except (ConnectionClosed, ConnectionLost) as exc:
         raise FetchError(f"the server at {url} closed the connection: {exc}") from None
     return record_from_match_record(reply)
 

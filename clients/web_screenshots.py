@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.client import connect
-
+from clients.sdk.wire import Wire
 from clients.web_harness import ROOT, MooServer, chromium_problem, launch_chromium
 from moo.rules import DEFAULT_RULES, Response, score
 
@@ -47,19 +45,19 @@ def consistent(history: list[tuple[str, int, int]]) -> list[str]:
     ]
 
 
-async def _play_bot_game(ws: Any, strategy: str, rng: random.Random) -> None:
-    await ws.send(json.dumps({"type": "play_bot", "strategy": strategy}))
+async def _play_bot_game(ws: Wire, strategy: str, rng: random.Random) -> None:
+    await ws.send({"type": "play_bot", "strategy": strategy})
     seat: int | None = None
     match_id = ""
     history: list[tuple[str, int, int]] = []
     while True:
-        msg = json.loads(await ws.recv())
+        msg = await ws.receive()
         if msg["type"] == "error":
             raise RuntimeError(f"seeding failed: {msg}")
         if msg["type"] == "match":
             seat, match_id = msg["seat"], msg["match_id"]
             secret = "".join(rng.sample(DEFAULT_RULES.alphabet, DEFAULT_RULES.length))
-            await ws.send(json.dumps({"type": "secret", "match_id": match_id, "secret": secret}))
+            await ws.send({"type": "secret", "match_id": match_id, "secret": secret})
             continue
         if msg["type"] != "event" or msg.get("match_id") != match_id or seat is None:
             continue
@@ -73,19 +71,22 @@ async def _play_bot_game(ws: Any, strategy: str, rng: random.Random) -> None:
             solved = any(r[1] == DEFAULT_RULES.length for r in msg["results"])
         if kind in ("started", "round") and not solved:
             guess = rng.choice(consistent(history))
-            await ws.send(json.dumps({"type": "guess", "match_id": match_id, "guess": guess}))
+            await ws.send({"type": "guess", "match_id": match_id, "guess": guess})
 
 
 async def seed_leaderboard(port: int) -> None:
     for name, strategy, games in SEED:
         rng = random.Random(name)
-        async with connect(f"ws://127.0.0.1:{port}/", subprotocols=["moo.v1.json"]) as ws:  # type: ignore[list-item]
-            await ws.send(json.dumps({"type": "hello", "name": name}))
-            welcome = json.loads(await ws.recv())
+        ws = await Wire.open(f"ws://127.0.0.1:{port}/")
+        try:
+            await ws.send({"type": "hello", "name": name})
+            welcome = await ws.receive()
             if welcome["type"] != "welcome":
                 raise RuntimeError(f"hello refused: {welcome}")
             for _ in range(games):
                 await _play_bot_game(ws, strategy, rng)
+        finally:
+            await ws.close()
 
 
 # -- pages -------------------------------------------------------------------------------------

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from websockets.asyncio.client import connect
 
 from clients.web_harness import MooServer, chromium_problem, launch_chromium
 from moo.rules import DEFAULT_RULES, score
 from tests.patience import patience
+from tests.server_support import Client
 
 WAIT_MS = int(patience(30) * 1000)  # a safety net: waits end at their page condition
 
@@ -169,35 +168,20 @@ def play_resigned_games(port: int, name: str, games: int, strategy: str = "rando
     at once (the quickest way to give a player a record). Ten games per connection (the name
     comes back with its token), well inside the per-connection rate limit."""
 
-    async def play(ws: Any) -> None:
-        await ws.send(json.dumps({"type": "play_bot", "strategy": strategy}))
-        match_id = ""
-        while True:
-            msg = json.loads(await ws.recv())
-            assert msg["type"] != "error", msg
-            if msg["type"] == "match":
-                match_id = msg["match_id"]
-                await ws.send(json.dumps({"type": "resign", "match_id": match_id}))
-            if (msg["type"] == "event" and msg.get("match_id") == match_id
-                    and msg["kind"] == "finished"):
-                return
-
     async def run() -> None:
-        url = f"ws://127.0.0.1:{port}/"
-        token = None
+        token: str | None = None
         left = games
         while left > 0:
-            async with connect(url, subprotocols=["moo.v1.json"]) as ws:  # type: ignore[list-item]
-                hello: dict[str, Any] = {"type": "hello", "name": name}
-                if token:
-                    hello["token"] = token
-                await ws.send(json.dumps(hello))
-                welcome = json.loads(await ws.recv())
-                assert welcome["type"] == "welcome", welcome
-                token = token or welcome["token"]
-                for _ in range(min(10, left)):
-                    await play(ws)
-                    left -= 1
+            c = await Client.hello(port, name, **({"token": token} if token else {}))
+            token = token or c.token
+            for _ in range(min(10, left)):
+                match = await c.request({"type": "play_bot", "strategy": strategy})
+                assert match["type"] == "match", match
+                resigned = await c.request({"type": "resign", "match_id": match["match_id"]})
+                assert resigned["type"] != "error", resigned
+                await c.event(match["match_id"], "finished")
+                left -= 1
+            await c.close()
 
     # Playwright's sync API keeps an event loop running in this thread: use a thread of our own.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

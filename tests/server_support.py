@@ -1,9 +1,11 @@
 """Shared helpers for the server tests: a real server on a free port and a raw client.
 
-The client speaks the protocol with nothing but ``websockets`` and the codecs, so the tests
-check the wire contract, not the SDK. Every wait ends at its message and has a timeout only as a
-safety net, so that a test fails instead of hanging: a timeout given here is in seconds on an
-idle machine, grown for the machine's load (tests/patience.py). Nothing waits on a sleep.
+The client is the SDK's socket (:class:`clients.sdk.wire.Wire`, the one place the project
+opens, encodes and decodes protocol frames) without the SDK session on top: no automatic hello,
+resume, retry or dedup, so the tests check the wire contract itself, malformed frames included.
+Every wait ends at its message and has a timeout only as a safety net, so that a test fails
+instead of hanging: a timeout given here is in seconds on an idle machine, grown for the
+machine's load (tests/patience.py). Nothing waits on a sleep.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect, unix_connect
+from websockets.asyncio.client import ClientConnection
 
+from clients.sdk.wire import Wire
 from moo.protocol import Codec
 from server.app import App
 from server.settings import Settings
@@ -55,9 +58,8 @@ class Client:
 
     _ids = itertools.count(1)
 
-    def __init__(self, ws: ClientConnection, codec: Codec) -> None:
-        self.ws = ws
-        self.codec = codec
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
         self.inbox: list[dict[str, Any]] = []
         self.seen: list[dict[str, Any]] = []
         self.name: str | None = None
@@ -67,10 +69,7 @@ class Client:
     async def open(
         cls, port: int, subprotocol: str = "moo.v1.json", **kwargs: Any
     ) -> Client:
-        ws = await connect(
-            f"ws://127.0.0.1:{port}/", subprotocols=[subprotocol], **kwargs  # type: ignore[list-item]
-        )
-        return cls(ws, Codec(subprotocol))
+        return cls(await Wire.open(f"ws://127.0.0.1:{port}/", subprotocol, **kwargs))
 
     @classmethod
     async def open_unix(
@@ -78,10 +77,7 @@ class Client:
     ) -> Client:
         """A connection through a server's ``--unix`` socket, as a reverse proxy on the host
         makes it."""
-        ws = await unix_connect(
-            path, "ws://localhost/", subprotocols=[subprotocol], **kwargs  # type: ignore[list-item]
-        )
-        return cls(ws, Codec(subprotocol))
+        return cls(await Wire.open_unix(path, subprotocol, **kwargs))
 
     @classmethod
     async def hello(
@@ -97,16 +93,14 @@ class Client:
     async def send(self, msg: dict[str, Any]) -> Any:
         if "id" not in msg:
             msg = {**msg, "id": next(self._ids)}
-        await self.ws.send(self.codec.encode(msg))
+        await self.wire.send(msg)
         return msg["id"]
 
     async def send_raw(self, frame: str | bytes) -> None:
-        await self.ws.send(frame)
+        await self.wire.send_frame(frame)
 
     async def _next(self) -> dict[str, Any]:
-        frame = await self.ws.recv()
-        msg = self.codec.decode(frame)
-        assert isinstance(msg, dict)
+        msg = await self.wire.receive()
         self.seen.append(msg)
         return msg
 
@@ -160,11 +154,20 @@ class Client:
                     await self._next()
             except Exception:
                 pass
-            await self.ws.wait_closed()
-        return self.ws.close_code
+            await self.wire.wait_closed()
+        return self.wire.close_code
 
     def events(self, match_id: str) -> list[dict[str, Any]]:
         return [m for m in self.seen if m.get("type") == "event" and m.get("match_id") == match_id]
 
+    @property
+    def ws(self) -> ClientConnection:
+        """The connection under the wire (tests pause its transport or read its close code)."""
+        return self.wire.ws
+
+    @property
+    def codec(self) -> Codec:
+        return self.wire.codec
+
     async def close(self) -> None:
-        await self.ws.close()
+        await self.wire.close()

@@ -236,3 +236,43 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import(
 def test_relative_imports_resolve_inside_their_package() -> None:
     names = [name for _, name in imported_modules(ROOT / "bots" / "solver" / "full.py")]
     assert "bots.solver.core" in names
+
+
+#: The modules that open WebSocket connections themselves instead of through the SDK's socket
+#: (clients/sdk/wire.py), each with its written reason ("Why ... SDK") at the top.
+OWN_SOCKETS = frozenset({
+    "clients/sdk/wire.py",
+    "bench/flood.py",
+    "bench/fuzz.py",
+    "bench/harness/player.py",
+    "bench/rawbot.py",
+    "bench/server_bench.py",
+    "tests/server/test_conformance.py",
+    "tests/server/test_hostile.py",
+    "tests/server/test_server_http.py",
+})
+
+
+def _opens_sockets(path: Path) -> bool:
+    """True if the module imports websockets' client ``connect``/``unix_connect``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return any(
+        isinstance(node, ast.ImportFrom) and (node.module or "").startswith("websockets")
+        and any(alias.name in ("connect", "unix_connect") for alias in node.names)
+        for node in ast.walk(tree)
+    )
+
+
+def test_one_protocol_client() -> None:
+    """Every program talks to a server through the SDK (issue 18, "one client"): only the
+    SDK's socket and the few modules with a written reason open connections of their own."""
+    opening = {
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if _opens_sockets(path)
+    }
+    assert opening <= OWN_SOCKETS, sorted(opening - OWN_SOCKETS)
+    for name in OWN_SOCKETS - {"clients/sdk/wire.py"}:
+        doc = ast.get_docstring(ast.parse((ROOT / name).read_text(encoding="utf-8"))) or ""
+        assert "SDK" in doc, f"{name} opens its own sockets without saying why not the SDK"

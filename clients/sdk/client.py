@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import random
@@ -28,10 +27,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal, TypeVar
 
-import msgpack
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-from websockets.typing import Subprotocol
 
 from clients.sdk.messages import (
     ChallengeSent,
@@ -56,7 +53,7 @@ from clients.sdk.messages import (
     parse,
 )
 from clients.sdk.state import MatchState
-from moo.protocol import SUBPROTOCOLS, Codec
+from clients.sdk.wire import ENCODINGS, Wire, decode_frame
 from moo.variants import GameRules, rules_from_dict
 
 __all__ = ["Client", "ConnectionLost", "ServerError"]
@@ -64,7 +61,6 @@ __all__ = ["Client", "ConnectionLost", "ServerError"]
 log = logging.getLogger("moo.sdk")
 
 DEFAULT_URL = "ws://127.0.0.1:8765/"
-ENCODINGS = {"json": SUBPROTOCOLS[0], "msgpack": SUBPROTOCOLS[1]}
 #: Close codes after which reconnecting would be wrong: 4001 means another connection with our
 #: token took over the seat; reconnecting would just steal it back and forth. 4003: the owner
 #: signed out everywhere, so our token is revoked.
@@ -209,8 +205,7 @@ class Client:
         self.welcome: Welcome | None = None
         #: How many times the session was re-established after a drop.
         self.reconnects = 0
-        self._ws: ClientConnection | None = None
-        self._codec = Codec(ENCODINGS[encoding])
+        self._wire: Wire | None = None
         self._events: asyncio.Queue[Message | _End] = asyncio.Queue()
         self._pending: dict[int, asyncio.Future[Message]] = {}
         self._resuming: set[asyncio.Task[None]] = set()
@@ -236,7 +231,7 @@ class Client:
     @property
     def connection(self) -> ClientConnection | None:
         """The live socket, if any (tests abort its transport to simulate a network failure)."""
-        return self._ws
+        return None if self._wire is None else self._wire.ws
 
     @property
     def online(self) -> bool:
@@ -250,7 +245,7 @@ class Client:
         """
         for i in range(len(self.urls)):
             try:
-                ws, welcome = await self._open()
+                wire, welcome = await self._open()
                 break
             except ServerError:
                 raise
@@ -258,7 +253,7 @@ class Client:
                 if i == len(self.urls) - 1:
                     raise
                 self._rotate()
-        self._ws = ws
+        self._wire = wire
         self._online.set()
         self._events.put_nowait(Connected(raw={}, welcome=welcome, reconnect=False))
         # Matches left unfinished by an earlier process (same token): pick them up.
@@ -295,10 +290,10 @@ class Client:
             self._resync.cancel()
         was_online = self._online.is_set()
         self._online.clear()
-        ws = self._ws
-        if ws is not None:
+        wire = self._wire
+        if wire is not None:
             with contextlib.suppress(Exception):
-                await ws.close()
+                await wire.close()
         if self._reader is not None:
             if not was_online and not self._reader.done():
                 self._reader.cancel()  # it is backing off between reconnect attempts
@@ -316,16 +311,10 @@ class Client:
         self._url_index = (self._url_index + 1) % len(self.urls)
         self.url = self.urls[self._url_index]
 
-    async def _open(self) -> tuple[ClientConnection, Welcome]:
+    async def _open(self) -> tuple[Wire, Welcome]:
         """Connect and complete the hello handshake on a fresh socket."""
-        ws = await connect(
-            self.url,
-            subprotocols=[Subprotocol(ENCODINGS[self.encoding])],
-            open_timeout=10,
-            max_size=2**20,
-        )
+        wire = await Wire.open(self.url, self.encoding, open_timeout=10)
         try:
-            self._codec = Codec(ws.subprotocol or SUBPROTOCOLS[0])
             hello: dict[str, Any] = {"type": "hello", "name": self.name, "id": 0,
                                      "client": self.client_name[:64]}
             if self.bot:
@@ -334,10 +323,10 @@ class Client:
                 hello["token"] = self.token
             elif self.password is not None:
                 hello["password"] = self.password
-            await ws.send(self._codec.encode(hello))
+            await wire.send(hello)
             async with asyncio.timeout(self.request_timeout):
                 while True:
-                    reply = parse(_decode(await ws.recv()))
+                    reply = parse(await wire.receive())
                     if isinstance(reply, ErrorReply):
                         if (reply.code == "bad_token" and "token" in hello
                                 and self.password is not None):
@@ -345,7 +334,7 @@ class Client:
                             # still signs in, on the same socket
                             del hello["token"]
                             hello["password"] = self.password
-                            await ws.send(self._codec.encode(hello))
+                            await wire.send(hello)
                             continue
                         raise ServerError(reply)
                     if isinstance(reply, Welcome):
@@ -354,13 +343,13 @@ class Client:
                     self._events.put_nowait(reply)
         except BaseException:
             with contextlib.suppress(Exception):
-                await ws.close()
+                await wire.close()
             raise
         if reply.token:
             self.token = reply.token
         self.name = reply.name or self.name
         self.welcome = reply
-        return ws, reply
+        return wire, reply
 
     async def _resume_all(self, welcome: Welcome) -> None:
         """Ask for everything we missed in each unfinished match (and re-watch spectated ones)."""
@@ -419,12 +408,12 @@ class Client:
         """Reader task: read until closed, reconnect if allowed, repeat; then end the stream."""
         try:
             while True:
-                ws = self._ws
-                assert ws is not None
+                wire = self._wire
+                assert wire is not None
                 try:
-                    async for frame in ws:
+                    async for frame in wire.frames():
                         try:
-                            msg = _decode(frame)
+                            msg = decode_frame(frame)
                         except ValueError as exc:
                             log.warning("undecodable frame from server: %s", exc)
                             continue
@@ -432,7 +421,7 @@ class Client:
                 except ConnectionClosed:
                     pass
                 self._online.clear()
-                code, reason = ws.close_code, ws.close_reason or ""
+                code, reason = wire.close_code, wire.close_reason
                 self._fail_pending(f"connection closed ({code} {reason})".strip())
                 retry = self.reconnect and not self._closing and code not in NO_RETRY_CODES
                 if self._closing:
@@ -465,7 +454,7 @@ class Client:
             await asyncio.sleep(delay * self._rng.uniform(0.5, 1.0))
             attempt += 1
             try:
-                ws, welcome = await self._open()
+                wire, welcome = await self._open()
             except ServerError as exc:
                 if exc.code in FATAL_HELLO_CODES:
                     log.warning("reconnect refused: %s", exc)
@@ -477,7 +466,7 @@ class Client:
                 log.info("reconnect attempt %d to %s failed: %s", attempt, self.url, exc)
                 self._rotate()
                 continue
-            self._ws = ws
+            self._wire = wire
             self.reconnects += 1
             self._events.put_nowait(Connected(raw={}, welcome=welcome, reconnect=True))
             try:
@@ -582,10 +571,10 @@ class Client:
     async def _send(self, message: dict[str, Any]) -> None:
         if self._bucket is not None:
             await self._bucket.take()
-        ws = self._ws
-        if ws is None:
+        wire = self._wire
+        if wire is None:
             raise ConnectionLost("not connected")
-        await ws.send(self._codec.encode(message))
+        await wire.send(message)
 
     async def send(self, type: str, **fields: Any) -> None:
         """Fire and forget (no ``id``): errors arrive on the event stream."""
@@ -867,17 +856,3 @@ def _rules(rules: GameRules | None) -> dict[str, Any]:
 
 def _opt(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
-
-
-def _decode(frame: str | bytes) -> dict[str, Any]:
-    """Decode a server frame. No 4096-byte cap: replies like ``leaderboard`` may be larger."""
-    if isinstance(frame, str):
-        value = json.loads(frame)
-    else:
-        try:
-            value = msgpack.unpackb(frame, raw=False, strict_map_key=False)
-        except Exception as exc:
-            raise ValueError(f"not MessagePack: {type(exc).__name__}") from None
-    if not isinstance(value, dict):
-        raise ValueError("a server message is a map")
-    return value

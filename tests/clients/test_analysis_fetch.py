@@ -8,7 +8,6 @@ import asyncio
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from clients.analyse import record_from_match_record
 from server.export import records
@@ -24,18 +23,20 @@ def _moo(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.Com
 
 async def _unfinished_match(url: str) -> str:
     """A match left waiting for our secret: started against a hosted bot, never played."""
-    from websockets.asyncio.client import connect
-    from websockets.typing import Subprotocol
+    from clients.sdk.wire import Wire
 
-    async with connect(url, subprotocols=[Subprotocol("moo.v1.json")]) as ws:
-        await ws.send(json.dumps({"type": "hello", "name": "idle"}))
-        while json.loads(await ws.recv())["type"] != "welcome":
+    ws = await Wire.open(url)
+    try:
+        await ws.send({"type": "hello", "name": "idle"})
+        while (await ws.receive())["type"] != "welcome":
             pass
-        await ws.send(json.dumps({"type": "play_bot", "strategy": "random", "id": 1}))
+        await ws.send({"type": "play_bot", "strategy": "random", "id": 1})
         while True:
-            msg: dict[str, Any] = json.loads(await ws.recv())
+            msg = await ws.receive()
             if msg["type"] == "match":
                 return str(msg["match_id"])
+    finally:
+        await ws.close()
 
 
 def test_analyse_match_id_from_server_and_db(tmp_path: Path) -> None:

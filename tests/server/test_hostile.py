@@ -8,6 +8,9 @@ handshake timeout, a replayed token leaves one live connection per seat, and tho
 connections from one address are bounded while the server keeps serving. What the abuse costs
 the bystander in latency is a timing figure: ``python -m bench.hostile`` measures it
 (docs/benchmarks.md); nothing here bounds wall-clock time.
+
+Why raw websockets and not the SDK: the abuse is in how the socket is used (frames beyond the
+size limit, a client that never reads), which no protocol client would do.
 """
 
 from __future__ import annotations

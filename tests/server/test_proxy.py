@@ -110,10 +110,6 @@ async def test_a_proxy_on_the_unix_socket_names_the_client(tmp_path: Path) -> No
     X-Forwarded-For counts, the same header over TCP does not."""
     import stat
 
-    from websockets.asyncio.client import unix_connect
-
-    from moo.protocol import Codec
-
     sock = tmp_path / "node.sock"
     settings = server_settings(
         tmp_path, signin_failures_per_address=2, **FAST, trusted_proxies=["unix"],
@@ -127,11 +123,9 @@ async def test_a_proxy_on_the_unix_socket_names_the_client(tmp_path: Path) -> No
             await tcp.close()
         tcp = await _from(app.port, "203.0.113.9")
         assert await _fail(tcp, "t9") == "too_many_attempts"
-        ws = await unix_connect(
-            str(sock), uri="ws://localhost/", subprotocols=["moo.v1.json"],  # type: ignore[list-item]
-            additional_headers={"X-Forwarded-For": "198.51.100.1"},
+        via_proxy = await Client.open_unix(
+            str(sock), additional_headers={"X-Forwarded-For": "198.51.100.1"}
         )
-        via_proxy = Client(ws, Codec("moo.v1.json"))
         assert await _fail(via_proxy, "u1") == "bad_credentials"  # its own budget
         await via_proxy.close()
         await tcp.close()

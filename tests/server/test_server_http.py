@@ -1,4 +1,8 @@
-"""Plain HTTP on the game port: health, the browser client's files, and what must not leak."""
+"""Plain HTTP on the game port: health, the browser client's files, and what must not leak.
+
+Why raw websockets here and not the SDK's socket: these tests look at the HTTP handshake itself
+(status codes, headers, refused upgrades), below anything a protocol client does.
+"""
 
 from __future__ import annotations
 
