@@ -23,9 +23,12 @@ async def test_two_minutes_of_every_fault(private_postgres: PrivatePostgres,
                                           mosquitto: str) -> None:
     options = Options(
         seconds=120, matches=6, every=(7.0, 9.0), lease_ms=3000, seed=17,
-        # a busy machine (CI) may take longer than an idle one to pass an event on; the
-        # promise checked is the same: no silence while the match goes on
-        stall_s=patience(5.0),
+        # What this test holds is that no follower is ever left in silence while its match
+        # goes on: a lost relay leaves a player silent until the match is given up (60 s) or
+        # the run ends, far beyond this net. How short the silence of a fault is (5 s at the
+        # most) is a timing figure: bench/harness measures it on a quiet machine
+        # (docs/benchmarks.md), while a busy CI machine has been seen to take 7.5 s.
+        stall_s=patience(20.0),
     )
     report = await Harness(options, progress=lambda line: None, pg=private_postgres).run()
     v = report.verdict
