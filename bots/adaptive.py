@@ -396,6 +396,8 @@ def consistent_relabelling(
 # -- the strategy ----------------------------------------------------------------------------
 class Adaptive(Strategy):
     """Plays ``strongest`` at first, then the race program (module docstring)."""
+    share_openings = False  # see bots.base.Strategy: its tables would be copied at each fork
+
 
     name = "adaptive"
     summary = (

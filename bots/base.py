@@ -44,6 +44,13 @@ class Strategy(ABC):
     #: progress, with no randomness (an adaptive strategy): ``moo eval`` then enumerates the
     #: race exactly, branching copies of the strategy made by :meth:`fork`.
     adaptive: ClassVar[bool] = False
+    #: Whether evaluation may play every secret as one tree, a :meth:`fork` of the strategy at
+    #: each branch, instead of each secret from the start (bots/playout.py): a strategy that
+    #: spends its time deciding (a few lines filtering candidates) is asked once per node
+    #: instead of thousands of times. False where a fork would cost more than it saves (the
+    #: shipped bots decide from large precomputed trees and tables) or cannot be made (an
+    #: outside program's state).
+    share_openings: ClassVar[bool] = True
 
     @abstractmethod
     def new_match(self, rules: Rules, rng: random.Random) -> None:

@@ -273,6 +273,7 @@ class ExternalStrategy(Strategy):
 
     name = "cmd"
     summary = "an external program speaking docs/bot-protocol.md"
+    share_openings = False  # its state lives in another process
 
     def __init__(self, cmd: str | Sequence[str], *, move_timeout: float = DEFAULT_MOVE_TIMEOUT,
                  cwd: str | None = None) -> None:

@@ -37,6 +37,8 @@ _MEMO: dict[tuple[type, Rules], dict[History, int]] = {}
 
 class CandidateStrategy(Strategy):
     """Keeps the still-possible secrets as indexes into the shared table; memoises decisions."""
+    share_openings = False  # see bots.base.Strategy: its tables would be copied at each fork
+
 
     deterministic: ClassVar[bool] = True
 

@@ -4,10 +4,20 @@ The strategy is driven exactly as the server drives it (``new_match``, then ``ne
 ``observe`` until 4 bulls) but without relabelling, so the result is the strategy's own
 decision tree. Every game gets its own rng seeded from (seed, sample, secret), so a random
 strategy's line for a secret does not depend on which other secrets were played.
+
+Why the games are first played as one tree: a strategy that draws no random number makes the
+same first guess against every secret, the same second guess against every secret that gave
+the same first response, and so on. Playing the 5040 games one by one repeats that shared
+opening work thousands of times (a ten-line Python strategy that filters its candidates took
+over a minute); walking the tree once, with a :meth:`~bots.base.Strategy.fork` of the strategy
+at each branch, asks it once per node instead, and gives every secret exactly the line it
+would have got alone. The walk hands the strategy an rng that refuses to be used: a strategy
+that draws from it (or cannot be forked) is played secret by secret as before.
 """
 
 from __future__ import annotations
 
+import copy
 import random
 import sys
 import time
@@ -67,8 +77,14 @@ def play_all(
         if progress is not None:
             progress(len(rules.secrets))
         return list(_GAMES[key])
+    todo = rules.secrets if secrets is None else secrets
+    shared = _play_shared(strategy, rules, todo, progress) if strategy.share_openings else None
+    if shared is not None:
+        if cacheable:
+            _GAMES[key] = tuple(shared)
+        return shared
     out: list[Game] = []
-    for i, secret in enumerate(rules.secrets if secrets is None else secrets):
+    for i, secret in enumerate(todo):
         out.append((secret, play_one(strategy, rules, secret, game_rng(seed, sample, secret))))
         if progress is not None and i % 64 == 63:
             progress(i + 1)
@@ -78,6 +94,68 @@ def play_all(
 
 
 _GAMES: dict[tuple[type[Strategy], Rules], tuple[Game, ...]] = {}
+
+
+class _Drawn(Exception):
+    """The strategy drew a random number: its games cannot be shared."""
+
+
+class _Untouchable(random.Random):
+    """An rng that refuses every draw (every method of :class:`random.Random` that draws
+    goes through one of these two)."""
+
+    def random(self) -> float:
+        raise _Drawn
+
+    def getrandbits(self, k: int) -> int:
+        raise _Drawn
+
+
+def _fork(player: Strategy, shared: dict[int, object]) -> Strategy:
+    """A copy of ``player`` for one branch. The default :meth:`~bots.base.Strategy.fork`
+    deep-copies everything, the match's rules and their tables included (thousands of codes
+    per node of the walk); the rules and the rng are immutable here, so they are shared."""
+    if type(player).fork is not Strategy.fork:
+        return player.fork()  # the strategy knows what it may share
+    return copy.deepcopy(player, dict(shared))
+
+
+def _play_shared(
+    strategy: Strategy, rules: Rules, secrets: Sequence[str],
+    progress: Callable[[int], None] | None,
+) -> list[Game] | None:
+    """Every secret's game, played as one tree (see the module docstring); None when the
+    strategy draws random numbers."""
+    lines: dict[str, tuple[str, ...]] = {}
+    try:
+        rng = _Untouchable()
+        shared: dict[int, object] = {id(rules): rules, id(rng): rng}
+        root = _fork(strategy, shared)
+        root.new_match(rules, rng)
+        stack: list[tuple[Strategy, list[str], tuple[str, ...]]] = [(root, list(secrets), ())]
+        while stack:
+            player, group, line = stack.pop()
+            if len(line) >= MAX_GUESSES:
+                raise RuntimeError(f"{type(strategy).__name__} did not find {min(group)} "
+                                   f"in {MAX_GUESSES} guesses")
+            guess = rules.check_guess(player.next_guess())
+            line = (*line, guess)
+            parts: dict[object, list[str]] = {}
+            for secret in group:
+                parts.setdefault(rules.score(secret, guess), []).append(secret)
+            for secret in parts.pop(rules.solved, ()):
+                lines[secret] = line
+            branches = list(parts.items())
+            for i, (response, part) in enumerate(branches):
+                # the last branch may take the node's own copy: nobody needs it after
+                child = player if i == len(branches) - 1 else _fork(player, shared)
+                child.observe(guess, response)  # type: ignore[arg-type]
+                stack.append((child, part, line))
+            if progress is not None:
+                progress(len(lines))
+    except _Drawn:
+        return None
+    return [(secret, lines[secret]) for secret in secrets]
 
 
 class Progress:

@@ -26,6 +26,8 @@ __all__ = ["Relabelled", "relabelled"]
 
 class Relabelled(Strategy):
     """Plays ``inner`` in a private frame; guesses are mapped out through σ∘π each match."""
+    share_openings = False  # a wrapper: its inner strategy decides (and is evaluated unwrapped)
+
 
     inner_class: ClassVar[type[Strategy] | None] = None
 

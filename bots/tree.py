@@ -173,6 +173,8 @@ def shipped_distribution(tree_name: str = "minimum") -> dict[int, int]:
 
 class TreeStrategy(Strategy):
     """Plays the decision tree in a dump file (``file:PATH`` on the command line)."""
+    share_openings = False  # see bots.base.Strategy: its tables would be copied at each fork
+
 
     name = "file"
     summary = "a fixed strategy read from a 'SECRET: GUESS1 ... GUESSn' dump file"

@@ -180,6 +180,8 @@ class VariantTree(Strategy):
     Plays the exact tree when there is one, else :data:`FALLBACK`; :attr:`note` says which
     (empty when the tree plays).
     """
+    share_openings = False  # see bots.base.Strategy: its tables would be copied at each fork
+
 
     name: ClassVar[str] = "variant-tree"
     summary: ClassVar[str] = ("the exact solver's tree for the rules, computed on first use; "
