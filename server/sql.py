@@ -381,3 +381,16 @@ CLAIM_FROM = Query(
     " RETURNING o.match_id",
     only="postgresql",
 )
+
+# -- hosted tournaments (server/tournaments.py; schema migration 7) ---------------------------
+TOURNAMENT_SAVE = Query(
+    "INSERT INTO tournaments(tournament_id, status, data, updated_ms) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (tournament_id) DO UPDATE SET status = excluded.status,"
+    " data = excluded.data, updated_ms = excluded.updated_ms"
+)
+#: every tournament not finished, and those finished since the given time (ms)
+TOURNAMENTS_LOAD = Query(
+    "SELECT data FROM tournaments WHERE status <> 'finished' OR updated_ms >= ?"
+    " ORDER BY updated_ms"
+)
+TOURNAMENT_ONE = Query("SELECT data FROM tournaments WHERE tournament_id = ?")
