@@ -239,18 +239,13 @@ def swiss_pairs(
 ) -> tuple[list[tuple[str, str]], str | None]:
     """One Swiss round: ``ranked`` best first; returns (pairs, the player with the bye).
 
-    The bye goes to the lowest ranked player without one so far (anyone, if all had one).
-    Then the best remaining player is paired with the nearest in rank (by score, then rank)
-    they have not met, backtracking when a choice leaves the rest unpairable; if no pairing
-    without a repeat exists at all, repeats are allowed (the fewest possible is not sought).
+    The best remaining player is paired with the nearest in score (then in rank) they have
+    not met, backtracking when a choice leaves the rest unpairable. With an odd count the bye
+    goes to the lowest ranked player without one so far for whom the rest pair without a
+    repeat (then to those who had one). Only if no pairing without a repeat exists at all are
+    repeats allowed (the fewest possible is not sought).
     """
     players = list(ranked)
-    bye: str | None = None
-    if len(players) % 2:
-        had = set(byes)
-        candidates = [p for p in reversed(players) if p not in had] or list(reversed(players))
-        bye = candidates[0]
-        players.remove(bye)
 
     def solve(rest: list[str], allow_repeat: bool) -> list[tuple[str, str]] | None:
         if not rest:
@@ -267,10 +262,21 @@ def swiss_pairs(
                 return [(first, other), *tail]
         return None
 
-    pairs = solve(players, False)
-    if pairs is None:
-        pairs = solve(players, True)
-    assert pairs is not None  # with repeats allowed any even list pairs
+    if len(players) % 2 == 0:
+        pairs = solve(players, False) or solve(players, True)
+        assert pairs is not None  # with repeats allowed any even list pairs
+        return pairs, None
+    had = set(byes)
+    # the lowest ranked without a bye first, then those who had one
+    candidates = [p for p in reversed(players) if p not in had] + [
+        p for p in reversed(players) if p in had]
+    for bye in candidates:
+        pairs = solve([p for p in players if p != bye], False)
+        if pairs is not None:
+            return pairs, bye
+    bye = candidates[0]
+    pairs = solve([p for p in players if p != bye], True)
+    assert pairs is not None
     return pairs, bye
 
 
