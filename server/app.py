@@ -107,7 +107,11 @@ class App:
             self.router.lobby.lobby if self.router is not None else self._lobby(),
             self.store,
             publish=None if publisher is None else publisher.tournament,
+            route=self.router.lobby.tournament if self.router is not None else None,
         )
+        if self.router is not None:
+            self.router.lobby.on_tournament = self.tournaments.handle
+            self.router.lobby.on_leading = self.tournaments.set_leading
         self.heartbeat = Heartbeat(
             self.connections,
             idle_timeout_s=settings.idle_timeout_s,
@@ -131,7 +135,8 @@ class App:
             restored = self.arena.restore(await self.store.unfinished_matches())
             if restored:
                 log.info("restored %d unfinished matches", len(restored))
-        await self.tournaments.load()
+        if self.router is None:  # a cluster node reads them when it leads the lobby
+            await self.tournaments.load()
         self.tournaments.start()
         s = self.settings
         options: dict[str, Any] = dict(

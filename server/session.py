@@ -291,21 +291,9 @@ _TOURNAMENT_REQUESTS = frozenset((
 
 
 def _tournament_request(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:
-    """Hosted tournaments (server/tournaments.py; docs/protocol.md, "Tournaments")."""
-    kind = msg["type"]
-    service = app.tournaments
-    if kind == "tournament_create":
-        service.create(conn, msg)
-    elif kind == "tournaments":
-        service.listing(conn, msg.get("id"))
-    elif kind == "tournament_join":
-        service.join(conn, msg)
-    elif kind == "tournament_leave":
-        service.leave(conn, msg)
-    elif kind == "tournament_watch":
-        service.watch(conn, msg)
-    else:
-        service.unwatch(conn, msg)
+    """Hosted tournaments (server/tournaments.py; docs/protocol.md, "Tournaments"): run here,
+    or on a cluster by the lobby's leader."""
+    app.tournaments.request(conn, msg)
 
 
 async def _account_request(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:

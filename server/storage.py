@@ -317,6 +317,16 @@ class Store(ABC):
 
         return await self.with_db(read)
 
+    async def finished_event(self, match_id: str) -> Event | None:
+        """The ``finished`` event of a finished match; None while it is played or if there is
+        no such match (a tournament's look at a game another node ran)."""
+
+        async def read(db: Db) -> Event | None:
+            row = await db.row(sql.FINISHED_EVENT, match_id)
+            return None if row is None else dict(json.loads(row[0]))
+
+        return await self.with_db(read)
+
     async def tournament(self, tournament_id: str) -> dict[str, Any] | None:
         async def read(db: Db) -> dict[str, Any] | None:
             row = await db.row(sql.TOURNAMENT_ONE, tournament_id)

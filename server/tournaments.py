@@ -59,7 +59,7 @@ TICK_S = 0.25
 FLUSH_S = 0.25
 #: seconds a started game's match may be absent from this node before the store is asked
 #: whether it finished (a match run by another node, or finished before a restart)
-POLL_S = 2.0
+POLL_S = 1.0
 #: limits (docs/protocol.md, "Tournaments")
 MAX_OPEN = 100
 MAX_OPEN_PER_CREATOR = 5
@@ -84,6 +84,7 @@ class TournamentService:
         *,
         clock: Callable[[], int] | None = None,
         publish: Callable[[str, dict[str, Any]], None] | None = None,
+        route: Callable[[Follower, dict[str, Any]], None] | None = None,
     ) -> None:
         self.arena = arena
         self.lobby = lobby
@@ -102,8 +103,12 @@ class TournamentService:
         #: match id -> when it was last found not live here (for the store poll)
         self.absent: dict[str, float] = {}
         self.polling: set[str] = set()
-        #: whether this node runs the tournaments (a cluster's follower does not)
-        self.active = True
+        #: a cluster's way to a request's handler (the lobby leader's :meth:`handle`, here
+        #: or over the bus: ClusterLobby.tournament); None on a single node
+        self.route = route
+        #: whether this node runs the tournaments now: a single node always; a cluster node
+        #: while it leads the lobby and once it has read them (:meth:`set_leading`)
+        self.active = route is None
         self._task: asyncio.Task[None] | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         arena.listeners.append(self.on_events)
@@ -146,7 +151,63 @@ class TournamentService:
             except Exception:  # a bug here must not stop every tournament for good
                 log.exception("tournament tick failed")
 
+    def set_leading(self, leading: bool) -> None:
+        """A cluster node starts or stops leading the lobby, and so running the tournaments.
+
+        Starting: read them from the store (the former leader wrote each change), then run.
+        Stopping: write what changed since the last write, then forget them (the next leader
+        reads them)."""
+        if leading:
+            spawn(self._activate())
+            return
+        self.active = False
+        for tid in list(self.dirty):
+            spawn(self._save(tid, self.tournaments.get(tid)))
+        self.dirty.clear()
+        self.tournaments.clear()
+        self.watchers.clear()
+        self.watching.clear()
+        self.absent.clear()
+
+    async def _activate(self) -> None:
+        try:
+            await self.load()
+        except MooError as exc:
+            log.error("tournaments: cannot read them (%s); retrying", exc)
+            await asyncio.sleep(1.0)
+            spawn(self._activate())
+            return
+        self.active = True
+        log.info("tournaments: running them here (%d loaded)", len(self.tournaments))
+
     # -- requests ------------------------------------------------------------------------------
+    def request(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A client's ``tournament_*`` request, from its session."""
+        if self.route is not None:
+            self.route(conn, msg)
+        else:
+            self.handle(conn, msg)
+
+    def handle(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """Run a ``tournament_*`` request here (a single node, or the cluster's leader)."""
+        if not self.active:
+            raise NotAvailable("the tournaments are moving to another node; try again")
+        kind = msg["type"]
+        if kind == "tournament_create":
+            self.create(conn, msg)
+        elif kind == "tournaments":
+            self.listing(conn, msg.get("id"))
+        elif kind == "tournament_join":
+            self.join(conn, msg)
+        elif kind == "tournament_leave":
+            self.leave(conn, msg)
+        elif kind == "tournament_watch":
+            self.watch(conn, msg)
+        elif kind == "tournament_unwatch":
+            self.unwatch(conn, msg)
+        else:
+            raise NotAvailable(f"{kind!r} is not a tournament request")
+
     def create(self, conn: Follower, msg: dict[str, Any]) -> None:
         self._check_active()
         creator = _player(conn)
@@ -298,15 +359,15 @@ class TournamentService:
     async def _poll(self, t: Tournament, match_id: str) -> None:
         """Ask the store whether a game whose match is not live here has finished."""
         try:
-            stored = await self.store.stored_match(match_id)
+            finished = await self.store.finished_event(match_id)
         except MooError as exc:
             log.warning("tournament %s: cannot read match %s: %s", t.tournament_id, match_id, exc)
             return
         finally:
             self.polling.discard(match_id)
-        if stored is None or not stored.events or stored.events[-1]["kind"] != "finished":
+        if finished is None or finished.get("kind") != "finished" or not self.active:
             return
-        if t.record(match_id, stored.events[-1].get("winner")) is not None:
+        if t.record(match_id, finished.get("winner")) is not None:
             self.absent.pop(match_id, None)
             self._changed(t)
             self._step_safely(t)
@@ -492,6 +553,8 @@ class TournamentService:
 
     def _flush(self) -> None:
         self._flush_handle = None
+        if not self.active:
+            return
         dirty, self.dirty = self.dirty, set()
         now = time.monotonic()
         for tid in dirty:
@@ -517,8 +580,8 @@ class TournamentService:
                     log.exception("tournament %s: publishing failed", tid)
             spawn(self._save(tid))
 
-    async def _save(self, tid: str) -> None:
-        t = self.tournaments.get(tid)
+    async def _save(self, tid: str, t: Tournament | None = None) -> None:
+        t = t or self.tournaments.get(tid)
         if t is None:
             return
         try:

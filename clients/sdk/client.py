@@ -85,7 +85,10 @@ FATAL_HELLO_CODES = frozenset(
 #: ``resign``: ``match_finished``; ``guess``: see :meth:`Client._retry_safe`).
 RETRY_TYPES = frozenset(
     {"guess", "secret", "resign", "queue", "unqueue", "ping", "matches", "leaderboard",
-     "history", "player", "match_record", "watch", "unwatch", "resume"}
+     "history", "player", "match_record", "watch", "unwatch", "resume",
+     # idempotent tournament requests (a second join or watch changes nothing)
+     "tournaments", "tournament_join", "tournament_leave", "tournament_watch",
+     "tournament_unwatch"}
 )
 #: How many times :meth:`Client.request` re-sends a request refused with a retryable error.
 RETRIES = 6
