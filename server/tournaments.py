@@ -408,7 +408,7 @@ class TournamentService:
     def _begin(self, t: Tournament, now: int) -> None:
         t.status = "running"
         self._changed(t)
-        if len(t.players) < 2:
+        if len(t.players) < 2 and t.format != "arena":  # an arena takes players as it runs
             self._finish(t, now)
             return
         if t.format == "round-robin":
