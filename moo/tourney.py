@@ -40,6 +40,9 @@ STATUSES = ("upcoming", "running", "finished")
 #: seat 0's score first
 RESULTS = ("1-0", "0-1", "1/2-1/2")
 _POINTS = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}
+#: the ``tournament`` object lists the most recent games up to this many (a day-long arena
+#: would otherwise outgrow what clients read in one message); ``game_count`` counts them all
+MAX_GAMES_SHOWN = 2000
 #: how each format breaks ties
 TIEBREAKS = {"round-robin": "sonneborn-berger", "swiss": "buchholz", "arena": "sonneborn-berger"}
 
@@ -185,7 +188,9 @@ class Tournament:
         out["players"] = list(self.players)
         out["standings"] = standings(self.everyone, self.games, self.tiebreak())
         out["tiebreak"] = self.tiebreak()
-        out["games"] = [g.public() for g in self.started_games()]
+        started = self.started_games()
+        out["games"] = [g.public() for g in started[-MAX_GAMES_SHOWN:]]
+        out["game_count"] = len(started)
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bench.harness.cluster import Cluster
+from moo.protocol import Codec
 from tests.client_support import ROOT, moo_command
 from tests.patience import patience
 from tests.pg_server import PrivatePostgres
@@ -59,6 +60,8 @@ async def test_arena_of_twenty_bots_loses_no_game_to_a_node_kill(
         assert create.returncode == 0, err.decode()
         tid = out.decode().strip().splitlines()[-1]
         watcher = await Client.hello(c.port, "watcher", bot=True)
+        # the tournament object outgrows a client message's limit: read it as the SDK does
+        watcher.codec = Codec("moo.v1.json", 2**22)
         first = await watcher.request({"type": "tournament_watch", "tournament_id": tid})
         assert first["type"] == "tournament", first
         for i in range(BOTS):
