@@ -394,8 +394,8 @@ TOURNAMENTS_LOAD = Query(
     " ORDER BY updated_ms"
 )
 TOURNAMENT_ONE = Query("SELECT data FROM tournaments WHERE tournament_id = ?")
-#: the last event of a finished match (its ``finished`` event); no row while it is played
-FINISHED_EVENT = Query(
-    "SELECT e.body FROM matches m JOIN events e ON e.match_id = m.match_id"
-    " WHERE m.match_id = ? AND m.finished = 1 ORDER BY e.seq DESC LIMIT 1"
+#: whether a match is finished, and its last event; no row for no such match
+MATCH_END = Query(
+    "SELECT m.finished, (SELECT e.body FROM events e WHERE e.match_id = m.match_id"
+    " ORDER BY e.seq DESC LIMIT 1) FROM matches m WHERE m.match_id = ?"
 )

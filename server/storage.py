@@ -317,13 +317,16 @@ class Store(ABC):
 
         return await self.with_db(read)
 
-    async def finished_event(self, match_id: str) -> Event | None:
-        """The ``finished`` event of a finished match; None while it is played or if there is
-        no such match (a tournament's look at a game another node ran)."""
+    async def match_end(self, match_id: str) -> tuple[bool, Event | None] | None:
+        """Whether a match is finished, with its last event (the ``finished`` event once it
+        is); None if there is no such match (a tournament's look at a game another node ran,
+        or one whose creation was lost with a node)."""
 
-        async def read(db: Db) -> Event | None:
-            row = await db.row(sql.FINISHED_EVENT, match_id)
-            return None if row is None else dict(json.loads(row[0]))
+        async def read(db: Db) -> tuple[bool, Event | None] | None:
+            row = await db.row(sql.MATCH_END, match_id)
+            if row is None:
+                return None
+            return bool(row[0]), None if row[1] is None else dict(json.loads(row[1]))
 
         return await self.with_db(read)
 

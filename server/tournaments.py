@@ -60,6 +60,9 @@ FLUSH_S = 0.25
 #: seconds a started game's match may be absent from this node before the store is asked
 #: whether it finished (a match run by another node, or finished before a restart)
 POLL_S = 1.0
+#: seconds a started game's match may be missing from the store before the game is started
+#: again (a creation lost with a node; one that commits at all does so well within this)
+MISSING_S = 10.0
 #: limits (docs/protocol.md, "Tournaments")
 MAX_OPEN = 100
 MAX_OPEN_PER_CREATOR = 5
@@ -102,6 +105,8 @@ class TournamentService:
         self.flushed: dict[str, float] = {}
         #: match id -> when it was last found not live here (for the store poll)
         self.absent: dict[str, float] = {}
+        #: match id -> when the store was first found not to have it
+        self.missing: dict[str, float] = {}
         self.polling: set[str] = set()
         #: a cluster's way to a request's handler (the lobby leader's :meth:`handle`, here
         #: or over the bus: ClusterLobby.tournament); None on a single node
@@ -168,6 +173,7 @@ class TournamentService:
         self.watchers.clear()
         self.watching.clear()
         self.absent.clear()
+        self.missing.clear()
 
     async def _activate(self) -> None:
         try:
@@ -357,17 +363,36 @@ class TournamentService:
                 asyncio.get_running_loop().call_soon(self._step_safely, t)
 
     async def _poll(self, t: Tournament, match_id: str) -> None:
-        """Ask the store whether a game whose match is not live here has finished."""
+        """Ask the store whether a game whose match is not live here has finished; a game
+        whose match the store does not have after :data:`MISSING_S` is started again (its
+        creation was lost: the node asked to start it died, or refused it)."""
         try:
-            finished = await self.store.finished_event(match_id)
+            end = await self.store.match_end(match_id)
         except MooError as exc:
             log.warning("tournament %s: cannot read match %s: %s", t.tournament_id, match_id, exc)
             return
         finally:
             self.polling.discard(match_id)
-        if finished is None or finished.get("kind") != "finished" or not self.active:
+        if not self.active:
             return
-        if t.record(match_id, finished.get("winner")) is not None:
+        if end is None:
+            first = self.missing.setdefault(match_id, time.monotonic())
+            if time.monotonic() - first >= MISSING_S:
+                for game in t.games:
+                    if game.match_id == match_id and game.result is None:
+                        log.warning("tournament %s: match %s was never stored; the game "
+                                    "starts again", t.tournament_id, match_id)
+                        game.match_id = None
+                        self.missing.pop(match_id, None)
+                        self.absent.pop(match_id, None)
+                        self._changed(t)
+                        self._step_safely(t)
+            return
+        self.missing.pop(match_id, None)
+        finished, last = end
+        if not finished or last is None or last.get("kind") != "finished":
+            return
+        if t.record(match_id, last.get("winner")) is not None:
             self.absent.pop(match_id, None)
             self._changed(t)
             self._step_safely(t)

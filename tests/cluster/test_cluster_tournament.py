@@ -47,7 +47,8 @@ async def _tournament(client: Client, tid: str, pred: Any) -> dict[str, Any]:
 async def test_arena_of_twenty_bots_loses_no_game_to_a_node_kill(
         private_postgres: PrivatePostgres, mosquitto: str, tmp_path: Path) -> None:
     env = dict(os.environ, MOO_TOKENS=str(tmp_path / "tokens.json"), PYTHONUNBUFFERED="1")
-    cluster = Cluster(n=3, lease_ms=3000, grace_ms=60000, pg=private_postgres)  # type: ignore[arg-type]
+    cluster = Cluster(n=3, lease_ms=3000, grace_ms=60000, pg=private_postgres,  # type: ignore[arg-type]
+                      log_dir=Path(os.environ.get("MOO_TOURNAMENT_LOGS", tmp_path)))
     await cluster.open()
     procs: list[asyncio.subprocess.Process] = []
     try:
