@@ -40,9 +40,9 @@ STATUSES = ("upcoming", "running", "finished")
 #: seat 0's score first
 RESULTS = ("1-0", "0-1", "1/2-1/2")
 _POINTS = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}
-#: the ``tournament`` object lists the most recent games up to this many (a day-long arena
-#: would otherwise outgrow what clients read in one message); ``game_count`` counts them all
-MAX_GAMES_SHOWN = 2000
+#: the ``tournament`` object lists the most recent games up to this many: it is sent whole to
+#: every participant after changes, and a long arena has thousands; ``game_count`` counts all
+MAX_GAMES_SHOWN = 200
 #: how each format breaks ties
 TIEBREAKS = {"round-robin": "sonneborn-berger", "swiss": "buchholz", "arena": "sonneborn-berger"}
 

@@ -55,8 +55,13 @@ log = logging.getLogger("moo.tournaments")
 
 #: seconds between two looks at the tournaments (starts, pairings, games that may start)
 TICK_S = 0.25
-#: at most one update (message and write) per tournament this often
-FLUSH_S = 0.25
+#: at most one update (message and write) per tournament this often: the object is sent
+#: whole to every participant and watcher, so an arena of many fast bots must not send it per
+#: event
+FLUSH_S = 1.0
+#: a node that starts leading waits this long before it reads the tournaments, so that the
+#: last write of the node that led before it (made when it learnt it no longer leads) is in
+HANDOVER_S = FLUSH_S + 0.5
 #: seconds a started game's match may be absent from this node before the store is asked
 #: whether it finished (a match run by another node, or finished before a restart)
 POLL_S = 1.0
@@ -176,6 +181,9 @@ class TournamentService:
         self.missing.clear()
 
     async def _activate(self) -> None:
+        await asyncio.sleep(HANDOVER_S)
+        if self.active or self.route is None:
+            return
         try:
             await self.load()
         except MooError as exc:
