@@ -110,6 +110,8 @@ class TournamentService:
         self.flushed: dict[str, float] = {}
         #: match id -> when it was last found not live here (for the store poll)
         self.absent: dict[str, float] = {}
+        #: one write at a time per tournament (server/storage.py save_tournament)
+        self.locks: dict[str, asyncio.Lock] = {}
         #: match id -> when the store was first found not to have it
         self.missing: dict[str, float] = {}
         self.polling: set[str] = set()
@@ -119,6 +121,8 @@ class TournamentService:
         #: whether this node runs the tournaments now: a single node always; a cluster node
         #: while it leads the lobby and once it has read them (:meth:`set_leading`)
         self.active = route is None
+        #: a cluster node: whether it leads the lobby now (told by :meth:`set_leading`)
+        self.leading = route is None
         self._task: asyncio.Task[None] | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         arena.listeners.append(self.on_events)
@@ -167,6 +171,7 @@ class TournamentService:
         Starting: read them from the store (the former leader wrote each change), then run.
         Stopping: write what changed since the last write, then forget them (the next leader
         reads them)."""
+        self.leading = leading
         if leading:
             spawn(self._activate())
             return
@@ -182,14 +187,16 @@ class TournamentService:
 
     async def _activate(self) -> None:
         await asyncio.sleep(HANDOVER_S)
-        if self.active or self.route is None:
+        if self.active or not self.leading:  # led again already, or no longer
             return
         try:
             await self.load()
         except MooError as exc:
             log.error("tournaments: cannot read them (%s); retrying", exc)
-            await asyncio.sleep(1.0)
             spawn(self._activate())
+            return
+        if not self.leading:  # it stopped leading while it read
+            self.tournaments.clear()
             return
         self.active = True
         log.info("tournaments: running them here (%d loaded)", len(self.tournaments))
@@ -501,23 +508,43 @@ class TournamentService:
             self._changed(t)
 
     def _start_games(self, t: Tournament) -> None:
+        """Start every game whose turn it is and whose players are free.
+
+        Write-ahead: the games get their match ids and the tournament is written first; only
+        once the write is in are the matches created (:meth:`_create`). So a node that dies
+        in between leaves games whose matches the store never gets (the next leader starts
+        them again after :data:`MISSING_S`), never a match the tournament does not know."""
         limit = t.round if t.format != "arena" else None
-        started: set[str] = set()
+        # people in a game of this tournament not finished (or not even created yet)
+        playing = {p for g in t.games if g.match_id is not None and g.result is None
+                   for p in g.players if not self.lobby.is_bot(p)}
+        chosen: list[Game] = []
         for g in t.games:
             if g.match_id is not None or g.result is not None:
                 continue
             if limit is not None and g.round > limit:
                 break
-            if any(p in started and not self.lobby.is_bot(p) for p in g.players):
+            if any(p in playing for p in g.players):
                 continue  # a person's second game waits for the first
             if not all(self._free(p) for p in g.players):
                 continue
-            if self._start(t, g):
-                started.update(g.players)
+            g.match_id = "m" + secrets.token_hex(6)
+            playing.update(p for p in g.players if not self.lobby.is_bot(p))
+            chosen.append(g)
+        if chosen:
+            self._changed(t)
+            spawn(self._create(t, chosen))
 
-    def _start(self, t: Tournament, g: Game) -> bool:
-        match_id = "m" + secrets.token_hex(6)
-        g.match_id = match_id
+    async def _create(self, t: Tournament, games: list[Game]) -> None:
+        if not await self._save(t.tournament_id, t):
+            return  # not written: not created; started again after MISSING_S
+        if not self.active or self.tournaments.get(t.tournament_id) is not t:
+            return  # no longer ours to run: the next leader creates them
+        for g in games:
+            if g.result is None and g.match_id is not None:
+                self._start(t, g, g.match_id)
+
+    def _start(self, t: Tournament, g: Game, match_id: str) -> None:
         conns = (self.lobby.online.get(g.players[0]), self.lobby.online.get(g.players[1]))
         try:
             self.lobby.start(
@@ -529,9 +556,7 @@ class TournamentService:
             log.warning("tournament %s: game %s could not start: %s", t.tournament_id,
                         match_id, exc)
             g.match_id = None
-            return False
-        self._changed(t)
-        return True
+            self._changed(t)
 
     def _look_for_results(self, t: Tournament) -> None:
         """A started game whose match is not live here: after :data:`POLL_S`, ask the store."""
@@ -613,15 +638,21 @@ class TournamentService:
                     log.exception("tournament %s: publishing failed", tid)
             spawn(self._save(tid))
 
-    async def _save(self, tid: str, t: Tournament | None = None) -> None:
-        t = t or self.tournaments.get(tid)
-        if t is None:
-            return
-        try:
-            await self.store.save_tournament(tid, t.status, t.to_dict(), self.clock())
-        except MooError as exc:
-            log.error("tournament %s: cannot store it: %s", tid, exc)
-            self.dirty.add(tid)  # written again with the next change
+    async def _save(self, tid: str, t: Tournament | None = None) -> bool:
+        """Write the tournament's state as it is now; True once written. One write at a time
+        per tournament, each taking the state when it starts, so they land in order."""
+        lock = self.locks.setdefault(tid, asyncio.Lock())
+        async with lock:
+            t = t or self.tournaments.get(tid)
+            if t is None:
+                return False
+            try:
+                await self.store.save_tournament(tid, t.status, t.to_dict(), self.clock())
+            except MooError as exc:
+                log.error("tournament %s: cannot store it: %s", tid, exc)
+                self.dirty.add(tid)  # written again with the next change
+                return False
+            return True
 
 
 def _player(conn: Follower) -> str:
