@@ -436,9 +436,15 @@ class TournamentService:
         if t.format == "arena":
             if now < (t.ends_at or 0):
                 self._pair_arena(t)
-            elif not t.unfinished():
-                self._finish(t, now)
-                return
+            else:
+                # over: a game paired but not started yet (a person still busy) is dropped
+                kept = [g for g in t.games if g.match_id is not None or g.result is not None]
+                if len(kept) != len(t.games):
+                    t.games = kept
+                    self._changed(t)
+                if not t.unfinished():
+                    self._finish(t, now)
+                    return
         elif t.round_done() and not self._next_round(t):
             self._finish(t, now)
             return
