@@ -123,6 +123,9 @@ async def test_arena_of_twenty_bots_loses_no_game_to_a_node_kill(
             assert row["score"] == sum(mine) == row["wins"] + row["draws"] / 2
         assert sum(r["games"] for r in rows) == 2 * done["game_count"]
         assert sum(r["wins"] for r in rows) == sum(r["losses"] for r in rows)
+        print(f"arena: {done['game_count']} games by {BOTS} bots in {DURATION_S} s, node "
+              f"{victim.name} (the leader) killed at the middle; per bot "
+              f"{min(r['games'] for r in rows)}-{max(r['games'] for r in rows)} games")
         shown = await _moo(env, "tournament", "show", tid, "--url", b.url, "--json")
         out, err = await shown.communicate()
         assert shown.returncode == 0, err.decode()
