@@ -3,6 +3,7 @@ validation, server secrets played both ways, no-shows, standings and the export.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from pathlib import Path
@@ -297,3 +298,42 @@ async def test_a_tournament_survives_a_restart(tmp_path: Path) -> None:
         w = await ann.request({"type": "tournament_watch", "tournament_id": tid})
         assert w["tournament"]["players"] == ["ann"] and w["tournament"]["format"] == "swiss"
         assert json.loads(json.dumps(w["tournament"])) == w["tournament"]
+
+
+async def _resign_when_seat_0(client: Client, tid: str) -> dict[str, Any]:
+    """Play a tournament by resigning every game in which one sits first (seat 1 wins):
+    returns the final object."""
+    while True:
+        msg = await client.expect(lambda m: m.get("type") in ("match", "tournament"), 60)
+        if msg["type"] == "match" and msg["seat"] == 0:
+            await client.send({"type": "resign", "match_id": msg["match_id"]})
+        elif msg["type"] == "tournament" and msg["tournament"]["status"] == "finished":
+            return dict(msg["tournament"])
+
+
+async def test_swiss_rounds_never_repeat_a_pairing(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        boss = await Client.hello(app.port, "boss", bot=True)
+        players = [await Client.hello(app.port, f"s{i}", bot=True) for i in range(4)]
+        t = await _create(boss, format="swiss", rounds=3, pool="bots")
+        tid = t["tournament_id"]
+        for c in players:
+            await c.request({"type": "tournament_join", "tournament_id": tid})
+        _start_now(app, tid)
+        finals = await asyncio.gather(*(_resign_when_seat_0(c, tid) for c in players))
+        done = finals[0]
+        assert done["rounds"] == 3 and done["round"] == 3 and done["tiebreak"] == "buchholz"
+        by_round: dict[int, set[frozenset[str]]] = {}
+        for g in done["games"]:
+            by_round.setdefault(g["round"], set()).add(frozenset(g["players"]))
+        assert sorted(by_round) == [1, 2, 3]
+        meetings = [pair for pairs in by_round.values() for pair in pairs]
+        assert len(meetings) == 6 == len(set(meetings))  # 2 pairings a round, no repeat
+        for pairs in by_round.values():  # everyone plays once a round
+            assert sorted(p for pair in pairs for p in pair) == ["s0", "s1", "s2", "s3"]
+        # round 1: join order, first half against second half
+        assert by_round[1] == {frozenset(("s0", "s2")), frozenset(("s1", "s3"))}
+        # every game a win for seat 1: each player 1 point per pairing
+        for r in done["standings"]:
+            assert (r["games"], r["wins"], r["losses"], r["score"]) == (6, 3, 3, 3.0)
+            assert r["tiebreak"] == 3 * 2 * 3.0  # Buchholz: 6 games against 3-pointers
