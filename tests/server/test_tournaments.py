@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -286,18 +285,47 @@ async def test_arena_pairs_players_as_they_free_up(tmp_path: Path) -> None:
 
 
 async def test_a_tournament_survives_a_restart(tmp_path: Path) -> None:
+    """Stored after every change: a restarted server goes on with a running round-robin, its
+    unfinished game resumed like any match, and counts both games."""
     settings = server_settings(tmp_path)
     async with running(settings) as app:
         ann = await Client.hello(app.port, "ann")
-        t = await _create(ann, format="swiss", rounds=3)
+        s = await _create(ann, format="swiss", rounds=3)
+        await ann.request({"type": "tournament_join", "tournament_id": s["tournament_id"]})
+        a = await Client.hello(app.port, "ra", bot=True)
+        b = await Client.hello(app.port, "rb", bot=True)
+        t = await _create(ann, pool="bots")
         tid = t["tournament_id"]
-        await ann.request({"type": "tournament_join", "tournament_id": tid})
-        await _update(ann, tid, lambda o: o["players"] == ["ann"])
+        for c in (a, b):
+            await c.request({"type": "tournament_join", "tournament_id": tid})
+        _start_now(app, tid)
+        games = [await a.of_type("match"), await a.of_type("match")]
+        await a.request({"type": "resign", "match_id": games[0]["match_id"]})
+        await _update(a, tid, lambda o: sum(g["result"] is not None for g in o["games"]) == 1)
+        tokens = (a.token, b.token)
     async with running(dataclasses.replace(settings)) as app:
-        ann = await Client.hello(app.port, "ann2")
-        w = await ann.request({"type": "tournament_watch", "tournament_id": tid})
+        watcher = await Client.hello(app.port, "ann2")
+        w = await watcher.request({"type": "tournament_watch",
+                                   "tournament_id": s["tournament_id"]})
         assert w["tournament"]["players"] == ["ann"] and w["tournament"]["format"] == "swiss"
-        assert json.loads(json.dumps(w["tournament"])) == w["tournament"]
+        a = await Client.hello(app.port, "ra", token=tokens[0])
+        await Client.hello(app.port, "rb", token=tokens[1])
+        back = await a.expect(lambda m: m.get("type") == "match"
+                              and m["match_id"] == games[1]["match_id"])
+        await a.request({"type": "resign", "match_id": back["match_id"]})
+        done = await _finished(watcher, tid)
+        assert [g["result"] for g in done["games"]] == [
+            "0-1" if games[0]["seat"] == 0 else "1-0", "0-1" if games[1]["seat"] == 0 else "1-0"]
+        rows = {r["name"]: r for r in done["standings"]}
+        assert (rows["rb"]["wins"], rows["ra"]["losses"]) == (2, 2)
+
+
+async def _finished(client: Client, tid: str) -> dict[str, Any]:
+    """Watch ``tid`` until it is finished."""
+    first = await client.request({"type": "tournament_watch", "tournament_id": tid})
+    if first["tournament"]["status"] == "finished":
+        return dict(first["tournament"])
+    return await _update(client, tid, lambda o: o["status"] == "finished")
 
 
 async def _resign_when_seat_0(client: Client, tid: str) -> dict[str, Any]:
