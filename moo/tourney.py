@@ -112,6 +112,8 @@ class Tournament:
     last_opponent: dict[str, str] = field(default_factory=dict)
     #: when the tournament finished (ms), for the listing of recently finished ones
     finished_at: int | None = None
+    #: how many times it was written (the store refuses a write over another version)
+    version: int = 0
 
     # -- membership -------------------------------------------------------------------------
     def has(self, name: str) -> bool:

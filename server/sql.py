@@ -383,10 +383,16 @@ CLAIM_FROM = Query(
 )
 
 # -- hosted tournaments (server/tournaments.py; schema migration 7) ---------------------------
-TOURNAMENT_SAVE = Query(
-    "INSERT INTO tournaments(tournament_id, status, data, updated_ms) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (tournament_id) DO UPDATE SET status = excluded.status,"
-    " data = excluded.data, updated_ms = excluded.updated_ms"
+#: the first write of a tournament; no row back if it exists already
+TOURNAMENT_INSERT = Query(
+    "INSERT INTO tournaments(tournament_id, status, data, updated_ms, version)"
+    " VALUES (?, ?, ?, ?, 1) ON CONFLICT (tournament_id) DO NOTHING RETURNING tournament_id"
+)
+#: a later write, over the version the writer read or wrote last; no row back if another
+#: writer came in between
+TOURNAMENT_UPDATE = Query(
+    "UPDATE tournaments SET status = ?, data = ?, updated_ms = ?, version = ?"
+    " WHERE tournament_id = ? AND version = ? RETURNING tournament_id"
 )
 #: every tournament not finished, and those finished since the given time (ms)
 TOURNAMENTS_LOAD = Query(

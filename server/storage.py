@@ -298,15 +298,22 @@ class Store(ABC):
 
     # -- hosted tournaments (server/tournaments.py) --------------------------------------------
     async def save_tournament(
-        self, tournament_id: str, status: str, data: dict[str, Any], now_ms: int
-    ) -> None:
-        """Store a tournament's whole state (written after every change, by one node)."""
+        self, tournament_id: str, status: str, data: dict[str, Any], now_ms: int, version: int
+    ) -> bool:
+        """Store a tournament's whole state as its ``version`` (1: the first write), over
+        version ``version - 1``; False, and nothing written, if the stored version is another
+        (someone else wrote it meanwhile)."""
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
-        async def write(db: Db) -> None:
-            await db.run(sql.TOURNAMENT_SAVE, tournament_id, status, text, now_ms)
+        async def write(db: Db) -> bool:
+            if version == 1:
+                row = await db.row(sql.TOURNAMENT_INSERT, tournament_id, status, text, now_ms)
+            else:
+                row = await db.row(sql.TOURNAMENT_UPDATE, status, text, now_ms, version,
+                                   tournament_id, version - 1)
+            return row is not None
 
-        await self.with_db(write)
+        return await self.with_db(write)
 
     async def load_tournaments(self, finished_since_ms: int) -> list[dict[str, Any]]:
         """Every unfinished tournament and those finished since ``finished_since_ms``."""

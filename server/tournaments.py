@@ -626,39 +626,71 @@ class TournamentService:
             if t is None:
                 continue
             self.flushed[tid] = now
-            obj = t.public()
-            msg = {"type": "tournament", "tournament": obj}
-            told: set[int] = set()
-            for name in t.players:
-                conn = self.lobby.online.get(name)
-                if conn is not None and not conn.closing:
-                    told.add(id(conn))
-                    conn.send(msg)
-            for conn in list(self.watchers.get(tid, ())):
-                if id(conn) not in told and not conn.closing:
-                    conn.send(msg)
-            if self.publish is not None:
-                try:
-                    self.publish(tid, obj)
-                except Exception:  # the stream never stops a tournament
-                    log.exception("tournament %s: publishing failed", tid)
+            self._announce(t)
             spawn(self._save(tid))
+
+    def _announce(self, t: Tournament) -> None:
+        """Send the tournament to its participants and watchers, and to the stream."""
+        tid = t.tournament_id
+        obj = t.public()
+        msg = {"type": "tournament", "tournament": obj}
+        told: set[int] = set()
+        for name in t.players:
+            conn = self.lobby.online.get(name)
+            if conn is not None and not conn.closing:
+                told.add(id(conn))
+                conn.send(msg)
+        for conn in list(self.watchers.get(tid, ())):
+            if id(conn) not in told and not conn.closing:
+                conn.send(msg)
+        if self.publish is not None:
+            try:
+                self.publish(tid, obj)
+            except Exception:  # the stream never stops a tournament
+                log.exception("tournament %s: publishing failed", tid)
 
     async def _save(self, tid: str, t: Tournament | None = None) -> bool:
         """Write the tournament's state as it is now; True once written. One write at a time
-        per tournament, each taking the state when it starts, so they land in order."""
+        per tournament, each taking the state when it starts, so they land in order.
+
+        Each write is a new version over the one this node wrote or read last; if another
+        node wrote in between (it leads now, and this one has not heard yet), nothing is
+        written, and the tournament is read again if this node still runs them."""
         lock = self.locks.setdefault(tid, asyncio.Lock())
         async with lock:
             t = t or self.tournaments.get(tid)
             if t is None:
                 return False
+            t.version += 1
             try:
-                await self.store.save_tournament(tid, t.status, t.to_dict(), self.clock())
+                ok = await self.store.save_tournament(tid, t.status, t.to_dict(), self.clock(),
+                                                      t.version)
             except MooError as exc:
+                t.version -= 1
                 log.error("tournament %s: cannot store it: %s", tid, exc)
                 self.dirty.add(tid)  # written again with the next change
                 return False
+            if not ok:
+                t.version -= 1
+                log.warning("tournament %s: another node wrote it meanwhile; not written",
+                            tid)
+                if self.active and self.tournaments.get(tid) is t:
+                    spawn(self._reload(tid))
+                return False
             return True
+
+    async def _reload(self, tid: str) -> None:
+        """Read one tournament again (another node wrote it): its stored state replaces this
+        node's, whose unwritten changes are dropped (no match was made for them)."""
+        try:
+            data = await self.store.tournament(tid)
+        except MooError as exc:
+            log.error("tournament %s: cannot read it again: %s", tid, exc)
+            return
+        if data is not None and self.active:
+            t = self.tournaments[tid] = Tournament.from_dict(data)
+            self.dirty.discard(tid)
+            self._announce(t)
 
 
 def _player(conn: Follower) -> str:

@@ -365,3 +365,39 @@ async def test_swiss_rounds_never_repeat_a_pairing(tmp_path: Path) -> None:
         for r in done["standings"]:
             assert (r["games"], r["wins"], r["losses"], r["score"]) == (6, 3, 3, 3.0)
             assert r["tiebreak"] == 3 * 2 * 3.0  # Buchholz: 6 games against 3-pointers
+
+
+async def test_a_write_over_another_nodes_write_is_refused_and_the_state_read_again(
+        tmp_path: Path) -> None:
+    """Each write names the version it replaces: a node that no longer leads (here: another
+    writer came in between) writes nothing and reads the stored state again."""
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        t = await _create(ann)
+        tid = t["tournament_id"]
+        await _update_stored(app, tid, lambda d: d["version"] >= 1)
+        stored = await app.store.tournament(tid)
+        assert stored is not None
+        # another node's write: version + 1, with another name
+        newer = {**stored, "name": "theirs", "version": stored["version"] + 1}
+        assert await app.store.save_tournament(tid, "upcoming", newer, 0, newer["version"])
+        # a stale write is refused
+        assert not await app.store.save_tournament(tid, "upcoming", stored, 0,
+                                                   stored["version"] + 1)
+        # this node changes it (a join): its write is refused, it reads the stored state
+        # and tells the watchers what it holds
+        await ann.request({"type": "tournament_watch", "tournament_id": tid})
+        await ann.request({"type": "tournament_join", "tournament_id": tid})
+        got = await _update(ann, tid, lambda o: o["name"] == "theirs")
+        assert got["players"] == []  # the stored state, without the refused join
+        assert (await app.store.tournament(tid) or {})["version"] == newer["version"]
+
+
+async def _update_stored(app: App, tid: str, pred: Any) -> None:
+    """Until the stored state satisfies ``pred`` (each write is awaited by the next read)."""
+    async with asyncio.timeout(30):
+        while True:
+            data = await app.store.tournament(tid)
+            if data is not None and pred(data):
+                return
+            await asyncio.sleep(0.05)
