@@ -13,6 +13,7 @@ import pytest
 from moo.tourney import Tournament
 from server.app import App
 from server.export import records
+from tests.cluster_support import until
 from tests.server_support import Client, running, server_settings
 
 
@@ -394,10 +395,10 @@ async def test_a_write_over_another_nodes_write_is_refused_and_the_state_read_ag
 
 
 async def _update_stored(app: App, tid: str, pred: Any) -> None:
-    """Until the stored state satisfies ``pred`` (each write is awaited by the next read)."""
-    async with asyncio.timeout(30):
-        while True:
-            data = await app.store.tournament(tid)
-            if data is not None and pred(data):
-                return
-            await asyncio.sleep(0.05)
+    """Until the stored state satisfies ``pred`` (the project's poll with a deadline)."""
+
+    async def check() -> bool:
+        data = await app.store.tournament(tid)
+        return data is not None and bool(pred(data))
+
+    await until(check, 30, f"tournament {tid} stored")
