@@ -61,6 +61,8 @@ const S = {
   liveMatches: [],
   board: { by: "rating", players: [] },
   offer: null,              // incoming challenge {challenge_id, from}
+  rematch: null,            // a rematch offer {match_id, from} for a match no longer on screen
+  opponents: {},            // match id -> the opponent's name, for the notices about it
   challenge: null,          // our outgoing challenge {id, to, state}
   acceptAfter: null,        // {challengeId, matchId}: accept once that match has ended (resigned)
   afterFinish: null,        // {matchId, then}: run `then` once that match has ended
@@ -296,6 +298,9 @@ function handle(msg) {
         S.m.rematchOffered = true;
         renderMatch();
       }
+      // Anywhere else (a live match since, another tab) it is a notice, as a challenge is.
+      S.rematch = { match_id: msg.match_id, from: S.opponents[msg.match_id] || "Your last opponent" };
+      renderToast();
       return;
     case "challenge":
       // A notice, never a focus thief: Enter typed for a guess must not answer it.
@@ -427,6 +432,7 @@ function renderBotDesc() {
 }
 
 function onMatch(msg) {
+  if (msg.opponent) S.opponents[msg.match_id] = msg.opponent;
   if (S.m && !S.m.watch && S.m.id === msg.match_id) {
     // The server re-announces a match we already show when we resume it: keep its history.
     if (S.moving) {
@@ -457,6 +463,7 @@ function onMatch(msg) {
   S.room = null;
   S.challenge = null;
   S.offer = null;
+  if (S.rematch && sameName(S.rematch.from, msg.opponent)) S.rematch = null; // it is this match
   $("#rematch-note").textContent = "";
   $("#rematch-note").hidden = true;
   lobbyError("");
@@ -622,7 +629,11 @@ function onError(msg, ctx) {
     return;
   }
   if (type === "rematch") {
-    if (S.m) S.m.rematchAsked = false;
+    if (!S.m || S.m.id !== ctx.matchId) {
+      lobbyError(text); // accepted from a notice: the lobby says why it did not start
+      return;
+    }
+    S.m.rematchAsked = false;
     $("#rematch-note").hidden = false;
     $("#rematch-note").textContent = text;
     renderMatch();
@@ -894,6 +905,21 @@ function requestAnalysis(box) {
   renderAnalyses();
 }
 
+/** The analysis table's columns: [header, what it means, class]. The two expected-guess
+ * columns ("expected") are left out where the table would not fit (a phone, a narrow card):
+ * the loss is their difference, and every other column, the mark included, stays whole. */
+const ANALYSIS_COLUMNS = [
+  ["#", "Guess number", "num"],
+  ["guess", "The guess played", null],
+  ["answer", "Its answer", null],
+  ["left", "Codes still possible before this guess", "num"],
+  ["loss", "Expected guesses lost by this guess (played − best)", "num"],
+  ["mark", "inaccuracy, mistake or blunder", null],
+  ["best guess", "A guess the solver rates best here", null],
+  ["best", "Expected guesses still needed after the best guess", "num expected"],
+  ["played", "Expected guesses still needed after the guess played", "num expected"],
+];
+
 function renderAnalyses() {
   for (const box of ["result-analysis", "record-analysis"]) {
     const node = document.getElementById(box);
@@ -920,13 +946,13 @@ function renderAnalyses() {
         el("td", { class: "num loss", text: g.loss.toFixed(3) }),
         el("td", { class: `mark ${g.mark || ""}`, text: g.mark || "" }),
         el("td", { class: "mono", text: g.best_guess }),
-        el("td", { class: "num", text: g.best_expected.toFixed(3) }),
-        el("td", { class: "num", text: g.played_expected.toFixed(3) })));
+        el("td", { class: "num expected", text: g.best_expected.toFixed(3) }),
+        el("td", { class: "num expected", text: g.played_expected.toFixed(3) })));
       return el("section", { class: "analysis-player", "data-seat": seat },
         el("h3", { text: `${p.name}: ${p.guesses.length} guesses, ${lost.toFixed(3)} expected guesses lost` }),
         el("div", { class: "table-wrap" }, el("table", { class: "board analysis-table" },
-          el("thead", {}, el("tr", {}, ...["#", "guess", "answer", "left", "loss", "mark",
-            "best guess", "best", "played"].map((h) => el("th", { scope: "col", text: h })))),
+          el("thead", {}, el("tr", {}, ...ANALYSIS_COLUMNS.map(([h, title, cls]) =>
+            el("th", { scope: "col", class: cls, title, text: h })))),
           el("tbody", {}, ...rows))),
         el("p", { class: "hint scroll-hint", hidden: true,
           text: "Swipe the table sideways for more columns →" }));
@@ -1039,7 +1065,7 @@ function leaveMatch() {
   if (S.tab === "watch") refreshMatches();
   S.m = null;
   save(LS.match, null);
-  showCodeError("");
+  syncEntryOwner(null);
   if (S.extra) {
     // The second match that waited in a notice comes on screen now.
     const x = S.extra;
@@ -1611,8 +1637,21 @@ function typeKey(key) {
   renderPad();
 }
 
+/** The code box belongs to one match and one phase of it: whatever was typed there for an
+ * earlier match (a half-typed guess, a resigned match's digits) or for the secret never carries
+ * over into the next one, where it would prefix the new code. */
+function syncEntryOwner(m) {
+  const input = $("#code-input");
+  const owner = m ? `${m.id}:${m.seat}:${m.phase}` : "";
+  if (input.dataset.owner === owner) return;
+  input.dataset.owner = owner;
+  input.value = "";
+  showCodeError("");
+}
+
 function renderMatch() {
   const m = S.m;
+  syncEntryOwner(m);
   if (!m || currentView() !== "match") return;
   const view = $("#view-match");
   view.dataset.phase = m.phase;
@@ -1722,7 +1761,10 @@ function renderToast() {
   const yes = $("#toast-yes");
   const no = $("#toast-no");
   const live = liveMatch();
-  t.hidden = (!S.offer && !S.extra) || currentView() === "login";
+  // a rematch offer for the finished match on screen is in its result panel already
+  const rematch = S.rematch && !(currentView() === "match" && S.m && S.m.id === S.rematch.match_id)
+    ? S.rematch : null;
+  t.hidden = (!S.offer && !S.extra && !rematch) || currentView() === "login";
   if (S.offer) {
     t.dataset.kind = "challenge";
     const game = S.offer.rules && !isClassic(S.offer.rules) ? `${rulesLabel(S.offer.rules)}, ` : "";
@@ -1733,6 +1775,14 @@ function renderToast() {
     yes.textContent = live ? "Resign and accept" : "Accept";
     yes.className = live ? "btn danger small" : "btn primary small";
     no.textContent = "Decline";
+  } else if (rematch) {
+    t.dataset.kind = "rematch";
+    setText($("#toast-text"), live
+      ? `${rematch.from} wants a rematch of your last match. You are playing ${opponentOf(live)}: resign that match and accept, or dismiss.`
+      : `${rematch.from} wants a rematch of your last match.`);
+    yes.textContent = live ? "Resign and accept" : "Accept rematch";
+    yes.className = live ? "btn danger small" : "btn primary small";
+    no.textContent = "Dismiss";
   } else if (S.extra) {
     t.dataset.kind = "extra";
     setText($("#toast-text"),
@@ -1741,6 +1791,15 @@ function renderToast() {
     yes.className = "btn danger small";
     no.textContent = "Later";
   }
+  noticeRoom();
+}
+
+/** The room a notice takes under the top bar (0 when none), for the desktop match screen's
+ * history lists to give up (style.css, --notice-h). */
+function noticeRoom() {
+  const t = $("#toast");
+  const h = t.hidden ? 0 : t.getBoundingClientRect().height + 8;
+  document.documentElement.style.setProperty("--notice-h", `${Math.ceil(h)}px`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1832,12 +1891,14 @@ function historyItem(row) {
   const letter = row.result === "win" ? "W" : row.result === "loss" ? "L" : "D";
   const when = row.ended_at ? new Date(row.ended_at) : null;
   const pacing = row.config && row.config.pacing ? row.config.pacing : "";
-  return el("li", { class: `hrow ${row.result || ""}`, "data-match": row.match_id },
+  const rules = row.config && row.config.rules ? row.config.rules : DEFAULT_RULES;
+  return el("li", { class: `hrow ${row.result || ""}`, "data-match": row.match_id, "data-game": rulesSpec(rules) },
     el("span", { class: `res ${row.result || ""}`, title: row.result || "", text: letter }),
     el("span", { class: "hrow-main" },
       el("span", { class: "hrow-vs" }, "vs ", row.opponent ? playerLink(row.opponent) : "?"),
       el("span", { class: "hrow-meta" },
         el("span", { text: `${mine}–${theirs} guesses` }),
+        el("span", { class: "chip game", text: rulesLabel(rules) }),
         el("span", { class: "chip", text: REASONS[row.reason] || row.reason || "" }),
         pacing ? el("span", { class: "chip", text: pacing }) : null,
         row.rated === false ? el("span", { class: "chip", text: "unrated" }) : null,
@@ -1865,8 +1926,13 @@ function renderPlayer() {
     setText($("#player-draws"), String(d.draws ?? 0));
     setText($("#player-losses"), String(d.losses ?? 0));
     setText($("#player-rating-note"), rating.provisional
-      ? `Rating ${rating.text}: provisional, it settles as more rated games are played.`
-      : `Rating ${rating.text}.`);
+      ? `MOO 4 of 10 rating ${rating.text}: provisional, it settles as more rated games are played.`
+      : `MOO 4 of 10 rating ${rating.text}.`);
+    // `player` reports classic MOO 4 of 10 only: say so, above all beside other games' matches
+    const others = P.rows.filter((r) => !isClassic(r.config && r.config.rules ? r.config.rules : DEFAULT_RULES));
+    setText($("#player-record-scope"), !d.games && others.length
+      ? "No rated MOO 4 of 10 match yet. The matches below are of other games (each game has its own rating: the leaderboard's Game menu) or unrated."
+      : "MOO 4 of 10 only; each other game has its own rating (the leaderboard's Game menu).");
     const v = d.vs_minimum;
     setText($("#vsmin-text"), v ? pct(v.score) : "Not enough solved matches yet.");
     $("#vsmin-text").classList.toggle("none", !v);
@@ -1969,6 +2035,11 @@ function renderRecord() {
   const m = replayUpTo(R, recordCut(R));
   const full = R.full;
   setText($("#record-title"), `${full.players[0]} vs ${full.players[1]}`);
+  // the game is named on every replay, classic included (a link may be opened by anyone)
+  const cfg = full.config || {};
+  setText($("#record-game"), [rulesLabel(rulesOf(full)), cfg.pacing || null,
+    cfg.rated === false ? "unrated" : cfg.rated === true ? "rated" : null,
+    cfg.assist ? "with the assistant" : null].filter(Boolean).join(" · "));
   const summary = full.result ? resultTexts(full) : null;
   setText($("#record-summary"), summary ? `${summary.title}. ${summary.detail}` : "");
   seatOrder(m).forEach((seat, pos) => {
@@ -2147,6 +2218,7 @@ function signOutHere() {
   S.queued = false;
   S.room = null;
   S.offer = null;
+  S.rematch = null;
   S.extra = null;
   S.secured = false;
   save(LS.match, null);
@@ -2228,7 +2300,10 @@ function wire() {
     navigate(new URL(a.href).pathname);
   });
   window.addEventListener("popstate", applyRoute);
-  window.addEventListener("resize", updateScrollHint);
+  window.addEventListener("resize", () => {
+    updateScrollHint();
+    noticeRoom();
+  });
   $("#btn-retry").addEventListener("click", () => {
     S.retries = 0;
     S.stopReconnect = false;
@@ -2351,7 +2426,7 @@ function wire() {
     if (!m || m.watch || !requireOnline()) return;
     m.rematchAsked = true;
     $("#rematch-note").textContent = "";
-    send({ type: "rematch", match_id: m.id });
+    send({ type: "rematch", match_id: m.id }, { matchId: m.id });
     renderMatch();
   });
   $("#toast-yes").addEventListener("click", () => {
@@ -2366,6 +2441,19 @@ function wire() {
       } else {
         send({ type: "accept", challenge_id: offer.challenge_id });
       }
+    } else if (S.rematch && $("#toast").dataset.kind === "rematch") {
+      const wanted = S.rematch.match_id;
+      S.rematch = null;
+      const ask = () => send({ type: "rematch", match_id: wanted }, { matchId: wanted });
+      const live = liveMatch();
+      if (live) {
+        // one match at a time: resign this one, ask for the rematch once it has ended
+        S.afterFinish = { matchId: live.id, then: ask };
+        send({ type: "resign", match_id: live.id }, { matchId: live.id });
+      } else {
+        lobbyError("");
+        ask();
+      }
     } else if (S.extra) {
       send({ type: "resign", match_id: S.extra.match_id });
       S.extra = null;
@@ -2376,8 +2464,11 @@ function wire() {
     if (S.offer) {
       send({ type: "decline", challenge_id: S.offer.challenge_id });
       S.offer = null;
+    } else if (S.rematch && $("#toast").dataset.kind === "rematch") {
+      S.rematch = null;
     } else if (S.extra) {
       $("#toast").hidden = true; // "Later": it comes on screen when this match is left
+      noticeRoom();
       return;
     }
     renderToast();
