@@ -28,7 +28,6 @@ from tests.browser_support import (
     assert_fits,
     login,
     new_page,
-    rows,
     set_secret,
     solve,
     type_guess,
