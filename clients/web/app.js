@@ -51,7 +51,7 @@ const S = {
   retryAt: 0,
   nextId: 1,
   pending: new Map(),       // id -> {type, ...context}
-  tab: "play",              // play | watch | board | match
+  tab: "play",              // play | watch | board | tourneys | tourney | match | ...
   needLogin: false,
   queued: false,
   variants: [DEFAULT_RULES], // welcome.variants: the rules this server offers, default first
@@ -73,6 +73,9 @@ const S = {
   loginNote: "",            // why the sign-in screen is shown (a shared link, a sign-out elsewhere)
   player: null,             // the player page on screen: {name, data, rows, next, error, loading}
   record: null,             // the finished match on screen: {id, events, step, steps, error, live}
+  tourneys: { list: [], loaded: false }, // the Tournaments tab: summaries from `tournaments`
+  tourney: null,            // the tournament page on screen: {id, data, error, watching}
+  tourneyNames: {},         // tournament id -> name, for a tournament match's label
   notesMode: false,         // pad taps mark digits instead of typing them
   pingTimer: null,
   tickTimer: null,
@@ -106,6 +109,7 @@ function newMatch(id, seat, watch = seat === null) {
     notes: {},                  // symbol -> "out" | "in": the player's own marks on the pad
     rematchAsked: false,
     rematchOffered: false,
+    tournamentId: null,         // the tournament this match is a game of (match.tournament_id)
     events: 0,
   };
 }
@@ -287,6 +291,18 @@ function handle(msg) {
     case "matches":
       S.liveMatches = msg.matches || [];
       return renderWatch();
+    case "tournaments":
+      S.tourneys = { list: msg.tournaments || [], loaded: true };
+      for (const t of S.tourneys.list) S.tourneyNames[t.tournament_id] = t.name;
+      return renderTourneys();
+    case "tournament": return onTourney(msg, ctx);
+    case "tournament_joined":
+    case "tournament_left":
+      if (S.tourney && S.tourney.id === msg.tournament_id) {
+        S.tourney.busy = false;
+        renderTourney();
+      }
+      return;
     case "leaderboard":
       S.board = {
         by: msg.by || "rating", variant: msg.variant || rulesSpec(DEFAULT_RULES),
@@ -372,6 +388,9 @@ function onWelcome(msg) {
   if (S.tab === "board") refreshBoard();
   if (S.tab === "player" && S.player) requestPlayer(S.player.name, true);
   if (S.tab === "record" && S.record && !S.record.events) requestRecord(S.record.id);
+  if (S.tab === "tourneys") refreshTourneys();
+  // watching belongs to the connection: a reconnect watches the tournament on screen again
+  if (S.tourney) watchTourney(S.tourney.id);
 }
 
 function setStrategies(names) {
@@ -442,6 +461,7 @@ function onMatch(msg) {
     S.m.seat = msg.seat;
     S.m.opponent = msg.opponent;
     S.m.config = S.m.config || msg.config || null;
+    S.m.tournamentId = S.m.tournamentId || msg.tournament_id || null;
     if (S.m.players[msg.seat] === "…") S.m.players[msg.seat] = S.name;
     if (S.m.players[1 - msg.seat] === "…") S.m.players[1 - msg.seat] = msg.opponent;
     render();
@@ -470,6 +490,7 @@ function onMatch(msg) {
   S.m = newMatch(msg.match_id, msg.seat);
   S.m.opponent = msg.opponent;
   S.m.config = msg.config || null;
+  S.m.tournamentId = msg.tournament_id || (msg.config && msg.config.tournament_id) || null;
   const players = ["…", "…"];
   players[msg.seat] = S.name;
   players[1 - msg.seat] = msg.opponent;
@@ -537,6 +558,11 @@ function onError(msg, ctx) {
       S.player.loading = false;
       renderPlayer();
     }
+    return;
+  }
+  if (type && type.startsWith("tournament")) {
+    tourneyError(ctx, msg.code === "unknown_tournament" && ctx.tournamentId
+      ? `No tournament has the id “${ctx.tournamentId}”.` : text);
     return;
   }
   if (type === "analysis") {
@@ -711,6 +737,7 @@ function applyEvent(m, ev) {
     case "created":
       m.players = ev.players || m.players;
       m.config = ev.config || m.config;
+      if (m.config && m.config.tournament_id) m.tournamentId = m.config.tournament_id;
       for (const c of m.clocks) c.left = m.config ? m.config.clock_total_ms ?? null : null;
       if (m.config && m.config.secret_ms) m.secretDeadline = at + m.config.secret_ms;
       if (m.seat !== null && !m.opponent) m.opponent = m.players[1 - m.seat];
@@ -1084,12 +1111,13 @@ function refreshBoard() {
 
 function setTab(tab) {
   if (tab !== "match" && S.m && S.m.phase === "finished") leaveMatch();
-  if (pathRoute() && tab !== "player" && tab !== "record") {
+  if (pathRoute() && tab !== "player" && tab !== "record" && tab !== "tourney") {
     history.pushState(null, "", `/${location.search}`);
   }
   S.tab = tab;
   if (tab === "watch") refreshMatches();
   if (tab === "board") refreshBoard();
+  if (tab === "tourneys") refreshTourneys();
   render();
   // The button pressed may belong to a view that is now hidden: keep focus in the content.
   if (!document.activeElement || document.activeElement.closest("[hidden]")) {
@@ -1143,10 +1171,11 @@ function currentView() {
   if (S.tab === "match") return S.m ? "match" : "play";
   if (S.tab === "player" && !S.player) return "play";
   if (S.tab === "record" && !S.record) return "play";
+  if (S.tab === "tourney" && !S.tourney) return "tourneys";
   return S.tab;
 }
 
-const VIEWS = ["login", "play", "watch", "board", "match", "account", "player", "record"];
+const VIEWS = ["login", "play", "watch", "board", "tourneys", "tourney", "match", "account", "player", "record"];
 
 function render() {
   const view = currentView();
@@ -1162,7 +1191,8 @@ function render() {
   $("#me-name").textContent = signedIn ? S.name : "";
   renderMatchTab();
   for (const b of document.querySelectorAll("#nav .tab")) {
-    if (b.dataset.tab === view) b.setAttribute("aria-current", "page");
+    // a tournament's page belongs to the Tournaments tab
+    if (b.dataset.tab === (view === "tourney" ? "tourneys" : view)) b.setAttribute("aria-current", "page");
     else b.removeAttribute("aria-current");
   }
   if (view === "login") renderLogin();
@@ -1173,6 +1203,8 @@ function render() {
   if (view === "account") renderAccount();
   if (view === "player") renderPlayer();
   if (view === "record") renderRecord();
+  if (view === "tourneys") renderTourneys();
+  if (view === "tourney") renderTourney();
   renderToast();
 }
 
@@ -1190,6 +1222,7 @@ function renderLogin() {
   let note = S.loginNote;
   if (!note && r && r.tab === "player") note = `Sign in to see ${r.name}'s page.`;
   if (!note && r && r.tab === "record") note = "Sign in to replay this match.";
+  if (!note && r && r.tab === "tourney") note = "Sign in to see this tournament.";
   $("#login-note").hidden = !note;
   $("#login-note").textContent = note;
 }
@@ -1680,8 +1713,9 @@ function renderMatch() {
   setText($("#match-status"), statusText(m));
   const variant = $("#match-variant");
   const helped = !!(m.config && m.config.assist);
-  variant.hidden = isClassic(rulesOf(m)) && !helped;
-  setText(variant, [isClassic(rulesOf(m)) ? null : rulesLabel(rulesOf(m)),
+  const cup = m.tournamentId ? `Tournament: ${S.tourneyNames[m.tournamentId] || m.tournamentId}` : null;
+  variant.hidden = isClassic(rulesOf(m)) && !helped && !cup;
+  setText(variant, [cup, isClassic(rulesOf(m)) ? null : rulesLabel(rulesOf(m)),
     helped ? "Practice with the assistant (unrated)" : null].filter(Boolean).join(" · "));
   view.dataset.game = isMastermind(rulesOf(m)) ? "mastermind" : isWords(rulesOf(m)) ? "words" : "moo";
 
@@ -1737,7 +1771,11 @@ function renderMatch() {
     renderFairness(m);
     renderAnalyses();
     const rematch = $("#btn-rematch");
-    rematch.hidden = m.watch;
+    // a tournament's game leads back to its tournament (the pairings are the tournament's)
+    const cupGame = !!m.tournamentId;
+    rematch.hidden = m.watch || cupGame;
+    $("#btn-to-tourney").hidden = !cupGame;
+    $("#btn-leave").classList.toggle("ghost", cupGame);
     rematch.disabled = m.rematchAsked;
     rematch.textContent = m.rematchOffered && !m.rematchAsked ? "Accept rematch" : m.rematchAsked ? "Rematch asked…" : "Rematch";
     const note = $("#rematch-note");
@@ -1811,6 +1849,8 @@ function pathRoute() {
   if (hit) return { tab: "player", name: decodeURIComponent(hit[1]) };
   hit = /^\/match\/([^/]+)\/?$/.exec(path);
   if (hit) return { tab: "record", id: decodeURIComponent(hit[1]) };
+  hit = /^\/tournament\/([^/]+)\/?$/.exec(path);
+  if (hit) return { tab: "tourney", id: decodeURIComponent(hit[1]) };
   return null;
 }
 
@@ -1823,6 +1863,10 @@ function applyRoute() {
   const r = pathRoute();
   if (!r) {
     if (S.tab === "player" || S.tab === "record") S.tab = liveMatch() ? "match" : "play";
+    if (S.tab === "tourney") S.tab = "tourneys";
+  } else if (r.tab === "tourney") {
+    S.tab = "tourney";
+    openTourney(r.id);
   } else if (r.tab === "player") {
     S.tab = "player";
     if (!S.player || S.player.name !== r.name) {
@@ -2114,6 +2158,365 @@ function wireRecord() {
   });
 }
 
+// -- tournaments: the list, the create form, a tournament's page (docs/protocol.md, "Tournaments")
+
+const FORMAT_NAMES = { "round-robin": "Round robin", swiss: "Swiss", arena: "Arena" };
+const FORMAT_DESCRIPTIONS = {
+  "round-robin": "Everyone meets everyone, Rounds times; each meeting is two games, seats swapped.",
+  swiss: "Rounds rounds; each pairs players of equal or nearest score who have not met yet.",
+  arena: "For the length given, players are paired as soon as they are free; two games each time.",
+};
+const POOL_NAMES = { any: "anyone", humans: "people only", bots: "programs only" };
+const STATUS_NAMES = { upcoming: "upcoming", running: "running", finished: "finished" };
+
+function newTourney(id) {
+  return { id, data: null, error: "", busy: false };
+}
+
+function refreshTourneys() { send({ type: "tournaments" }); }
+
+function watchTourney(id) {
+  send({ type: "tournament_watch", tournament_id: id }, { tournamentId: id });
+}
+
+/** The tournament page for `id`: watch it (its updates keep the page live), stop watching the
+ * one shown before. */
+function openTourney(id) {
+  if (S.tourney && S.tourney.id === id && (S.tourney.data || !S.welcomed)) return;
+  if (S.tourney && S.tourney.id !== id) send({ type: "tournament_unwatch", tournament_id: S.tourney.id });
+  S.tourney = newTourney(id);
+  if (S.welcomed) watchTourney(id);
+}
+
+function onTourney(msg, ctx) {
+  const t = msg.tournament;
+  if (!t || !t.tournament_id) return;
+  S.tourneyNames[t.tournament_id] = t.name;
+  // the list shows summaries: keep its row up to date too
+  const i = S.tourneys.list.findIndex((x) => x.tournament_id === t.tournament_id);
+  if (i >= 0) S.tourneys.list[i] = { ...S.tourneys.list[i], ...t, player_count: (t.players || []).length };
+  if (ctx && ctx.type === "tournament_create") {
+    // the one just created: its page, from which the creator can join it
+    $("#tourney-form").hidden = true;
+    $("#btn-new-tourney").setAttribute("aria-expanded", "false");
+    $("#tf-submit").disabled = false;
+    S.tourney = newTourney(t.tournament_id);
+    S.tourney.data = t;
+    watchTourney(t.tournament_id);
+    navigate(`/tournament/${encodeURIComponent(t.tournament_id)}`);
+    return;
+  }
+  if (S.tourney && S.tourney.id === t.tournament_id) {
+    S.tourney.data = t;
+    S.tourney.error = "";
+    renderTourney();
+  }
+  if (currentView() === "tourneys") renderTourneys();
+  if (S.m && S.m.tournamentId === t.tournament_id && currentView() === "match") renderMatch();
+}
+
+function tourneyError(ctx, text) {
+  if (ctx.type === "tournament_create") {
+    $("#tf-submit").disabled = false;
+    $("#tf-error").textContent = text;
+    return;
+  }
+  if (ctx.type === "tournaments") {
+    $("#tourneys-error").textContent = text;
+    return;
+  }
+  if (S.tourney && ctx.tournamentId === S.tourney.id) {
+    S.tourney.busy = false;
+    S.tourney.error = text;
+    renderTourney();
+  }
+}
+
+function isMe(name) { return sameName(name, S.name); }
+
+function tourneyFacts(t) {
+  const size = t.format === "arena"
+    ? `${Math.round((t.duration_s || 0) / 60)} min`
+    : t.format === "swiss" ? `${t.rounds} rounds`
+      : t.rounds > 1 ? `${t.rounds} times each` : "once each";
+  return [FORMAT_NAMES[t.format] || t.format, size, rulesLabel(t.rules || DEFAULT_RULES),
+    POOL_NAMES[t.pool] || t.pool, t.secrets === "server" ? "secrets by the server" : "secrets by the players",
+    t.pacing, t.rated ? "rated" : "unrated"];
+}
+
+function clockIn(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s >= 3600) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+function tourneyWhen(t) {
+  const now = Date.now();
+  if (t.status === "upcoming") return `Starts in ${clockIn(t.starts_at - now)}`;
+  if (t.status === "running") {
+    if (t.format === "arena" && t.ends_at) return `Running · ends in ${clockIn(t.ends_at - now)} · ${t.round} pairings so far`;
+    return `Running · round ${t.round}${t.format === "swiss" && t.rounds ? ` of ${t.rounds}` : ""}`;
+  }
+  return t.ends_at ? `Finished ${new Date(t.ends_at).toLocaleString()}` : "Finished";
+}
+
+function renderTourneys() {
+  if (currentView() !== "tourneys") return;
+  const groups = $("#tourney-groups");
+  const list = S.tourneys.list;
+  const sections = [];
+  for (const status of ["upcoming", "running", "finished"]) {
+    const items = list.filter((t) => t.status === status);
+    if (!items.length) continue;
+    sections.push(el("section", { class: "card flush tourney-group", "data-status": status },
+      el("h2", { class: "history-title", text: status === "upcoming" ? "Upcoming" : status === "running" ? "Running" : "Finished" }),
+      el("ul", { class: "live-list" }, ...items.map((t) => el("li", { class: "live-item tourney-item", "data-tournament": t.tournament_id },
+        el("div", { class: "tourney-item-main" },
+          el("a", {
+            class: "link-a tourney-name", href: `/tournament/${encodeURIComponent(t.tournament_id)}${location.search}`,
+            "data-route": "", text: t.name,
+          }),
+          el("span", { class: "live-meta" },
+            el("span", { class: "chip", text: FORMAT_NAMES[t.format] || t.format }),
+            el("span", { class: "chip", text: rulesLabel(t.rules || DEFAULT_RULES) }),
+            el("span", { class: "chip", text: POOL_NAMES[t.pool] || t.pool }),
+            el("span", { class: "muted", text: `${t.player_count ?? 0} player${t.player_count === 1 ? "" : "s"}` }),
+            el("span", { class: "muted tourney-when", "data-when": t.tournament_id, text: tourneyWhen(t) }))),
+        el("a", {
+          class: "btn small", href: `/tournament/${encodeURIComponent(t.tournament_id)}${location.search}`,
+          "data-route": "", "aria-label": `Open ${t.name}`,
+        }, "Open"))))));
+  }
+  groups.replaceChildren(...sections);
+  $("#tourneys-empty").hidden = !S.tourneys.loaded || list.length > 0;
+}
+
+function tickTourneys() {
+  // the countdowns move without a rebuild
+  if (currentView() === "tourneys") {
+    for (const node of document.querySelectorAll("#tourney-groups [data-when]")) {
+      const t = S.tourneys.list.find((x) => x.tournament_id === node.dataset.when);
+      if (t) setText(node, tourneyWhen(t));
+    }
+  }
+  if (currentView() === "tourney" && S.tourney && S.tourney.data) {
+    setText($("#tourney-when"), tourneyWhen(S.tourney.data));
+  }
+}
+
+function resultText(g) {
+  if (g.result === null || g.result === undefined) return "playing";
+  if (g.result === "1/2-1/2") return "draw";
+  return `${g.result === "1-0" ? g.players[0] : g.players[1]} won`;
+}
+
+function renderTourney() {
+  const T = S.tourney;
+  if (!T || currentView() !== "tourney") return;
+  const t = T.data;
+  setText($("#tourney-error"), T.error || "");
+  $("#tourney-body").hidden = !t;
+  if (!t) {
+    setText($("#tourney-title"), "Tournament");
+    $("#tourney-status").hidden = true;
+    return;
+  }
+  setText($("#tourney-title"), t.name);
+  const status = $("#tourney-status");
+  status.hidden = false;
+  status.dataset.status = t.status;
+  setText(status, STATUS_NAMES[t.status] || t.status);
+  setText($("#tourney-facts"), tourneyFacts(t).join(" · "));
+  setText($("#tourney-when"), tourneyWhen(t));
+  const players = t.players || [];
+  const joined = players.some(isMe);
+  const open = t.status === "upcoming" || (t.status === "running" && t.format === "arena");
+  const mine = liveMatch() && liveMatch().tournamentId === t.tournament_id ? liveMatch() : null;
+  const poolShut = t.pool === "bots";
+  const join = $("#btn-tourney-join");
+  const leave = $("#btn-tourney-leave");
+  join.hidden = joined || !open || poolShut;
+  leave.hidden = !joined || !open;
+  join.disabled = T.busy;
+  leave.disabled = T.busy;
+  $("#btn-tourney-match").hidden = !mine;
+  let me = "";
+  if (poolShut && open) me = "Programs only: people cannot join this one (a program joins with moo bot --tournament).";
+  else if (joined && t.status === "upcoming") me = "You are in. Your games start here when the tournament does: stay on this page or anywhere in the arena.";
+  else if (joined && t.status === "running") me = mine ? "Your game is on." : "You are playing in this tournament: your next game starts by itself.";
+  else if (t.status === "finished" && (t.standings || []).some((r) => isMe(r.name))) {
+    const row = t.standings.find((r) => isMe(r.name));
+    me = `You finished ${ordinal(row.rank)} with ${row.score} point${row.score === 1 ? "" : "s"}.`;
+  }
+  setText($("#tourney-me"), me);
+  $("#tourney-me").hidden = !me;
+  setText($("#tourney-players"), players.length
+    ? `${players.length} player${players.length === 1 ? "" : "s"}: ${players.join(", ")}`
+    : "No player has joined yet.");
+  // standings; once finished, the final table
+  setText($("#standings-title"), t.status === "finished" ? "Final standings" : "Standings");
+  $("#standings").dataset.final = t.status === "finished" ? "true" : "false";
+  $("#standings-tiebreak").title = t.tiebreak === "buchholz" ? "Tie-break: Buchholz" : "Tie-break: Sonneborn-Berger";
+  const rows = t.standings || [];
+  $("#standings-body").replaceChildren(...rows.map((r) => el("tr", { class: isMe(r.name) ? "me" : null, "data-player": r.name },
+    el("td", { class: "rank", text: String(r.rank) }),
+    el("th", { scope: "row", class: "player" }, playerLink(r.name)),
+    el("td", { class: "num", text: String(r.games) }),
+    el("td", { class: "num", text: `${r.wins}–${r.draws}–${r.losses}` }),
+    el("td", { class: "num strong score", text: String(r.score) }),
+    el("td", {
+      class: "num", text: r.elo === null || r.elo === undefined ? "—" : `${r.elo > 0 ? "+" : ""}${r.elo}`,
+      title: r.elo_low !== null && r.elo_low !== undefined && r.elo_high !== null && r.elo_high !== undefined
+        ? `95 % interval ${r.elo_low} to ${r.elo_high}` : null,
+    }),
+    el("td", { class: "num", text: fmtTiebreak(r.tiebreak) }))));
+  $("#standings-empty").hidden = rows.some((r) => r.games > 0);
+  // the games, newest first: watch one being played, replay a finished one
+  const games = (t.games || []).slice().reverse();
+  $("#tourney-games").replaceChildren(...games.map((g) => {
+    const playing = g.result === null || g.result === undefined;
+    const inIt = g.players.some(isMe);
+    let action;
+    if (playing && inIt) {
+      action = el("button", { type: "button", class: "btn small primary", "data-game-open": g.match_id }, "Your game");
+      action.addEventListener("click", () => setTab("match"));
+      action.disabled = !(S.m && S.m.id === g.match_id);
+    } else if (playing) {
+      action = el("button", {
+        type: "button", class: "btn small", "data-watch": g.match_id, disabled: !!liveMatch(),
+        title: liveMatch() ? "Finish your match first" : null,
+      }, "Watch");
+      action.addEventListener("click", () => watchMatch(g.match_id));
+    } else {
+      action = el("a", {
+        class: "btn small", href: `/match/${encodeURIComponent(g.match_id)}${location.search}`,
+        "data-route": "", "aria-label": `Replay ${g.players[0]} vs ${g.players[1]}`,
+      }, "Replay");
+    }
+    return el("li", { class: `hrow tgame${playing ? " live" : ""}`, "data-match": g.match_id, "data-result": g.result || "" },
+      el("span", { class: "res", title: `round ${g.round}`, text: String(g.round) }),
+      el("span", { class: "hrow-main" },
+        el("span", { class: "hrow-vs" }, playerLink(g.players[0]), " vs ", playerLink(g.players[1])),
+        el("span", { class: "hrow-meta" },
+          el("span", { class: `chip${playing ? " live-chip" : ""}`, text: resultText(g) }),
+          g.result ? el("span", { class: "muted", text: g.result }) : null)),
+      action);
+  }));
+  $("#tgames-empty").hidden = games.length > 0;
+}
+
+function fmtTiebreak(x) {
+  if (x === null || x === undefined) return "—";
+  return Number.isInteger(x) ? String(x) : Number(x).toFixed(2).replace(/0$/, "");
+}
+
+function ordinal(n) {
+  const s = ["th", "st", "nd", "rd"];
+  const v = n % 100;
+  return `${n}${s[(v - 20) % 10] || s[v] || s[0]}`;
+}
+
+function renderTourneyForm() {
+  const fmt = $("#tf-format").value;
+  const arena = fmt === "arena";
+  $("#tf-rounds").hidden = arena;
+  $("#tf-rounds-label").hidden = arena;
+  $("#tf-duration").hidden = !arena;
+  $("#tf-duration-label").hidden = !arena;
+  setText($("#tf-format-desc"), FORMAT_DESCRIPTIONS[fmt] || "");
+}
+
+function intField(sel, lo, hi, what) {
+  const raw = $(sel).value.trim();
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < lo || n > hi) throw new Error(`${what} must be a whole number from ${lo} to ${hi}.`);
+  return n;
+}
+
+function submitTourney() {
+  const error = $("#tf-error");
+  const name = $("#tf-name").value.trim();
+  const msg = { type: "tournament_create", name, format: $("#tf-format").value };
+  try {
+    if (!name) throw new Error("Give the tournament a name.");
+    if ([...name].length > 64) throw new Error("A name has at most 64 characters.");
+    if (msg.format === "arena") msg.duration_s = 60 * intField("#tf-duration", 1, 1440, "The length in minutes");
+    else msg.rounds = intField("#tf-rounds", 1, 50, "Rounds");
+    msg.start_in_s = intField("#tf-start", 0, 86400, "Starts in (seconds)");
+  } catch (err) {
+    error.textContent = err.message;
+    return;
+  }
+  const spec = $("#tf-game").value;
+  msg.rules = S.variants.find((r) => rulesSpec(r) === spec) || DEFAULT_RULES;
+  msg.pool = $("#tf-pool").value;
+  msg.secrets = $("#tf-secrets").value;
+  msg.pacing = $("#tf-pacing").value;
+  msg.rated = $("#tf-rated").checked;
+  if (!requireOnline()) {
+    error.textContent = "Not connected; try again in a moment.";
+    return;
+  }
+  error.textContent = "";
+  $("#tf-submit").disabled = true;
+  send(msg);
+}
+
+function wireTourneys() {
+  $("#btn-refresh-tourneys").addEventListener("click", refreshTourneys);
+  $("#btn-new-tourney").addEventListener("click", () => {
+    const form = $("#tourney-form");
+    form.hidden = !form.hidden;
+    $("#btn-new-tourney").setAttribute("aria-expanded", String(!form.hidden));
+    if (!form.hidden) {
+      // the Game menu offers what this server offers, as the lobby's does
+      const game = $("#tf-game");
+      const keep = game.value;
+      game.replaceChildren(...S.variants.map((r) => el("option", { value: rulesSpec(r) }, rulesLabel(r))));
+      if (S.variants.some((r) => rulesSpec(r) === keep)) game.value = keep;
+      renderTourneyForm();
+      $("#tf-name").focus();
+    }
+  });
+  $("#tf-cancel").addEventListener("click", () => {
+    $("#tourney-form").hidden = true;
+    $("#btn-new-tourney").setAttribute("aria-expanded", "false");
+  });
+  $("#tf-format").addEventListener("change", renderTourneyForm);
+  // programs play with secrets set by the server unless asked otherwise (the server's default)
+  $("#tf-pool").addEventListener("change", () => {
+    $("#tf-secrets").value = $("#tf-pool").value === "bots" ? "server" : "players";
+  });
+  $("#tourney-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    submitTourney();
+  });
+  $("#btn-tourney-join").addEventListener("click", () => {
+    const T = S.tourney;
+    if (!T || !requireOnline()) return;
+    T.busy = true;
+    T.error = "";
+    send({ type: "tournament_join", tournament_id: T.id }, { tournamentId: T.id });
+    renderTourney();
+  });
+  $("#btn-tourney-leave").addEventListener("click", () => {
+    const T = S.tourney;
+    if (!T || !requireOnline()) return;
+    T.busy = true;
+    T.error = "";
+    send({ type: "tournament_leave", tournament_id: T.id }, { tournamentId: T.id });
+    renderTourney();
+  });
+  $("#btn-tourney-match").addEventListener("click", () => setTab("match"));
+  $("#btn-to-tourney").addEventListener("click", () => {
+    const id = S.m && S.m.tournamentId;
+    if (!id) return;
+    leaveMatch();
+    openTourney(id);
+    navigate(`/tournament/${encodeURIComponent(id)}`);
+  });
+}
+
 // -- account: password, signing out ------------------------------------------------------------
 
 function renderAccount() {
@@ -2292,6 +2695,7 @@ function wire() {
   $("#btn-back-to-match").addEventListener("click", () => setTab("match"));
   wireAccount();
   wireRecord();
+  wireTourneys();
   // Links inside the page (player pages, match replays) change the view without a reload.
   document.addEventListener("click", (e) => {
     const a = e.target.closest ? e.target.closest("a[data-route], a#result-link, a#account-page-link") : null;
@@ -2517,6 +2921,11 @@ function wire() {
     if (ticks % 20 === 0 && currentView() === "watch" && S.welcomed && !document.hidden) {
       refreshMatches();
     }
+    if (ticks % 4 === 0) tickTourneys();
+    // the list refreshes itself while on screen (a tournament's own page is kept live by watching)
+    if (ticks % 40 === 0 && currentView() === "tourneys" && S.welcomed && !document.hidden) {
+      refreshTourneys();
+    }
   }, 250);
 }
 
@@ -2526,6 +2935,7 @@ wire();
   if (r) {
     S.tab = r.tab;
     if (r.tab === "player") S.player = newPlayer(r.name);
+    else if (r.tab === "tourney") S.tourney = newTourney(r.id);
     else S.record = newRecord(r.id);
   }
 }
