@@ -52,6 +52,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("server.export", "write every finished match as one JSON line (docs/export.md)"),
 }
 
+#: sub-actions of a command, told apart from its own arguments by the first word after it
+#: (``moo tournament create ...``; anything else is the command itself, e.g. the bots of the
+#: local tournament runner): (command, word) -> (module, the sub-action's name in the module,
+#: one-line help). The module provides ``configure_<name>`` and ``main_<name>``.
+SUBCOMMANDS: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("tournament", "create"): ("clients.tournament.hosted", "create",
+                               "create a tournament hosted by a server (prints its id last)"),
+    ("tournament", "show"): ("clients.tournament.hosted", "show",
+                             "print a hosted tournament's standings"),
+}
+
 #: errors that mean "what you typed is not something the command can do": exit status 2
 USAGE_ERRORS: tuple[type[Exception], ...] = (UsageError, UnknownStrategy, BadRules, InvalidCode)
 
@@ -101,6 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     name, rest = argv[0], argv[1:]
     module_name, text = COMMANDS[name]
+    configure_name, main_name = "configure", "main"
+    sub = SUBCOMMANDS.get((name, rest[0])) if rest else None
+    if sub is not None:
+        module_name, action, text = sub
+        configure_name, main_name = f"configure_{action}", f"main_{action}"
+        name, rest = f"{name} {rest[0]}", rest[1:]
     module = importlib.import_module(module_name)
     if "asyncio" in sys.modules:
         # asyncio's warnings about the children it reaps (a bot program that exited at once)
@@ -111,10 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logging.getLogger("asyncio").setLevel(logging.ERROR)
     parser = _Parser(prog=f"moo {name}", description=text)
-    module.configure(parser)
+    getattr(module, configure_name)(parser)
     args = parser.parse_args(rest)
     try:
-        return int(module.main(args) or 0)
+        return int(getattr(module, main_name)(args) or 0)
     except USAGE_ERRORS as exc:
         print(f"moo {name}: {_one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ import random
 import secrets
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TextIO
 
@@ -132,13 +133,17 @@ class MatchOutcome:
 
 async def play_match(
     client: Client, announced: MatchAnnounced, player: Player, rng: random.Random,
-    *, timeout: float = 600.0,
+    *, timeout: float = 600.0, wait: Callable[[], Awaitable[object]] | None = None,
 ) -> MatchOutcome:
     """Play one match to its end with ``player``; the client must not be read by anyone else.
 
     Driven by :class:`~clients.sdk.MatchState` rather than by individual events, so that a
     reconnect (after which events are replayed or a reply is lost) cannot confuse it: at any
     moment it simply asks "does the server expect a guess from me now?".
+
+    ``wait`` replaces reading the client (``client.receive``) as the way to wait for a change:
+    several matches played at once on one connection share one reader that wakes them all
+    (:class:`_Pump`, used by ``--tournament``).
     """
     mid = announced.match_id
     state = client.states[mid]
@@ -204,7 +209,7 @@ async def play_match(
                     await give_up(f"{type(exc).__name__}: {exc}")
                     continue
             try:
-                await client.receive()
+                await (wait() if wait is not None else client.receive())
             except ConnectionLost:
                 break
 
@@ -266,6 +271,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="seed the bots' randomness")
     parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
                         help="give up when no opponent came in this long (default 600)")
+    parser.add_argument("--tournament", default=None, metavar="ID",
+                        help="join this hosted tournament and play every game it pairs this "
+                             "bot in; exit when it is finished (docs/tournaments.md)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line on stdout; no progress on stderr")
 
@@ -333,6 +341,10 @@ class _Run:
     def progress_text(self) -> str:
         played = [o for o in self.outcomes if not o.resumed]
         n, total = len(played), self.args.games
+        if getattr(self.args, "tournament", None):  # no fixed number of games: a tally
+            tally = summary(played)
+            return (f"{n} tournament matches: {tally['wins']} W / {tally['draws']} D / "
+                    f"{tally['losses']} L")
         width = 20
         filled = width * n // total if total else width
         tally = summary(played)
@@ -534,10 +546,120 @@ async def _finish_unfinished(run: _Run, client: Client, player: Player,
         run.report(dataclasses.replace(outcome, resumed=True))
 
 
+class _Pump:
+    """One reader for a connection that plays several matches at once: every message read
+    advances :attr:`version` and wakes everyone waiting; each waiter (:meth:`waiter`, one per
+    match) returns as soon as anything was read since its last return, so no change can slip
+    between a match looking at its state and waiting again."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.changed = asyncio.Condition()
+        self.version = 0
+        self.lost = False
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self.client.receive()
+                async with self.changed:
+                    self.version += 1
+                    self.changed.notify_all()
+        except ConnectionLost:
+            async with self.changed:
+                self.lost = True
+                self.changed.notify_all()
+
+    def waiter(self) -> Callable[[], Awaitable[None]]:
+        seen = self.version
+
+        async def wait() -> None:
+            nonlocal seen
+            async with self.changed:
+                await self.changed.wait_for(lambda: self.lost or self.version != seen)
+                seen = self.version
+            if self.lost:
+                raise ConnectionLost("the client is closed")
+
+        return wait
+
+
+async def _tournament_connection(run: _Run, name: str, tournament_id: str,
+                                 tokens: TokenStore) -> None:
+    """``--tournament``: join, then play every game the server pairs this bot in, as many at
+    once as it starts, until the tournament is finished (docs/tournaments.md)."""
+    args = run.args
+    urls = urls_of(args, DEFAULT_URL)
+    client = Client(urls, name, token=tokens.get(urls[0], name), bot=True,
+                    encoding=args.encoding, client_name="moo-bot")
+    try:
+        await client.connect()
+    except (ServerError, OSError, TimeoutError) as exc:
+        run.error(f"{name}: cannot connect to {', '.join(urls)}: {exc or type(exc).__name__}")
+        return
+    if client.token:
+        tokens.put(urls[0], client.name, client.token)
+    pump = _Pump(client)
+    reader = asyncio.create_task(pump.run())
+    playing: dict[str, asyncio.Task[MatchOutcome]] = {}
+    reported: set[str] = set()
+    rng = random.Random(args.seed)
+    wait = pump.waiter()
+    try:
+        try:
+            await client.join_tournament(tournament_id)
+            info = await client.watch_tournament(tournament_id)
+        except (ServerError, ConnectionLost, TimeoutError) as exc:
+            run.error(f"{name}: cannot join tournament {tournament_id}: "
+                      f"{exc or type(exc).__name__}")
+            return
+        run.notice(f"{name}: joined tournament {info.name!r} ({tournament_id}, {info.status})")
+        reconnects = client.reconnects
+        while True:
+            for match_id, state in list(client.states.items()):
+                if match_id in playing or state.seat is None or state.finished:
+                    continue
+                if state.config.get("tournament_id") != tournament_id:
+                    continue
+                announced = MatchAnnounced(raw={}, match_id=match_id, seat=state.seat,
+                                           opponent=state.opponent or "", config=state.config)
+                playing[match_id] = asyncio.create_task(play_match(
+                    client, announced, _make_player(args),
+                    random.Random(rng.getrandbits(64)), timeout=24 * 3600,
+                    wait=pump.waiter()))
+            for match_id, task in list(playing.items()):
+                if task.done() and match_id not in reported:
+                    reported.add(match_id)
+                    run.report(task.result())
+            current = client.tournaments.get(tournament_id)
+            if current is not None and current.finished and all(
+                    t.done() for t in playing.values()):
+                run.notice(f"{name}: tournament {tournament_id} finished")
+                break
+            if client.reconnects != reconnects:  # a new connection: ask for the state again
+                reconnects = client.reconnects
+                with contextlib.suppress(ServerError, ConnectionLost, TimeoutError):
+                    await client.watch_tournament(tournament_id)
+            try:
+                await wait()
+            except ConnectionLost:
+                run.error(f"{name}: the connection is closed")
+                return
+    finally:
+        for task in playing.values():
+            task.cancel()
+        reader.cancel()
+        await asyncio.gather(reader, *playing.values(), return_exceptions=True)
+        await client.close()
+
+
 async def run_bots(args: argparse.Namespace) -> _Run:
     run = _Run(args)
     base = args.name or f"{(args.strategy or 'cmd').split(':')[-1].split('/')[-1][:12]}" \
                         f"-{secrets.token_hex(2)}"
+    if args.tournament:
+        await _tournament_connection(run, base, args.tournament, TokenStore())
+        return run
     k = max(1, min(args.concurrency, args.games))
     names = [base] if k == 1 else [f"{base}-{i}" for i in range(1, k + 1)]
     # Fixed shares rather than a shared counter: when our own connections are paired with
@@ -601,8 +723,15 @@ def main(args: argparse.Namespace) -> int:
         if problem:
             print(f"moo bot: {problem}", file=sys.stderr)
             return 2
+    if args.tournament and (args.room or args.vs_bot or args.concurrency > 1):
+        print("moo bot: --tournament plays the tournament's games only: no --room, --vs-bot "
+              "or --concurrency", file=sys.stderr)
+        return 2
     run = asyncio.run(run_bots(args))
     run.finish()
+    if args.tournament:
+        failed_games = any(o.failure is not None for o in run.outcomes)
+        return 0 if not run.errors and not failed_games else 1
     total = summary(run.outcomes)
     if args.json:
         print(json.dumps({"type": "summary", **total}), flush=True)

@@ -32,6 +32,7 @@ change meaning once released; new situations get new subclasses.
     │   ├── InvalidName                      code="invalid_name"
     │   ├── UnknownPlayer                    code="unknown_player"
     │   ├── UnknownRoom                      code="unknown_room"
+    │   ├── UnknownTournament                code="unknown_tournament"
     │   ├── UnknownStrategy                  code="unknown_strategy"
     │   ├── BadToken                         code="bad_token"
     │   ├── BadCredentials                   code="bad_credentials"
@@ -91,6 +92,7 @@ __all__ = [
     "UnknownRoom",
     "UnknownStrategy",
     "UnknownSymbol",
+    "UnknownTournament",
     "UsageError",
     "WrongLength",
     "WrongPhase",
@@ -214,6 +216,12 @@ class UnknownPlayer(LobbyError):
 
 class UnknownRoom(LobbyError):
     code = "unknown_room"
+
+
+class UnknownTournament(LobbyError):
+    """A tournament request naming a tournament the server does not have."""
+
+    code = "unknown_tournament"
 
 
 class UnknownStrategy(LobbyError):

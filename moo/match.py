@@ -100,6 +100,10 @@ class MatchConfig:
     #: a practice match with the assistant (codes still possible, a suggested guess) allowed to
     #: both players; never rated
     assist: bool = False
+    #: the hosted tournament this match is a game of (docs/protocol.md, "Tournaments")
+    tournament_id: str | None = None
+    #: the server set both secrets (a tournament with ``secrets: server``): no ``secret``
+    server_secrets: bool = False
 
     def __post_init__(self) -> None:
         if self.pacing not in PACINGS:
@@ -125,6 +129,11 @@ class MatchConfig:
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["rules"] = self.rules.to_dict()
+        # only a tournament's matches carry these (older clients and logs never saw them)
+        if self.tournament_id is None:
+            del data["tournament_id"]
+        if not self.server_secrets:
+            del data["server_secrets"]
         return data
 
     @classmethod
@@ -306,6 +315,8 @@ class Match:
     def set_secret(self, seat: int, secret: str, salt: str, now: int) -> list[Event]:
         self._check_seat(seat)
         self._check_live()
+        if self.seats[seat].secret is not None and self.config.server_secrets:
+            raise AlreadySet("the server set the secrets of this tournament match")
         if self.seats[seat].secret is not None:  # also once play has started
             raise AlreadySet("your secret is already set and cannot be changed")
         if self.phase != "secrets":

@@ -27,6 +27,7 @@ __all__ = [
     "rating_topic",
     "result_topic",
     "stats_topic",
+    "tournament_topic",
 ]
 
 #: every topic starts with this (docs/mqtt.md); ``PREFIX/#`` is the whole stream
@@ -79,6 +80,11 @@ def match_topics(match_id: str) -> str:
 
 def rating_topic(name: str) -> str:
     return f"{PREFIX}/players/{name}/rating"
+
+
+def tournament_topic(tournament_id: str) -> str:
+    """A hosted tournament's latest object (docs/protocol.md, "Tournaments"), retained."""
+    return f"{PREFIX}/tournaments/{tournament_id}/state"
 
 
 def stats_topic() -> str:

@@ -45,6 +45,8 @@ TRANSPORT_FACTOR = 16
 POOLS = ("any", "humans", "bots")
 PACINGS = ("lockstep", "free")
 BOARDS = ("rating", "average")
+TOURNAMENT_FORMATS = ("round-robin", "swiss", "arena")
+TOURNAMENT_SECRETS = ("server", "players")
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ _RATED = Field(bool, required=False)
 _RULES = Field(dict, required=False)
 #: the opt-in assistant of practice matches (needs rated: false; docs/protocol.md, Variants)
 _ASSIST = Field(bool, required=False)
+_TOURNAMENT = Field(str, max_len=40)
 #: ``id`` is echoed as ``ref``; integers stay within what a JavaScript number holds exactly.
 MAX_ID = 2**53 - 1
 
@@ -155,6 +158,24 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     # post-match analysis (docs/analysis.md, "On the match page")
     "analysis": {"match_id": _MATCH},
     "player": {"name": Field(str, max_len=64)},
+    # hosted tournaments (docs/protocol.md, "Tournaments")
+    "tournament_create": {
+        "name": Field(str, max_len=64),
+        "format": Field(str, choices=TOURNAMENT_FORMATS),
+        "rounds": Field(int, required=False, min=1, max=50),
+        "duration_s": Field(int, required=False, min=10, max=86400),
+        "rules": _RULES,
+        "pool": Field(str, required=False, choices=POOLS),
+        "start_in_s": Field(int, required=False, max=86400),
+        "secrets": Field(str, required=False, choices=TOURNAMENT_SECRETS),
+        "rated": _RATED,
+        "pacing": _PACING,
+    },
+    "tournaments": {},
+    "tournament_join": {"tournament_id": _TOURNAMENT},
+    "tournament_leave": {"tournament_id": _TOURNAMENT},
+    "tournament_watch": {"tournament_id": _TOURNAMENT},
+    "tournament_unwatch": {"tournament_id": _TOURNAMENT},
 }
 
 

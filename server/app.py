@@ -43,6 +43,7 @@ from server.session import run_session
 from server.settings import Settings
 from server.storage import Store, describe_db
 from server.stores import make_store
+from server.tournaments import TournamentService
 
 if TYPE_CHECKING:
     from server.cluster.router import Router
@@ -99,11 +100,28 @@ class App:
             cache_ttl_s=HISTORY_CACHE_TTL_S if settings.cluster_url else None,
         )
         self.arena.listeners.append(self.history)
+        # hosted tournaments (server/tournaments.py): on a cluster, run by the lobby leader
+        publisher = self.hooks.publisher
+        self.tournaments = TournamentService(
+            self.arena,
+            self.router.lobby.lobby if self.router is not None else self._lobby(),
+            self.store,
+            publish=None if publisher is None else publisher.tournament,
+            route=self.router.lobby.tournament if self.router is not None else None,
+        )
+        if self.router is not None:
+            self.router.lobby.on_tournament = self.tournaments.handle
+            self.router.lobby.on_leading = self.tournaments.set_leading
         self.heartbeat = Heartbeat(
             self.connections,
             idle_timeout_s=settings.idle_timeout_s,
             ping_interval_s=settings.ping_interval_s,
         )
+
+    def _lobby(self) -> Lobby:
+        """The single node's lobby (typed as such: the tournaments use its presence)."""
+        assert isinstance(self.lobby, Lobby)
+        return self.lobby
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -117,6 +135,9 @@ class App:
             restored = self.arena.restore(await self.store.unfinished_matches())
             if restored:
                 log.info("restored %d unfinished matches", len(restored))
+        if self.router is None:  # a cluster node reads them when it leads the lobby
+            await self.tournaments.load()
+        self.tournaments.start()
         s = self.settings
         options: dict[str, Any] = dict(
             subprotocols=[Subprotocol(p) for p in SUBPROTOCOLS],
@@ -191,6 +212,7 @@ class App:
                 log.warning("some connections did not close in time")
         if self.router is not None:
             await self.router.stop()
+        await self.tournaments.stop()
         await self.arena.analysis.close()
         await self.store.close()
         await self.hooks.stop()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 import time
@@ -55,7 +56,7 @@ from moo.variants import GameRules, is_words, parse_rules, parse_rules_spec, rul
 from server.background import spawn
 from server.connection import error_message
 from server.hosted import HostedBot, HostedBots, bot_player_name
-from server.matches import SPECTATOR, Follower
+from server.matches import SPECTATOR, Follower, TournamentGame
 from server.review_worker import MatchAnalysis
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
@@ -269,9 +270,10 @@ class Arena:
         rated: bool = True,
         rules: GameRules | None = None,
         assist: bool = False,
+        tournament: TournamentGame | None = None,
     ) -> None:
         """Start a match; both seats get ``match`` then the events once they are durable."""
-        self.start(players, conns, pacing, bots, refs, rated, rules, assist)
+        self.start(players, conns, pacing, bots, refs, rated, rules, assist, tournament)
 
     def start(
         self,
@@ -283,14 +285,34 @@ class Arena:
         rated: bool = True,
         rules: GameRules | None = None,
         assist: bool = False,
+        tournament: TournamentGame | None = None,
     ) -> LiveMatch:
-        """:meth:`create`, returning the new match (for this node's own callers)."""
+        """:meth:`create`, returning the new match (for this node's own callers).
+
+        A tournament's game (``tournament``) carries the tournament's id in its config, may
+        have both secrets set by the server in its first write, and seats a player who is not
+        connected as ``away`` at once, so that a no-show forfeits this game after the grace
+        (docs/protocol.md, "Tournaments")."""
         if self.stopping:
             raise NotAvailable("the server is shutting down; try again in a moment")
         config = match_config(self.settings, pacing, rated, rules or self.default_rules, assist)
+        if tournament is not None:
+            config = dataclasses.replace(
+                config, tournament_id=tournament.tournament_id,
+                server_secrets=tournament.secrets is not None,
+            )
+        now = self.clock()
         match, events = Match.create(
-            self.new_match_id(), players, config, self.clock(), keep_log=False
+            tournament.match_id if tournament is not None and tournament.match_id
+            else self.new_match_id(), players, config, now, keep_log=False
         )
+        if tournament is not None:
+            if tournament.secrets is not None:
+                for seat in (0, 1):
+                    events += match.set_secret(seat, tournament.secrets[seat], new_salt(), now)
+            for seat, conn in enumerate(conns):
+                if bots[seat] is None and (conn is None or conn.closing):
+                    events += match.disconnect(seat, now)
         lm = LiveMatch(match=match, bots=[HostedBots.new(b) if b else None for b in bots])
         self._register(lm)
         meta = {"players": list(players), "bots": list(bots)}
@@ -967,6 +989,8 @@ class Arena:
             "opponent": lm.match.players[1 - seat],
             "config": lm.match.config.to_dict(),
         }
+        if lm.match.config.tournament_id is not None:
+            msg["tournament_id"] = lm.match.config.tournament_id
         bot = lm.bots[1 - seat]
         if bot is not None:  # a tree bot playing a heuristic says so (docs/variants.md)
             note = bot_note(bot.strategy_name, lm.match.config.rules)

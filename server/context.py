@@ -20,6 +20,7 @@ from server.matches import LobbyService, MatchService
 from server.publisher import Hooks
 from server.settings import Settings
 from server.storage import Store
+from server.tournaments import TournamentService
 
 __all__ = ["ServerContext"]
 
@@ -44,3 +45,5 @@ class ServerContext(Protocol):
     accounts: Accounts
     #: the ``history``, ``match_record`` and ``player`` requests, leaderboard extras
     history: History
+    #: hosted tournaments (server/tournaments.py): the ``tournament_*`` requests
+    tournaments: TournamentService

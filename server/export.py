@@ -95,6 +95,8 @@ def match_record(
         "config": config,
         "variant": rules_spec(rules_from_dict(dict(config.get("rules") or {}))),
         "rated": bool(config.get("rated", True)),
+        # the hosted tournament the match was a game of (docs/protocol.md, "Tournaments")
+        "tournament_id": config.get("tournament_id"),
         "created_at": _iso(created.get("at")),
         "started_at": _iso(started_at),
         "ended_at": _iso(finished.get("at")),

@@ -35,7 +35,7 @@ from moo.errors import (
 from moo.variants import GameRules
 from server.arena import Arena
 from server.hosted import bot_player_name
-from server.matches import Follower, MatchService
+from server.matches import Follower, MatchService, TournamentGame
 
 __all__ = ["Lobby"]
 
@@ -191,11 +191,12 @@ class Lobby:
         assist: bool = False,
         bots: tuple[str | None, str | None] = (None, None),
         refs: tuple[Any, Any] = (None, None),
+        tournament: TournamentGame | None = None,
     ) -> None:
         """Every path into a match: start it, then drop each person's other ways into one."""
         self.matches.create(
             players, conns, pacing, bots=bots, refs=refs, rated=rated, rules=rules,
-            assist=assist,
+            assist=assist, tournament=tournament,
         )
         for player, bot in zip(players, bots, strict=True):
             if bot is None and not self.is_bot(player):

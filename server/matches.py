@@ -21,14 +21,26 @@ followers when a match changes node all go through it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from moo.match import MatchConfig, Viewer
 from moo.variants import GameRules
 
-__all__ = ["SPECTATOR", "Follower", "LobbyService", "MatchService", "Viewer"]
+__all__ = ["SPECTATOR", "Follower", "LobbyService", "MatchService", "TournamentGame", "Viewer"]
 
 SPECTATOR: Literal["spectator"] = "spectator"
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentGame:
+    """What makes a match a hosted tournament's game (server/tournaments.py): the id the
+    tournament chose for it beforehand (so it knows where to look for the result, wherever the
+    match runs), the tournament's id, and the two secrets when the server sets them."""
+
+    tournament_id: str
+    match_id: str | None = None
+    secrets: tuple[str, str] | None = None
 
 
 class Follower(Protocol):
@@ -106,6 +118,7 @@ class MatchService(Protocol):
         rated: bool = True,
         rules: GameRules | None = None,
         assist: bool = False,
+        tournament: TournamentGame | None = None,
     ) -> None:
         """Start a match; its seats get ``match`` then its events once they are durable."""
 

@@ -14,6 +14,7 @@ Topics (see docs/mqtt.md)::
     moo/v1/matches/{match_id}/result   the final result with secrets and salts, retained
     moo/v1/server/stats                lobby/server statistics, periodically
     moo/v1/players/{name}/rating       rating after each rated match, retained
+    moo/v1/tournaments/{id}/state      a hosted tournament's object after each change, retained
 
 Payloads are JSON (default) or MessagePack (``mqtt://host:port?encoding=msgpack``); the URL
 form, topic names and codec are the core's (:mod:`moo.mqtt`), shared with ``moo watch``. Secrets
@@ -41,6 +42,7 @@ from moo.mqtt import (
     rating_topic,
     result_topic,
     stats_topic,
+    tournament_topic,
 )
 
 __all__ = ["ArenaPublisher", "Publisher"]
@@ -266,6 +268,10 @@ class Publisher:
     def match_result(self, match_id: str, data: dict[str, Any]) -> None:
         self.offer(result_topic(match_id), data, retain=True)
 
+    def tournament(self, tournament_id: str, data: dict[str, Any]) -> None:
+        """A hosted tournament's object after a change (retained: the latest state)."""
+        self.offer(tournament_topic(tournament_id), data, retain=True)
+
     def rating(self, name: str, data: dict[str, Any]) -> None:
         self.offer(rating_topic(name), data, retain=True)
 
@@ -291,8 +297,12 @@ class ArenaPublisher:
 
 
 def result_payload(match: Match, event: Event) -> dict[str, Any]:
-    """The final result: outcome, counts, both guess lists, secrets, salts and commitments."""
+    """The final result: outcome, counts, both guess lists, secrets, salts and commitments
+    (and the hosted tournament's id for a tournament's game)."""
+    extra = ({"tournament_id": match.config.tournament_id}
+             if match.config.tournament_id is not None else {})
     return {
+        **extra,
         "match_id": match.match_id,
         "players": list(match.players),
         "winner": event.get("winner"),

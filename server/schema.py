@@ -388,6 +388,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             ){without_rowid}""",
         ),
     ),
+    Migration(
+        7,
+        "hosted tournaments (server/tournaments.py)",
+        (
+            # One row per tournament: its whole state (moo/tourney.py Tournament.to_dict) as
+            # JSON, rewritten after every change by the node that runs the tournaments (one
+            # node; a cluster's lobby leader), and read back when a server starts or a new
+            # leader takes over. ``status`` and ``updated_ms`` only serve the listing.
+            """CREATE TABLE IF NOT EXISTS tournaments (
+                tournament_id TEXT PRIMARY KEY,
+                status TEXT NOT NULL,
+                data TEXT NOT NULL,
+                updated_ms {bigint} NOT NULL
+            ){without_rowid}""",
+        ),
+    ),
 )
 
 #: the version a database has once every migration here is applied

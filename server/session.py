@@ -157,6 +157,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
         app.connections.discard(conn)
         app.matches.detach(conn)
         app.lobby.leave(conn)
+        app.tournaments.forget(conn)
         await conn.finish()
 
 
@@ -271,6 +272,8 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
         conn.send(_ref(await app.arena.analysis.analysis(match_id, live), ref))
     elif kind in _ACCOUNT_REQUESTS:
         await _account_request(app, conn, msg)
+    elif kind in _TOURNAMENT_REQUESTS:
+        _tournament_request(app, conn, msg)
     else:  # pragma: no cover - the schema admits only the types above and the moves
         raise NotAvailable(f"{kind!r} is not supported by this server")
 
@@ -279,6 +282,18 @@ _MOVES = frozenset(("secret", "guess", "resign"))
 _ACCOUNT_REQUESTS = frozenset(
     ("set_password", "sign_out_all", "history", "match_record", "player")
 )
+
+
+_TOURNAMENT_REQUESTS = frozenset((
+    "tournament_create", "tournaments", "tournament_join", "tournament_leave",
+    "tournament_watch", "tournament_unwatch",
+))
+
+
+def _tournament_request(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:
+    """Hosted tournaments (server/tournaments.py; docs/protocol.md, "Tournaments"): run here,
+    or on a cluster by the lobby's leader."""
+    app.tournaments.request(conn, msg)
 
 
 async def _account_request(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:

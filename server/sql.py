@@ -381,3 +381,21 @@ CLAIM_FROM = Query(
     " RETURNING o.match_id",
     only="postgresql",
 )
+
+# -- hosted tournaments (server/tournaments.py; schema migration 7) ---------------------------
+TOURNAMENT_SAVE = Query(
+    "INSERT INTO tournaments(tournament_id, status, data, updated_ms) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (tournament_id) DO UPDATE SET status = excluded.status,"
+    " data = excluded.data, updated_ms = excluded.updated_ms"
+)
+#: every tournament not finished, and those finished since the given time (ms)
+TOURNAMENTS_LOAD = Query(
+    "SELECT data FROM tournaments WHERE status <> 'finished' OR updated_ms >= ?"
+    " ORDER BY updated_ms"
+)
+TOURNAMENT_ONE = Query("SELECT data FROM tournaments WHERE tournament_id = ?")
+#: the last event of a finished match (its ``finished`` event); no row while it is played
+FINISHED_EVENT = Query(
+    "SELECT e.body FROM matches m JOIN events e ON e.match_id = m.match_id"
+    " WHERE m.match_id = ? AND m.finished = 1 ORDER BY e.seq DESC LIMIT 1"
+)

@@ -296,6 +296,44 @@ class Store(ABC):
 
         return await self.with_db(read)
 
+    # -- hosted tournaments (server/tournaments.py) --------------------------------------------
+    async def save_tournament(
+        self, tournament_id: str, status: str, data: dict[str, Any], now_ms: int
+    ) -> None:
+        """Store a tournament's whole state (written after every change, by one node)."""
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+        async def write(db: Db) -> None:
+            await db.run(sql.TOURNAMENT_SAVE, tournament_id, status, text, now_ms)
+
+        await self.with_db(write)
+
+    async def load_tournaments(self, finished_since_ms: int) -> list[dict[str, Any]]:
+        """Every unfinished tournament and those finished since ``finished_since_ms``."""
+
+        async def read(db: Db) -> list[dict[str, Any]]:
+            rows = await db.rows(sql.TOURNAMENTS_LOAD, finished_since_ms)
+            return [json.loads(r[0]) for r in rows]
+
+        return await self.with_db(read)
+
+    async def finished_event(self, match_id: str) -> Event | None:
+        """The ``finished`` event of a finished match; None while it is played or if there is
+        no such match (a tournament's look at a game another node ran)."""
+
+        async def read(db: Db) -> Event | None:
+            row = await db.row(sql.FINISHED_EVENT, match_id)
+            return None if row is None else dict(json.loads(row[0]))
+
+        return await self.with_db(read)
+
+    async def tournament(self, tournament_id: str) -> dict[str, Any] | None:
+        async def read(db: Db) -> dict[str, Any] | None:
+            row = await db.row(sql.TOURNAMENT_ONE, tournament_id)
+            return None if row is None else dict(json.loads(row[0]))
+
+        return await self.with_db(read)
+
     # -- players and statistics -----------------------------------------------------------------
     async def register_player(self, name: str, token_hash: str, bot: bool) -> PlayerRecord:
         """Create a player; raises :class:`NameTaken` if the name is in use."""

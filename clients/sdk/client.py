@@ -50,6 +50,10 @@ from clients.sdk.messages import (
     Queued,
     RoomCreated,
     SignedOut,
+    TournamentAck,
+    TournamentInfo,
+    TournamentsList,
+    TournamentUpdate,
     Unqueued,
     Watching,
     Welcome,
@@ -81,7 +85,10 @@ FATAL_HELLO_CODES = frozenset(
 #: ``resign``: ``match_finished``; ``guess``: see :meth:`Client._retry_safe`).
 RETRY_TYPES = frozenset(
     {"guess", "secret", "resign", "queue", "unqueue", "ping", "matches", "leaderboard",
-     "history", "player", "match_record", "watch", "unwatch", "resume"}
+     "history", "player", "match_record", "watch", "unwatch", "resume",
+     # idempotent tournament requests (a second join or watch changes nothing)
+     "tournaments", "tournament_join", "tournament_leave", "tournament_watch",
+     "tournament_unwatch"}
 )
 #: How many times :meth:`Client.request` re-sends a request refused with a retryable error.
 RETRIES = 6
@@ -206,6 +213,9 @@ class Client:
         self._resync: asyncio.Task[None] | None = None
         #: match_id -> what we know about it (matches we sit in or watch).
         self.states: dict[str, MatchState] = {}
+        #: hosted tournaments: the latest ``tournament`` object heard of each (joined or
+        #: watched), by id
+        self.tournaments: dict[str, TournamentInfo] = {}
         self.welcome: Welcome | None = None
         #: How many times the session was re-established after a drop.
         self.reconnects = 0
@@ -522,6 +532,8 @@ class Client:
             state.seat = msg.seat
             state.config = msg.config
             state.rules = msg.rules
+        elif isinstance(msg, TournamentUpdate) and msg.tournament is not None:
+            self.tournaments[msg.tournament.tournament_id] = msg.tournament
         elif isinstance(msg, ErrorReply) and msg.ref is None and msg.code == "rate_limited" \
                 and self._pending:
             # The server refused a request without saying which (it has not decoded it yet):
@@ -810,6 +822,44 @@ class Client:
                 msg = await self.receive()
                 if isinstance(msg, MatchAnnounced):
                     return msg
+
+    # hosted tournaments (docs/protocol.md, "Tournaments")
+    async def create_tournament(
+        self, name: str, format: str, *, rounds: int | None = None,
+        duration_s: int | None = None, rules: GameRules | None = None, pool: str | None = None,
+        start_in_s: int | None = None, secrets: str | None = None, rated: bool | None = None,
+        pacing: str | None = None,
+    ) -> TournamentInfo:
+        """Create a tournament (you are not in it: :meth:`join_tournament` to play)."""
+        reply = await self._expect(
+            TournamentUpdate, "tournament_create", name=name, format=format,
+            **_opt(rounds=rounds, duration_s=duration_s, pool=pool, start_in_s=start_in_s,
+                   secrets=secrets, rated=rated, pacing=pacing),
+            **_rules(rules),
+        )
+        assert reply.tournament is not None
+        return reply.tournament
+
+    async def tournaments_list(self) -> list[dict[str, Any]]:
+        return list((await self._expect(TournamentsList, "tournaments")).tournaments)
+
+    async def join_tournament(self, tournament_id: str) -> None:
+        """Join; from now on the server's ``tournament`` updates arrive on the stream (and
+        are kept in :attr:`tournaments`), and ``match`` for each game it pairs you in."""
+        await self._expect(TournamentAck, "tournament_join", tournament_id=tournament_id)
+
+    async def leave_tournament(self, tournament_id: str) -> None:
+        await self._expect(TournamentAck, "tournament_leave", tournament_id=tournament_id)
+
+    async def watch_tournament(self, tournament_id: str) -> TournamentInfo:
+        """The tournament now; its updates then arrive on the stream."""
+        reply = await self._expect(TournamentUpdate, "tournament_watch",
+                                   tournament_id=tournament_id)
+        assert reply.tournament is not None
+        return reply.tournament
+
+    async def unwatch_tournament(self, tournament_id: str) -> None:
+        await self._expect(TournamentAck, "tournament_unwatch", tournament_id=tournament_id)
 
     # match
     async def set_secret(self, match_id: str, secret: str) -> Message:

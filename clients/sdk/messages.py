@@ -51,6 +51,10 @@ __all__ = [
     "SignedOut",
     "Started",
     "TimedOut",
+    "TournamentAck",
+    "TournamentInfo",
+    "TournamentUpdate",
+    "TournamentsList",
     "UnknownEvent",
     "UnknownMessage",
     "Unqueued",
@@ -59,6 +63,7 @@ __all__ = [
     "Watching",
     "Welcome",
     "parse",
+    "tournament_info",
 ]
 
 
@@ -182,6 +187,66 @@ class MatchAnnounced(Message):
     @property
     def pacing(self) -> str:
         return str(self.config.get("pacing", "lockstep"))
+
+
+@dataclass(frozen=True)
+class TournamentInfo:
+    """A hosted tournament as the server last described it (docs/protocol.md, "Tournaments").
+
+    ``data`` is the whole object (``standings``, ``games``, ... as sent); the common fields
+    are attributes."""
+
+    tournament_id: str
+    name: str
+    status: str
+    format: str
+    round: int
+    players: tuple[str, ...]
+    data: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+    @property
+    def standings(self) -> list[dict[str, Any]]:
+        return list(self.data.get("standings") or [])
+
+    @property
+    def games(self) -> list[dict[str, Any]]:
+        return list(self.data.get("games") or [])
+
+
+@dataclass(frozen=True)
+class TournamentUpdate(Message):
+    """``tournament``: the reply to ``tournament_create`` / ``tournament_watch``, and the update
+    participants and watchers get after every change."""
+
+    tournament: TournamentInfo | None = None
+
+
+@dataclass(frozen=True)
+class TournamentsList(Message):
+    """``tournaments``: summaries of the upcoming, running and recently finished ones."""
+
+    tournaments: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class TournamentAck(Message):
+    """``tournament_joined`` / ``tournament_left`` / ``tournament_unwatched``."""
+
+    kind: str = ""
+    tournament_id: str = ""
+
+
+def tournament_info(data: dict[str, Any]) -> TournamentInfo:
+    return TournamentInfo(
+        tournament_id=str(data.get("tournament_id", "")), name=str(data.get("name", "")),
+        status=str(data.get("status", "")), format=str(data.get("format", "")),
+        round=int(data.get("round") or 0),
+        players=tuple(str(p) for p in data.get("players") or ()), data=data,
+    )
 
 
 @dataclass(frozen=True)
@@ -592,6 +657,16 @@ def parse(msg: dict[str, Any]) -> Message:
             config=dict(msg.get("config") or {}),
             bot_note=str(msg.get("bot_note") or ""),
         )
+    if kind == "tournament":
+        data = msg.get("tournament")
+        return TournamentUpdate(raw=msg, ref=ref, tournament=tournament_info(data)
+                                if isinstance(data, dict) else None)
+    if kind == "tournaments":
+        return TournamentsList(raw=msg, ref=ref, tournaments=tuple(
+            t for t in msg.get("tournaments") or () if isinstance(t, dict)))
+    if kind in ("tournament_joined", "tournament_left", "tournament_unwatched"):
+        return TournamentAck(raw=msg, ref=ref, kind=str(kind),
+                             tournament_id=str(msg.get("tournament_id", "")))
     if kind == "error":
         return ErrorReply(
             raw=msg,

@@ -9,6 +9,13 @@ Examples::
 
 --rounds N draws N pairs of secrets; every pair of bots plays each pair both ways, so a
 round robin of B bots plays B(B-1)/2 * N * 2 matches. See docs/tournaments.md.
+
+Tournaments hosted by a server (players join with moo bot NAME --tournament ID)::
+
+    moo tournament create --url URL --name NAME --format round-robin|swiss|arena --rounds R ...
+    moo tournament show ID --url URL [--json]
+
+(moo tournament create --help, moo tournament show --help: their options.)
 """
 
 from __future__ import annotations

@@ -92,6 +92,14 @@ class ClusterLobby:
         #: client side: forwarded requests not answered yet: (conn id, ref) -> the call, when
         #: (client, ref) -> (call, last sent, first sent): monotonic times
         self.pending: dict[tuple[str, Any], tuple[LobbyCall, float, float]] = {}
+        #: hosted tournaments (server/tournaments.py), run where the lobby is: the leader's
+        #: handler of a ``tournament_*`` request, and who is told when this node starts or
+        #: stops leading (set by the app; None: no tournaments)
+        self.on_tournament: Callable[[Follower, dict[str, Any]], None] | None = None
+        self.on_leading: Callable[[bool], None] | None = None
+        #: client side: the tournaments each local client watches (conn id -> ids), watched
+        #: again at the next leader
+        self.watched: dict[str, set[str]] = {}
 
     # -- LobbyService -----------------------------------------------------------------------------
     @property
@@ -132,6 +140,7 @@ class ClusterLobby:
         if isinstance(conn, Connection):
             cid = self.forwarding.cid(conn)
             self.records.pop(cid, None)
+            self.watched.pop(cid, None)
             for key in [k for k in self.pending if k[0] == cid]:
                 del self.pending[key]
             if not self.leading():
@@ -170,6 +179,30 @@ class ClusterLobby:
                 self.sync()
         else:
             self._request(conn, "rematch", msg)
+
+    def tournament(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A ``tournament_*`` request of a local client: to the tournaments at the leader."""
+        if isinstance(conn, Connection):
+            kind, tid = msg["type"], msg.get("tournament_id")
+            cid = self.forwarding.cid(conn)
+            if kind == "tournament_watch" and tid is not None:
+                self.watched.setdefault(cid, set()).add(tid)
+            elif kind == "tournament_unwatch" and tid is not None:
+                self.watched.get(cid, set()).discard(tid)
+        self._request(conn, "tournament", msg)
+
+    def _rewatch(self, conn: Connection, run_here: bool) -> None:
+        """After a leader change: the new leader is told the client's watched tournaments
+        again (each answers with the object, without ``ref``)."""
+        for tid in sorted(self.watched.get(self.forwarding.cid(conn), ())):
+            msg = {"type": "tournament_watch", "tournament_id": tid}
+            if run_here:
+                try:
+                    self._run(conn, "tournament", msg)
+                except MooError:
+                    continue
+            else:
+                self._call(conn, "tournament", msg, track=False)
 
     # -- one match per person --------------------------------------------------------------------
     def busy(self, player: str) -> str | None:
@@ -319,6 +352,10 @@ class ClusterLobby:
             lobby.room_join(conn, msg)
         elif op == "rematch":
             spawn(self._local_rematch(conn, msg))
+        elif op == "tournament":
+            if self.on_tournament is None:
+                raise NotAvailable("this server runs no tournaments")
+            self.on_tournament(conn, msg)
 
     async def _local_rematch(self, conn: Follower, msg: dict[str, Any]) -> None:
         try:
@@ -416,6 +453,8 @@ class ClusterLobby:
         self.leader = leader
         if was == self.node:
             self._hand_over()
+        if self.on_leading is not None and (was == self.node) != (leader == self.node):
+            self.on_leading(leader == self.node)
         early, self._early = self._early, []
         if leader == self.node:
             self._take_over()
@@ -458,6 +497,9 @@ class ClusterLobby:
                 except MooError as exc:
                     conn.send(error_message(exc, call.msg.get("id")))
         self.pending.clear()
+        for present in list(self.lobby.online.values()):
+            if isinstance(present, Connection) and not present.closing:
+                self._rewatch(present, run_here=True)
         self._retry_held(None)
         self.sync()
 
@@ -474,6 +516,7 @@ class ClusterLobby:
             state = self.records.get(self.forwarding.cid(conn))
             if state is not None:
                 self._call(conn, "restore", state, track=False)
+            self._rewatch(conn, run_here=False)
         for key, (call, _, first) in list(self.pending.items()):
             self.pending[key] = (call, time.monotonic(), first)
             self.send(leader, call)

@@ -54,7 +54,7 @@ from server.cluster.wire import (
     Unwatch,
 )
 from server.connection import Connection, error_message
-from server.matches import SPECTATOR, Follower
+from server.matches import SPECTATOR, Follower, TournamentGame
 from server.settings import Settings
 from server.storage import StoredMatch
 from server.storage_cluster import ClusterStore
@@ -274,13 +274,15 @@ class Router:
         rated: bool = True,
         rules: GameRules | None = None,
         assist: bool = False,
+        tournament: TournamentGame | None = None,
     ) -> None:
         """A match the lobby agreed on starts on the node of its first seated player, so
         matches spread over the nodes like their players."""
         first = next((c for c in conns if c is not None), None)
         target = first.origin if isinstance(first, StandIn) else self.node
         if target == self.node or not self.transport.up.is_set():
-            self._create_here(players, conns, pacing, bots, refs, rated, rules, assist)
+            self._create_here(players, conns, pacing, bots, refs, rated, rules, assist,
+                              tournament)
             return
         seats: list[Any] = []
         for c in conns:
@@ -294,12 +296,16 @@ class Router:
         self._send(target, Create(
             list(players), seats, pacing, list(bots), list(refs), rated,
             None if rules is None else rules.to_dict(), assist,
+            None if tournament is None else [
+                tournament.tournament_id, tournament.match_id,
+                None if tournament.secrets is None else list(tournament.secrets)],
         ))
 
     def _create_here(
         self, players: tuple[str, str], conns: tuple[Follower | None, Follower | None],
         pacing: str | None, bots: tuple[str | None, str | None], refs: tuple[Any, Any],
         rated: bool, rules: GameRules | None, assist: bool,
+        tournament: TournamentGame | None = None,
     ) -> None:
         """Start the match here, after checking once more that none of this node's people
         already sits in an unfinished match (the lobby leader may not have known)."""
@@ -317,7 +323,8 @@ class Router:
                             f"{conn.player} is playing match {busy}: finish or resign it first",
                             match_id=busy,
                         )
-            self.arena.create(players, conns, pacing, bots, refs, rated, rules, assist)
+            self.arena.create(players, conns, pacing, bots, refs, rated, rules, assist,
+                              tournament)
         except MooError as exc:
             for conn, ref in zip(conns, refs, strict=True):
                 if conn is not None and not conn.closing:
@@ -377,7 +384,7 @@ class Router:
         self._create_here(
             (item.players[0], item.players[1]), (conns[0], conns[1]), item.pacing,
             (item.bots[0], item.bots[1]), (item.refs[0], item.refs[1]), item.rated, rules,
-            item.assist,
+            item.assist, _tournament_game(item.tournament),
         )
 
     def lost(self, sender: str | None) -> None:
@@ -508,3 +515,11 @@ def _replay(sm: StoredMatch) -> Match | None:
         return Match.replay(sm.events, keep_log=False)
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _tournament_game(raw: list[Any] | None) -> TournamentGame | None:
+    """The tournament part of a forwarded :class:`Create` (see :meth:`Router.create`)."""
+    if raw is None:
+        return None
+    secrets = raw[2]
+    return TournamentGame(raw[0], raw[1], None if secrets is None else (secrets[0], secrets[1]))

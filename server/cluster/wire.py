@@ -196,6 +196,8 @@ class Create(Message):
     rated: bool
     rules: dict[str, Any] | None
     assist: bool
+    #: a hosted tournament's game: [tournament_id, match_id, secrets or None]
+    tournament: list[Any] | None = None
 
 
 # -- to every node -----------------------------------------------------------------------------

@@ -1,0 +1,602 @@
+"""Hosted tournaments: the requests, the clock that starts and pairs them, and their results.
+
+What decides pairings and standings is pure (moo/tourney.py); this module does the I/O around
+it: it validates the ``tournament_*`` requests, starts each game as an ordinary match through
+the lobby (so a person's queue entry and rooms are dropped as for any match), hears each
+game's result from the arena's listeners (or, for a match that ran elsewhere or finished while
+this node was not running the tournaments, from the store), and tells participants and
+watchers the new ``tournament`` object (docs/protocol.md, "Tournaments").
+
+One node runs the tournaments: a single server, or on a cluster the lobby's leader (the same
+fence as the lobby, server/cluster/leadership.py). Each change is written to the store as the
+tournament's whole state, so a restarted server, or the next leader, goes on from there.
+
+Updates are coalesced: a change marks the tournament dirty and one flush, at most every
+:data:`FLUSH_S`, sends the object and writes it, so an arena of many fast bots does not send the
+whole object once per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from moo.errors import (
+    MooError,
+    NotAvailable,
+    SchemaError,
+    UnknownTournament,
+    WrongPool,
+)
+from moo.match import Event, Match
+from moo.tourney import (
+    Game,
+    Tournament,
+    arena_pairs,
+    round_robin_schedule,
+    swiss_first_round,
+    swiss_pairs,
+)
+from moo.variants import rules_from_dict
+from server.arena import Arena
+from server.background import spawn
+from server.lobby import Lobby
+from server.matches import Follower, TournamentGame
+from server.storage import Store
+
+__all__ = ["TournamentService"]
+
+log = logging.getLogger("moo.tournaments")
+
+#: seconds between two looks at the tournaments (starts, pairings, games that may start)
+TICK_S = 0.25
+#: at most one update (message and write) per tournament this often
+FLUSH_S = 0.25
+#: seconds a started game's match may be absent from this node before the store is asked
+#: whether it finished (a match run by another node, or finished before a restart)
+POLL_S = 1.0
+#: limits (docs/protocol.md, "Tournaments")
+MAX_OPEN = 100
+MAX_OPEN_PER_CREATOR = 5
+MAX_PLAYERS = 64
+MAX_WATCHED = 32
+#: finished tournaments listed by ``tournaments`` (and kept in memory)
+RECENT_FINISHED = 20
+#: finished tournaments older than this are not loaded at start (ms)
+RECENT_MS = 24 * 3600 * 1000
+DEFAULT_START_IN_S = 60
+DEFAULT_SWISS_ROUNDS = 5
+
+
+class TournamentService:
+    """The hosted tournaments of one server (or of a cluster, on its lobby leader)."""
+
+    def __init__(
+        self,
+        arena: Arena,
+        lobby: Lobby,
+        store: Store,
+        *,
+        clock: Callable[[], int] | None = None,
+        publish: Callable[[str, dict[str, Any]], None] | None = None,
+        route: Callable[[Follower, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.arena = arena
+        self.lobby = lobby
+        self.store = store
+        self.clock = clock or arena.clock
+        #: told each tournament object sent (MQTT: server/publisher.py)
+        self.publish = publish
+        self.tournaments: dict[str, Tournament] = {}
+        #: tournament id -> connections watching it
+        self.watchers: dict[str, set[Follower]] = {}
+        #: connection -> the tournaments it watches
+        self.watching: dict[Follower, set[str]] = {}
+        #: tournaments changed since their last flush, and when each was flushed last
+        self.dirty: set[str] = set()
+        self.flushed: dict[str, float] = {}
+        #: match id -> when it was last found not live here (for the store poll)
+        self.absent: dict[str, float] = {}
+        self.polling: set[str] = set()
+        #: a cluster's way to a request's handler (the lobby leader's :meth:`handle`, here
+        #: or over the bus: ClusterLobby.tournament); None on a single node
+        self.route = route
+        #: whether this node runs the tournaments now: a single node always; a cluster node
+        #: while it leads the lobby and once it has read them (:meth:`set_leading`)
+        self.active = route is None
+        self._task: asyncio.Task[None] | None = None
+        self._flush_handle: asyncio.TimerHandle | None = None
+        arena.listeners.append(self.on_events)
+
+    # -- life cycle ----------------------------------------------------------------------------
+    async def load(self) -> None:
+        """Read the unfinished and recently finished tournaments back from the store."""
+        rows = await self.store.load_tournaments(self.clock() - RECENT_MS)
+        self.tournaments = {}
+        for data in rows:
+            try:
+                t = Tournament.from_dict(data)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.error("cannot read a stored tournament: %s", exc)
+                continue
+            self.tournaments[t.tournament_id] = t
+        if rows:
+            log.info("tournaments: %d loaded", len(self.tournaments))
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = spawn(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for tid in list(self.dirty):
+            await self._save(tid)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            if not self.active:
+                continue
+            try:
+                self.tick()
+            except Exception:  # a bug here must not stop every tournament for good
+                log.exception("tournament tick failed")
+
+    def set_leading(self, leading: bool) -> None:
+        """A cluster node starts or stops leading the lobby, and so running the tournaments.
+
+        Starting: read them from the store (the former leader wrote each change), then run.
+        Stopping: write what changed since the last write, then forget them (the next leader
+        reads them)."""
+        if leading:
+            spawn(self._activate())
+            return
+        self.active = False
+        for tid in list(self.dirty):
+            spawn(self._save(tid, self.tournaments.get(tid)))
+        self.dirty.clear()
+        self.tournaments.clear()
+        self.watchers.clear()
+        self.watching.clear()
+        self.absent.clear()
+
+    async def _activate(self) -> None:
+        try:
+            await self.load()
+        except MooError as exc:
+            log.error("tournaments: cannot read them (%s); retrying", exc)
+            await asyncio.sleep(1.0)
+            spawn(self._activate())
+            return
+        self.active = True
+        log.info("tournaments: running them here (%d loaded)", len(self.tournaments))
+
+    # -- requests ------------------------------------------------------------------------------
+    def request(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A client's ``tournament_*`` request, from its session."""
+        if self.route is not None:
+            self.route(conn, msg)
+        else:
+            self.handle(conn, msg)
+
+    def handle(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """Run a ``tournament_*`` request here (a single node, or the cluster's leader)."""
+        if not self.active:
+            raise NotAvailable("the tournaments are moving to another node; try again")
+        kind = msg["type"]
+        if kind == "tournament_create":
+            self.create(conn, msg)
+        elif kind == "tournaments":
+            self.listing(conn, msg.get("id"))
+        elif kind == "tournament_join":
+            self.join(conn, msg)
+        elif kind == "tournament_leave":
+            self.leave(conn, msg)
+        elif kind == "tournament_watch":
+            self.watch(conn, msg)
+        elif kind == "tournament_unwatch":
+            self.unwatch(conn, msg)
+        else:
+            raise NotAvailable(f"{kind!r} is not a tournament request")
+
+    def create(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._check_active()
+        creator = _player(conn)
+        name = msg["name"].strip()
+        if not name:
+            raise SchemaError("field 'name' must not be empty")
+        fmt = msg["format"]
+        duration = msg.get("duration_s")
+        rounds = msg.get("rounds")
+        if fmt == "arena":
+            if duration is None:
+                raise SchemaError("an arena needs field 'duration_s' (10-86400 seconds)")
+            rounds = None
+        else:
+            if duration is not None:
+                raise SchemaError(f"field 'duration_s' is for an arena, not a {fmt}")
+            if rounds is None:
+                rounds = 1 if fmt == "round-robin" else DEFAULT_SWISS_ROUNDS
+        rules = self.arena.rules_of(msg)
+        pool = msg.get("pool") or "any"
+        open_ = [t for t in self.tournaments.values() if t.status != "finished"]
+        if len(open_) >= MAX_OPEN:
+            raise NotAvailable("too many open tournaments on this server; try later")
+        if sum(1 for t in open_ if t.creator == creator) >= MAX_OPEN_PER_CREATOR:
+            raise NotAvailable(
+                f"too many open tournaments of yours (at most {MAX_OPEN_PER_CREATOR})")
+        now = self.clock()
+        starts_at = now + 1000 * msg.get("start_in_s", DEFAULT_START_IN_S)
+        while True:
+            tid = "t" + secrets.token_hex(6)
+            if tid not in self.tournaments:
+                break
+        t = Tournament(
+            tournament_id=tid, name=name, creator=creator, format=fmt, rules=rules.to_dict(),
+            pool=pool, rounds=rounds, duration_s=duration, rated=msg.get("rated", True),
+            secrets=msg.get("secrets") or ("server" if pool == "bots" else "players"),
+            pacing=msg.get("pacing") or self.arena.settings.pacing, starts_at=starts_at,
+            ends_at=starts_at + 1000 * duration if duration is not None else None,
+        )
+        self.tournaments[tid] = t
+        conn.send(_with_ref({"type": "tournament", "tournament": t.public()}, msg.get("id")))
+        self._changed(t)
+
+    def listing(self, conn: Follower, ref: Any) -> None:
+        every = list(self.tournaments.values())
+        upcoming = sorted((t for t in every if t.status == "upcoming"), key=lambda t: t.starts_at)
+        running = sorted((t for t in every if t.status == "running"), key=lambda t: t.starts_at)
+        done = sorted((t for t in every if t.status == "finished"),
+                      key=lambda t: -(t.finished_at or 0))[:RECENT_FINISHED]
+        rows = [t.summary() for t in (*upcoming, *running, *done)]
+        conn.send(_with_ref({"type": "tournaments", "tournaments": rows}, ref))
+
+    def join(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._check_active()
+        player = _player(conn)
+        t = self._get(msg["tournament_id"])
+        self._check_membership_change(t)
+        bot = self.lobby.is_bot(player)
+        if t.pool == "bots" and not bot:
+            raise WrongPool("this tournament's pool is 'bots': programs (hello with bot: true)"
+                            " only")
+        if t.pool == "humans" and bot:
+            raise WrongPool("this tournament's pool is 'humans': people only, not programs")
+        if not t.has(player) and len(t.players) >= MAX_PLAYERS:
+            raise NotAvailable(f"the tournament is full ({MAX_PLAYERS} players)")
+        added = t.join(player)
+        conn.send(_with_ref({"type": "tournament_joined", "tournament_id": t.tournament_id},
+                            msg.get("id")))
+        if added:
+            self._changed(t)
+
+    def leave(self, conn: Follower, msg: dict[str, Any]) -> None:
+        self._check_active()
+        player = _player(conn)
+        t = self._get(msg["tournament_id"])
+        if t.has(player):
+            self._check_membership_change(t)
+            t.leave(player)
+            # the last update they get says they are out
+            conn.send({"type": "tournament", "tournament": t.public()})
+            self._changed(t)
+        conn.send(_with_ref({"type": "tournament_left", "tournament_id": t.tournament_id},
+                            msg.get("id")))
+
+    def watch(self, conn: Follower, msg: dict[str, Any]) -> None:
+        t = self._get(msg["tournament_id"])
+        mine = self.watching.setdefault(conn, set())
+        if t.tournament_id not in mine and len(mine) >= MAX_WATCHED:
+            raise NotAvailable(f"you watch {MAX_WATCHED} tournaments already; unwatch one first")
+        mine.add(t.tournament_id)
+        self.watchers.setdefault(t.tournament_id, set()).add(conn)
+        conn.send(_with_ref({"type": "tournament", "tournament": t.public()}, msg.get("id")))
+
+    def unwatch(self, conn: Follower, msg: dict[str, Any]) -> None:
+        tid = msg["tournament_id"]
+        self._get(tid)
+        self._unwatch(conn, tid)
+        conn.send(_with_ref({"type": "tournament_unwatched", "tournament_id": tid},
+                            msg.get("id")))
+
+    def forget(self, conn: Follower) -> None:
+        """The connection is gone: it watches nothing any more."""
+        for tid in self.watching.pop(conn, set()):
+            watchers = self.watchers.get(tid)
+            if watchers is not None:
+                watchers.discard(conn)
+
+    def _unwatch(self, conn: Follower, tid: str) -> None:
+        self.watching.get(conn, set()).discard(tid)
+        self.watchers.get(tid, set()).discard(conn)
+
+    def _get(self, tid: str) -> Tournament:
+        t = self.tournaments.get(tid)
+        if t is None:
+            raise UnknownTournament(f"no tournament {tid!r}")
+        return t
+
+    def _check_active(self) -> None:
+        if not self.active:
+            raise NotAvailable("the tournaments are moving to another node; try again")
+        if self.lobby.closed:
+            raise NotAvailable("the server is shutting down; try again in a moment")
+
+    @staticmethod
+    def _check_membership_change(t: Tournament) -> None:
+        if t.status == "finished":
+            raise NotAvailable("the tournament is finished")
+        if t.status == "running" and t.format != "arena":
+            raise NotAvailable(
+                "the tournament has started: only an arena takes or lets go of players while"
+                " it runs")
+
+    # -- results ---------------------------------------------------------------------------------
+    def on_events(self, match: Match, events: list[Event]) -> None:
+        """Arena listener: a finished game of a tournament counts at once. Cheap for every
+        other match (one attribute read)."""
+        tid = match.config.tournament_id
+        if tid is None or not match.finished or events[-1]["kind"] != "finished":
+            return
+        t = self.tournaments.get(tid)
+        if t is None or match.result is None:
+            return
+        if t.record(match.match_id, match.result["winner"]) is not None:
+            self.absent.pop(match.match_id, None)
+            self._changed(t)
+            if self.active:
+                asyncio.get_running_loop().call_soon(self._step_safely, t)
+
+    async def _poll(self, t: Tournament, match_id: str) -> None:
+        """Ask the store whether a game whose match is not live here has finished."""
+        try:
+            finished = await self.store.finished_event(match_id)
+        except MooError as exc:
+            log.warning("tournament %s: cannot read match %s: %s", t.tournament_id, match_id, exc)
+            return
+        finally:
+            self.polling.discard(match_id)
+        if finished is None or finished.get("kind") != "finished" or not self.active:
+            return
+        if t.record(match_id, finished.get("winner")) is not None:
+            self.absent.pop(match_id, None)
+            self._changed(t)
+            self._step_safely(t)
+
+    # -- the clock -------------------------------------------------------------------------------
+    def tick(self) -> None:
+        for t in list(self.tournaments.values()):
+            if t.status != "finished":
+                self._step(t)
+        self._forget_old()
+
+    def _step_safely(self, t: Tournament) -> None:
+        try:
+            self._step(t)
+        except Exception:
+            log.exception("tournament %s: step failed", t.tournament_id)
+
+    def _step(self, t: Tournament) -> None:
+        now = self.clock()
+        if t.status == "upcoming":
+            if now < t.starts_at:
+                return
+            self._begin(t, now)
+            if t.status == "finished":
+                return
+        if t.format == "arena":
+            if now < (t.ends_at or 0):
+                self._pair_arena(t)
+            elif not t.unfinished():
+                self._finish(t, now)
+                return
+        elif t.round_done() and not self._next_round(t):
+            self._finish(t, now)
+            return
+        self._start_games(t)
+        self._look_for_results(t)
+
+    def _begin(self, t: Tournament, now: int) -> None:
+        t.status = "running"
+        self._changed(t)
+        if len(t.players) < 2:
+            self._finish(t, now)
+            return
+        if t.format == "round-robin":
+            schedule = round_robin_schedule(t.players, t.rounds or 1)
+            for number, pairs in enumerate(schedule, start=1):
+                t.round = number
+                for a, b in pairs:
+                    t.add_pairing(a, b, self._secrets(t))
+            t.round = 1
+        elif t.format == "swiss":
+            t.rounds = min(t.rounds or DEFAULT_SWISS_ROUNDS, len(t.players) - 1)
+            t.round = 1
+            pairs, bye = swiss_first_round(t.players)
+            self._add_round(t, pairs, bye)
+
+    def _next_round(self, t: Tournament) -> bool:
+        """Round-robin and swiss: the next round once this one is done; False at the end."""
+        if t.format == "round-robin":
+            last = max((g.round for g in t.games), default=0)
+            if t.round >= last:
+                return False
+            t.round += 1
+            self._changed(t)
+            return True
+        if t.round >= (t.rounds or 0):
+            return False
+        t.round += 1
+        rows = {r["name"]: r for r in t.public()["standings"]}
+        ranked = [p for p in sorted(t.players, key=lambda p: (
+            -rows[p]["score"], -rows[p]["tiebreak"], t.players.index(p)))]
+        scores = {p: float(rows[p]["score"]) for p in t.players}
+        met = {frozenset(g.players) for g in t.games}
+        pairs, bye = swiss_pairs(ranked, scores, met, t.byes)
+        self._add_round(t, pairs, bye)
+        return True
+
+    def _add_round(self, t: Tournament, pairs: list[tuple[str, str]], bye: str | None) -> None:
+        for a, b in pairs:
+            t.add_pairing(a, b, self._secrets(t))
+        if bye is not None:
+            t.byes.append(bye)
+        self._changed(t)
+
+    def _pair_arena(self, t: Tournament) -> None:
+        busy = t.busy_players()
+        played = {p: 0 for p in t.players}
+        for g in t.games:
+            for p in g.players:
+                if p in played:
+                    played[p] += 1
+        free = [p for p in t.players if p not in busy and self._free(p) and self._online(p)]
+        free.sort(key=lambda p: (played[p], t.players.index(p)))
+        for a, b in arena_pairs(free, t.last_opponent):
+            t.round += 1
+            t.add_pairing(a, b, self._secrets(t))
+            t.last_opponent[a], t.last_opponent[b] = b, a
+            self._changed(t)
+
+    def _start_games(self, t: Tournament) -> None:
+        limit = t.round if t.format != "arena" else None
+        started: set[str] = set()
+        for g in t.games:
+            if g.match_id is not None or g.result is not None:
+                continue
+            if limit is not None and g.round > limit:
+                break
+            if any(p in started and not self.lobby.is_bot(p) for p in g.players):
+                continue  # a person's second game waits for the first
+            if not all(self._free(p) for p in g.players):
+                continue
+            if self._start(t, g):
+                started.update(g.players)
+
+    def _start(self, t: Tournament, g: Game) -> bool:
+        match_id = "m" + secrets.token_hex(6)
+        g.match_id = match_id
+        conns = (self.lobby.online.get(g.players[0]), self.lobby.online.get(g.players[1]))
+        try:
+            self.lobby.start(
+                g.players, conns, t.pacing, rated=t.rated, rules=rules_from_dict(dict(t.rules)),
+                tournament=TournamentGame(t.tournament_id, match_id,
+                                          g.secrets if t.secrets == "server" else None),
+            )
+        except MooError as exc:
+            log.warning("tournament %s: game %s could not start: %s", t.tournament_id,
+                        match_id, exc)
+            g.match_id = None
+            return False
+        self._changed(t)
+        return True
+
+    def _look_for_results(self, t: Tournament) -> None:
+        """A started game whose match is not live here: after :data:`POLL_S`, ask the store."""
+        now = time.monotonic()
+        for g in t.games:
+            mid = g.match_id
+            if mid is None or g.result is not None or self.arena.is_live(mid):
+                continue
+            first = self.absent.setdefault(mid, now)
+            if now - first >= POLL_S and mid not in self.polling:
+                self.absent[mid] = now
+                self.polling.add(mid)
+                spawn(self._poll(t, mid))
+
+    def _finish(self, t: Tournament, now: int) -> None:
+        t.status = "finished"
+        t.finished_at = now
+        if t.format != "arena":
+            t.ends_at = now
+        self._changed(t)
+
+    def _forget_old(self) -> None:
+        done = sorted((t for t in self.tournaments.values() if t.status == "finished"),
+                      key=lambda t: -(t.finished_at or 0))
+        for t in done[RECENT_FINISHED:]:
+            if t.tournament_id not in self.dirty and not self.watchers.get(t.tournament_id):
+                del self.tournaments[t.tournament_id]
+
+    # -- who may play now ---------------------------------------------------------------------
+    def _free(self, player: str) -> bool:
+        """A program always; a person without another unfinished match."""
+        return self.lobby.is_bot(player) or self.lobby.busy(player) is None
+
+    def _online(self, player: str) -> bool:
+        conn = self.lobby.online.get(player)
+        return conn is not None and not conn.closing
+
+    def _secrets(self, t: Tournament) -> tuple[str, str] | None:
+        if t.secrets != "server":
+            return None
+        codes = rules_from_dict(dict(t.rules)).secrets
+        return (secrets.choice(codes), secrets.choice(codes))
+
+    # -- telling everyone ----------------------------------------------------------------------
+    def _changed(self, t: Tournament) -> None:
+        self.dirty.add(t.tournament_id)
+        if self._flush_handle is None:
+            loop = asyncio.get_running_loop()
+            last = min((self.flushed.get(tid, 0.0) for tid in self.dirty), default=0.0)
+            delay = max(0.0, last + FLUSH_S - time.monotonic())
+            self._flush_handle = loop.call_later(delay, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        if not self.active:
+            return
+        dirty, self.dirty = self.dirty, set()
+        now = time.monotonic()
+        for tid in dirty:
+            t = self.tournaments.get(tid)
+            if t is None:
+                continue
+            self.flushed[tid] = now
+            obj = t.public()
+            msg = {"type": "tournament", "tournament": obj}
+            told: set[int] = set()
+            for name in t.players:
+                conn = self.lobby.online.get(name)
+                if conn is not None and not conn.closing:
+                    told.add(id(conn))
+                    conn.send(msg)
+            for conn in list(self.watchers.get(tid, ())):
+                if id(conn) not in told and not conn.closing:
+                    conn.send(msg)
+            if self.publish is not None:
+                try:
+                    self.publish(tid, obj)
+                except Exception:  # the stream never stops a tournament
+                    log.exception("tournament %s: publishing failed", tid)
+            spawn(self._save(tid))
+
+    async def _save(self, tid: str, t: Tournament | None = None) -> None:
+        t = t or self.tournaments.get(tid)
+        if t is None:
+            return
+        try:
+            await self.store.save_tournament(tid, t.status, t.to_dict(), self.clock())
+        except MooError as exc:
+            log.error("tournament %s: cannot store it: %s", tid, exc)
+            self.dirty.add(tid)  # written again with the next change
+
+
+def _player(conn: Follower) -> str:
+    assert conn.player is not None
+    return conn.player
+
+
+def _with_ref(msg: dict[str, Any], ref: Any) -> dict[str, Any]:
+    if ref is not None:
+        msg["ref"] = ref
+    return msg

@@ -1,0 +1,305 @@
+"""Hosted tournaments over real sockets (docs/protocol.md, "Tournaments"): the requests, the
+validation, server secrets played both ways, no-shows, standings and the export."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from moo.mqtt import tournament_topic
+from moo.tourney import Tournament
+from server.app import App
+from server.export import records
+from tests.server_support import Client, running, server_settings
+
+
+def _start_now(app: App, tid: str) -> None:
+    """The start time comes: the service's next tick starts the tournament."""
+    t: Tournament = app.tournaments.tournaments[tid]
+    t.starts_at = app.arena.clock()
+
+
+async def _update(client: Client, tid: str, pred: Any) -> dict[str, Any]:
+    """The first ``tournament`` update for ``tid`` that satisfies ``pred``."""
+    msg = await client.expect(lambda m: m.get("type") == "tournament"
+                              and m["tournament"]["tournament_id"] == tid
+                              and pred(m["tournament"]))
+    return dict(msg["tournament"])
+
+
+async def _create(client: Client, **fields: Any) -> dict[str, Any]:
+    reply = await client.request({"type": "tournament_create", "name": "cup",
+                                  "format": "round-robin", "start_in_s": 3600, **fields})
+    assert reply["type"] == "tournament", reply
+    return dict(reply["tournament"])
+
+
+async def test_create_list_join_leave_watch(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        bot = await Client.hello(app.port, "b1", bot=True)
+        t = await _create(ann, name="  Friday  ", pool="bots")
+        tid = t["tournament_id"]
+        assert t["name"] == "Friday" and t["creator"] == "ann" and t["status"] == "upcoming"
+        assert t["format"] == "round-robin" and t["rounds"] == 1 and t["duration_s"] is None
+        assert t["secrets"] == "server" and t["pacing"] == "lockstep" and t["rated"] is True
+        assert t["rules"]["game"] == "moo" and t["players"] == [] and t["games"] == []
+        assert t["standings"] == [] and t["round"] == 0 and t["tiebreak"] == "sonneborn-berger"
+        assert t["starts_at"] >= app.arena.clock() + 3500_000
+        listed = await ann.request({"type": "tournaments"})
+        assert [s["tournament_id"] for s in listed["tournaments"]] == [tid]
+        assert listed["tournaments"][0]["player_count"] == 0
+        assert "standings" not in listed["tournaments"][0]
+        # a person cannot join the bots pool
+        refused = await ann.request({"type": "tournament_join", "tournament_id": tid})
+        assert refused["code"] == "wrong_pool"
+        joined = await bot.request({"type": "tournament_join", "tournament_id": tid})
+        assert joined == {"type": "tournament_joined", "tournament_id": tid,
+                          "ref": joined["ref"]}
+        update = await _update(bot, tid, lambda o: o["players"] == ["b1"])
+        assert update["standings"][0]["name"] == "b1" and update["standings"][0]["games"] == 0
+        again = await bot.request({"type": "tournament_join", "tournament_id": tid})
+        assert again["type"] == "tournament_joined"
+        # watching: the object now, then every change
+        w = await ann.request({"type": "tournament_watch", "tournament_id": tid})
+        assert w["type"] == "tournament" and w["tournament"]["players"] == ["b1"]
+        left = await bot.request({"type": "tournament_leave", "tournament_id": tid})
+        assert left["type"] == "tournament_left"
+        await _update(ann, tid, lambda o: o["players"] == [])
+        un = await ann.request({"type": "tournament_unwatch", "tournament_id": tid})
+        assert un == {"type": "tournament_unwatched", "tournament_id": tid, "ref": un["ref"]}
+        # stored: the row holds the state
+        stored = await app.store.tournament(tid)
+        assert stored is not None and stored["tournament_id"] == tid
+
+
+@pytest.mark.parametrize(("fields", "code", "words"), [
+    ({"name": "   "}, "bad_field", "must not be empty"),
+    ({"format": "knockout"}, "bad_field", "format"),
+    ({"rounds": 0}, "bad_field", "rounds"),
+    ({"rounds": 51}, "bad_field", "rounds"),
+    ({"duration_s": 60}, "bad_field", "for an arena"),
+    ({"format": "arena"}, "bad_field", "duration_s"),
+    ({"format": "arena", "duration_s": 5}, "bad_field", "duration_s"),
+    ({"pool": "robots"}, "bad_field", "pool"),
+    ({"secrets": "mine"}, "bad_field", "secrets"),
+    ({"start_in_s": -1}, "bad_field", "start_in_s"),
+    ({"assist": True}, "bad_field", "assist"),
+    ({"rules": {"game": "chess"}}, "bad_rules", ""),
+    ({"rules": {"game": "moo", "length": 6}}, "rules_not_offered", ""),
+    ({"name": "x" * 65}, "bad_field", "longer than 64"),
+])
+async def test_create_is_validated(tmp_path: Path, fields: dict[str, Any], code: str,
+                                   words: str) -> None:
+    async with running(server_settings(tmp_path, variants=["moo:4:0123456789"])) as app:
+        ann = await Client.hello(app.port, "ann")
+        reply = await ann.request({"type": "tournament_create", "name": "cup",
+                                   "format": "round-robin", **fields})
+        assert reply["type"] == "error" and reply["code"] == code, reply
+        assert words in reply["message"]
+        assert app.tournaments.tournaments == {}
+
+
+async def test_unknown_tournament_and_closed_membership(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        for kind in ("tournament_join", "tournament_leave", "tournament_watch",
+                     "tournament_unwatch"):
+            reply = await ann.request({"type": kind, "tournament_id": "t000000000000"})
+            assert reply["code"] == "unknown_tournament", reply
+        long = await ann.request({"type": "tournament_join", "tournament_id": "t" * 41})
+        assert long["code"] == "bad_field"
+        t = await _create(ann, pool="humans")
+        bot = await Client.hello(app.port, "b1", bot=True)
+        refused = await bot.request({"type": "tournament_join",
+                                     "tournament_id": t["tournament_id"]})
+        assert refused["code"] == "wrong_pool"
+        for _ in range(4):
+            await _create(ann)
+        over = await ann.request({"type": "tournament_create", "name": "sixth",
+                                  "format": "swiss"})
+        assert over["code"] == "not_available" and "too many open tournaments" in over["message"]
+        # a running round-robin takes nobody
+        bob = await Client.hello(app.port, "bob")
+        cat = await Client.hello(app.port, "cat")
+        for c in (ann, bob):
+            await c.request({"type": "tournament_join", "tournament_id": t["tournament_id"]})
+        _start_now(app, t["tournament_id"])
+        await _update(bob, t["tournament_id"], lambda o: o["status"] == "running")
+        late = await cat.request({"type": "tournament_join", "tournament_id": t["tournament_id"]})
+        assert late["code"] == "not_available" and "has started" in late["message"]
+        leave = await bob.request({"type": "tournament_leave",
+                                   "tournament_id": t["tournament_id"]})
+        assert leave["code"] == "not_available" and "has started" in leave["message"]
+
+
+async def test_fewer_than_two_players_finish_at_once(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        t = await _create(ann)
+        tid = t["tournament_id"]
+        await ann.request({"type": "tournament_join", "tournament_id": tid})
+        _start_now(app, tid)
+        done = await _update(ann, tid, lambda o: o["status"] == "finished")
+        assert done["games"] == [] and done["ends_at"] is not None
+
+
+async def test_server_secrets_both_ways_standings_and_export(tmp_path: Path) -> None:
+    settings = server_settings(tmp_path, pacing="free")
+    async with running(settings) as app:
+        published: list[tuple[str, dict[str, Any]]] = []
+        app.tournaments.publish = lambda tid, obj: published.append((tid, obj))
+        creator = await Client.hello(app.port, "boss", bot=True)
+        a = await Client.hello(app.port, "ba", bot=True)
+        b = await Client.hello(app.port, "bb", bot=True)
+        t = await _create(creator, pool="bots", rated=False)
+        tid = t["tournament_id"]
+        for c in (a, b):
+            await c.request({"type": "tournament_join", "tournament_id": tid})
+        _start_now(app, tid)
+        announced = [await a.of_type("match"), await a.of_type("match")]
+        assert all(m["tournament_id"] == tid for m in announced)
+        assert all(m["config"]["tournament_id"] == tid and m["config"]["server_secrets"]
+                   for m in announced)
+        assert sorted(m["seat"] for m in announced) == [0, 1]
+        secrets: dict[str, str] = {}
+        for m in announced:
+            mid = m["match_id"]
+            own = await a.event(mid, "secret", seat=m["seat"])
+            secrets[mid] = own["secret"]
+            await a.event(mid, "started")
+            refused = await a.request({"type": "secret", "match_id": mid, "secret": "0123"})
+            assert refused["code"] == "already_set"
+            assert refused["message"] == "the server set the secrets of this tournament match"
+        # a holds the same secret in both games, each time in its own seat's slot: so b
+        # guesses that code once, and a guesses b's code once (the same pair both ways)
+        ids = [m["match_id"] for m in announced]
+        by_seat = {m["seat"]: m["match_id"] for m in announced}
+        # play: a resigns the game in which it sits first, wins the other by solving it
+        await a.request({"type": "resign", "match_id": by_seat[0]})
+        other = by_seat[1]
+        b_secret = (await b.event(other, "secret", seat=0))["secret"]
+        await a.request({"type": "guess", "match_id": other, "guess": b_secret})
+        await b.request({"type": "resign", "match_id": other})
+        done = await _update(a, tid, lambda o: o["status"] == "finished")
+        assert sorted(g["match_id"] for g in done["games"]) == sorted(ids)
+        assert all(g["round"] == 1 for g in done["games"])
+        results = {g["match_id"]: g["result"] for g in done["games"]}
+        assert results[by_seat[0]] == "0-1" and results[by_seat[1]] == "0-1"
+        rows = {r["name"]: r for r in done["standings"]}
+        assert rows["ba"]["games"] == rows["bb"]["games"] == 2
+        assert (rows["ba"]["wins"], rows["ba"]["losses"]) == (1, 1)
+        assert (rows["bb"]["wins"], rows["bb"]["losses"]) == (1, 1)
+        assert rows["ba"]["score"] == rows["bb"]["score"] == 1.0
+        # both games used one pair of secrets, swapped with the seats
+        first = await app.store.stored_match(by_seat[0])
+        second = await app.store.stored_match(by_seat[1])
+        assert first is not None and second is not None
+        fin = [first.events[-1]["secrets"], second.events[-1]["secrets"]]
+        assert fin[0] == fin[1]
+        assert secrets[by_seat[0]] == fin[0][0] and secrets[by_seat[1]] == fin[1][1]
+        assert published and published[-1][0] == tid
+        assert published[-1][1]["status"] == "finished"
+        assert tournament_topic(tid) == f"moo/v1/tournaments/{tid}/state"
+    exported = [r for r in records(settings.db) if r["match_id"] in ids]
+    assert len(exported) == 2 and all(r["tournament_id"] == tid for r in exported)
+    assert all(r["config"]["server_secrets"] is True for r in exported)
+    others = [r for r in records(settings.db) if r["match_id"] not in ids]
+    assert all(r["tournament_id"] is None for r in others)
+
+
+async def test_a_no_show_forfeits_that_game_only(tmp_path: Path) -> None:
+    settings = server_settings(tmp_path, grace_ms=300)
+    async with running(settings) as app:
+        boss = await Client.hello(app.port, "boss")
+        ann = await Client.hello(app.port, "ann")
+        bob = await Client.hello(app.port, "bob")
+        t = await _create(boss, rounds=1, secrets="server")
+        tid = t["tournament_id"]
+        for c in (ann, bob):
+            await c.request({"type": "tournament_join", "tournament_id": tid})
+        await bob.close()  # bob is not there when the games start
+        _start_now(app, tid)
+        first = await ann.of_type("match")
+        assert first["tournament_id"] == tid
+        mid = first["match_id"]
+        away = await ann.event(mid, "away")
+        assert away["seat"] == 1 - first["seat"]
+        finished = await ann.event(mid, "finished")
+        assert finished["reason"] == "disconnect" and finished["winner"] == first["seat"]
+        # ann (a person) plays the second game after the first; bob forfeits it too
+        second = await ann.expect(lambda m: m.get("type") == "match" and m["match_id"] != mid)
+        end = await ann.event(second["match_id"], "finished")
+        assert end["reason"] == "disconnect" and end["winner"] == second["seat"]
+        done = await _update(ann, tid, lambda o: o["status"] == "finished")
+        rows = {r["name"]: r for r in done["standings"]}
+        assert (rows["ann"]["wins"], rows["ann"]["games"]) == (2, 2)
+        assert (rows["bob"]["losses"], rows["bob"]["games"]) == (2, 2)
+        assert done["players"] == ["ann", "bob"]  # bob is still in the tournament
+
+
+async def test_a_person_plays_one_game_at_a_time(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        bob = await Client.hello(app.port, "bob")
+        t = await _create(ann, secrets="server")
+        tid = t["tournament_id"]
+        for c in (ann, bob):
+            await c.request({"type": "tournament_join", "tournament_id": tid})
+        _start_now(app, tid)
+        m = await ann.of_type("match")
+        running_ = await _update(ann, tid, lambda o: len(o["games"]) == 1)
+        assert running_["status"] == "running" and running_["games"][0]["result"] is None
+        # the second game waits for the first: none was announced meanwhile
+        assert [x for x in ann.inbox if x.get("type") == "match"] == []
+        await ann.request({"type": "resign", "match_id": m["match_id"]})
+        second = await ann.expect(lambda x: x.get("type") == "match"
+                                  and x["match_id"] != m["match_id"])
+        assert second["seat"] != m["seat"]
+
+
+async def test_arena_pairs_players_as_they_free_up(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        boss = await Client.hello(app.port, "boss", bot=True)
+        bots = [await Client.hello(app.port, f"x{i}", bot=True) for i in range(3)]
+        t = await _create(boss, format="arena", duration_s=3600, pool="bots")
+        tid = t["tournament_id"]
+        assert t["rounds"] is None and t["ends_at"] == t["starts_at"] + 3600_000
+        for c in bots[:2]:
+            await c.request({"type": "tournament_join", "tournament_id": tid})
+        _start_now(app, tid)
+        first = await _update(bots[0], tid, lambda o: len(o["games"]) == 2)
+        assert {tuple(g["players"]) for g in first["games"]} == {("x0", "x1"), ("x1", "x0")}
+        # a third joins the running arena: nobody is free yet, so nothing is paired
+        joined = await bots[2].request({"type": "tournament_join", "tournament_id": tid})
+        assert joined["type"] == "tournament_joined"
+        for g in first["games"]:  # x0 resigns both: both free again
+            await bots[0].request({"type": "resign", "match_id": g["match_id"]})
+        nxt = await _update(bots[2], tid, lambda o: len(o["games"]) == 4)
+        newest = {tuple(g["players"]) for g in nxt["games"][2:]}
+        # x0 freed first (fewest games among the free ones ties; join order): its last
+        # opponent x1 is avoided for x2
+        assert all("x2" in pair for pair in newest)
+        # leaving a running arena: no further pairing, finished games stay in the standings
+        await bots[0].request({"type": "tournament_leave", "tournament_id": tid})
+        after = await _update(bots[2], tid, lambda o: "x0" not in o["players"])
+        assert any(r["name"] == "x0" and r["games"] == 2 for r in after["standings"])
+
+
+async def test_a_tournament_survives_a_restart(tmp_path: Path) -> None:
+    settings = server_settings(tmp_path)
+    async with running(settings) as app:
+        ann = await Client.hello(app.port, "ann")
+        t = await _create(ann, format="swiss", rounds=3)
+        tid = t["tournament_id"]
+        await ann.request({"type": "tournament_join", "tournament_id": tid})
+        await _update(ann, tid, lambda o: o["players"] == ["ann"])
+    async with running(dataclasses.replace(settings)) as app:
+        ann = await Client.hello(app.port, "ann2")
+        w = await ann.request({"type": "tournament_watch", "tournament_id": tid})
+        assert w["tournament"]["players"] == ["ann"] and w["tournament"]["format"] == "swiss"
+        assert json.loads(json.dumps(w["tournament"])) == w["tournament"]
