@@ -24,8 +24,11 @@ import pytest
 from clients.web_harness import MooServer
 from tests import browser_support
 from tests.browser_support import (
+    DESKTOP,
+    PHONE,
     WAIT_MS,
     assert_fits,
+    cut,
     login,
     new_page,
     set_secret,
@@ -39,24 +42,7 @@ pytestmark = pytest.mark.browser
 browser = browser_support.browser
 shared_server = browser_support.shared_server
 
-DESKTOP: dict[str, Any] = {"viewport": {"width": 1280, "height": 800}}
-PHONE: dict[str, Any] = {
-    "viewport": {"width": 390, "height": 844},
-    "is_mobile": True,
-    "has_touch": True,
-    "device_scale_factor": 2,
-}
 SIZES = {"desktop": DESKTOP, "phone": PHONE}
-
-# Elements among `selector` whose text is cut (wider than their box) or that stick out of the
-# viewport sideways: [selector index, text, scrollWidth, clientWidth, left, right].
-CUT = """(selector) => [...document.querySelectorAll(selector)]
-  .filter((e) => e.offsetParent !== null)
-  .map((e, i) => {
-    const r = e.getBoundingClientRect();
-    return [i, e.textContent, e.scrollWidth, e.clientWidth, r.left, r.right];
-  })
-  .filter(([, , sw, cw, left, right]) => sw > cw + 1 || left < -0.5 || right > innerWidth + 0.5)"""
 
 BOX = """(selector) => {
   const e = document.querySelector(selector);
@@ -69,10 +55,6 @@ BOX = """(selector) => {
 def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
     return (a["left"] < b["right"] - 0.5 and b["left"] < a["right"] - 0.5
             and a["top"] < b["bottom"] - 0.5 and b["top"] < a["bottom"] - 0.5)
-
-
-def cut(page: Any, selector: str) -> list[Any]:
-    return list(page.evaluate(CUT, selector))
 
 
 def box(page: Any, selector: str) -> dict[str, float]:
