@@ -2346,7 +2346,8 @@ function renderTourney() {
   else if (joined && t.status === "running") me = mine ? "Your game is on." : "You are playing in this tournament: your next game starts by itself.";
   else if (t.status === "finished" && (t.standings || []).some((r) => isMe(r.name))) {
     const row = t.standings.find((r) => isMe(r.name));
-    me = `You finished ${ordinal(row.rank)} with ${row.score} point${row.score === 1 ? "" : "s"}.`;
+    const shared = t.standings.filter((r) => r.rank === row.rank).length > 1 ? "shared " : "";
+    me = `You finished ${shared}${ordinal(row.rank)} with ${row.score} point${row.score === 1 ? "" : "s"}.`;
   }
   setText($("#tourney-me"), me);
   $("#tourney-me").hidden = !me;
@@ -2361,7 +2362,7 @@ function renderTourney() {
   $("#standings-body").replaceChildren(...rows.map((r) => el("tr", { class: isMe(r.name) ? "me" : null, "data-player": r.name },
     el("td", { class: "rank", text: String(r.rank) }),
     el("th", { scope: "row", class: "player" }, playerLink(r.name)),
-    el("td", { class: "num", text: String(r.games) }),
+    el("td", { class: "num hide-sm", text: String(r.games) }),
     el("td", { class: "num", text: `${r.wins}–${r.draws}–${r.losses}` }),
     el("td", { class: "num strong score", text: String(r.score) }),
     el("td", {
@@ -2369,7 +2370,7 @@ function renderTourney() {
       title: r.elo_low !== null && r.elo_low !== undefined && r.elo_high !== null && r.elo_high !== undefined
         ? `95 % interval ${r.elo_low} to ${r.elo_high}` : null,
     }),
-    el("td", { class: "num", text: fmtTiebreak(r.tiebreak) }))));
+    el("td", { class: "num hide-sm", text: fmtTiebreak(r.tiebreak) }))));
   $("#standings-empty").hidden = rows.some((r) => r.games > 0);
   // the games, newest first: watch one being played, replay a finished one
   const games = (t.games || []).slice().reverse();
