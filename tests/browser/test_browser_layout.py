@@ -267,7 +267,26 @@ def test_long_names_and_titles_are_whole_and_one_tab_looks_active(
     resign(page)
     assert cut(page, "#me-name, .pname, .hist-title, .fair-name, .fair-body") == []
     assert_fits(page)
-    assert page.moo_errors == []
+    # an opponent with a 24-character name: their history title is whole too
+    other = new_page(browser, shared_server.url)
+    rival = f"{'M' * 24}{size}"[-24:]
+    login(other, rival)
+    click(page, "#btn-leave")
+    click(page, "#btn-room-create")
+    code = page.wait_for_selector("#room-code:not(:empty)").text_content()
+    other.fill("#room-input", code)
+    other.click("#join-form button[type=submit]")
+    set_secret(page, "0123")
+    set_secret(other, "4567")
+    page.wait_for_selector("#entry[data-mode=guess]")
+    assert page.text_content("#hist-title-1") == f"{rival}'s guesses"
+    assert cut(page, "#me-name, .pname, .hist-title, .side-name, .tab") == []
+    for i in (0, 1):  # each title inside its card
+        title = box(page, f"#hist-title-{i}")
+        card = box(page, f".hist:has(#hist-title-{i})")
+        assert card["left"] <= title["left"] and title["right"] <= card["right"], (title, card)
+    assert_fits(page)
+    assert page.moo_errors == [] and other.moo_errors == []
 
 
 def test_a_rematch_asked_during_another_match_is_a_notice(
