@@ -1089,6 +1089,11 @@ function leaveMatch() {
   const m = S.m;
   if (m && m.watch) send({ type: "unwatch", match_id: m.id });
   S.tab = m && m.watch ? "watch" : "play";
+  if (m && m.watch && m.tournamentId && S.tourney && S.tourney.id === m.tournamentId) {
+    // a game watched from its tournament's page leads back there
+    S.tab = "tourney";
+    history.pushState(null, "", `/tournament/${encodeURIComponent(m.tournamentId)}${location.search}`);
+  }
   if (S.tab === "watch") refreshMatches();
   S.m = null;
   save(LS.match, null);
@@ -2387,7 +2392,11 @@ function renderTourney() {
         type: "button", class: "btn small", "data-watch": g.match_id, disabled: !!liveMatch(),
         title: liveMatch() ? "Finish your match first" : null,
       }, "Watch");
-      action.addEventListener("click", () => watchMatch(g.match_id));
+      action.addEventListener("click", () => {
+        if (liveMatch()) return;
+        history.pushState(null, "", `/${location.search}`); // "Stop watching" comes back here
+        watchMatch(g.match_id);
+      });
     } else {
       action = el("a", {
         class: "btn small", href: `/match/${encodeURIComponent(g.match_id)}${location.search}`,

@@ -2,7 +2,8 @@
 
 Two people (two browser contexts: no shared storage) find a tournament on the Tournaments tab,
 join it from its page, are taken into each of their games when the server pairs them, play
-them, come back to the tournament page and see the final table; at 1280x800 and at 390x844.
+them, come back to the tournament page and see the final table; a third watches a game from
+the tournament's page and comes back to it; at 1280x800 and at 390x844.
 The tournament is a round-robin of one round in the humans pool with secrets set by the
 players, created from the page's form: one pairing, two games (seats swapped).
 """
@@ -83,8 +84,10 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
     ann_name, bob_name = f"tann-{size}", f"tbob-{size}"
     ann = new_page(browser, shared_server.url, **SIZES[size])
     bob = new_page(browser, shared_server.url, **SIZES[size])
+    carl = new_page(browser, shared_server.url, **SIZES[size])
     login(ann, ann_name)
     login(bob, bob_name)
+    login(carl, f"tcarl-{size}")
 
     # ann creates it from the Tournaments tab's form
     tap(ann, "#nav .tab[data-tab=tourneys]")
@@ -143,6 +146,17 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
         assert ann.evaluate("() => window.moo.state.m.tournamentId") == tid
         assert ann.text_content("#match-variant") == f"Tournament: {name}"
         assert_fits(ann)
+        if game == 1:
+            # a third person watches the game from the tournament's page, and comes back to it
+            carl.goto(f"{shared_server.url.rstrip('/')}/tournament/{tid}")
+            carl.wait_for_selector(f"#tourney-games [data-match='{match}'] [data-watch]")
+            tap(carl, f"#tourney-games [data-match='{match}'] [data-watch]")
+            carl.wait_for_selector("body[data-view=match] #view-match[data-mode=watch]")
+            carl.wait_for_selector(f"#match-variant:text-is('Tournament: {name}')")
+            assert carl.text_content("#side-0 .pname") in (ann_name, bob_name)
+            tap(carl, "#btn-stop-watch")
+            carl.wait_for_selector(f"body[data-view=tourney] #tourney-title:text-is('{name}')")
+            assert carl.evaluate("() => location.pathname") == f"/tournament/{tid}"
         play_game([ann, bob], ["0123", "4567"] if game == 1 else ["8901", "2345"], match)
         seen.append(match)
     # The second game was the last: its result stays, and leads back to the tournament (not to
@@ -199,4 +213,4 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
     # The Tournaments tab lists it among the finished ones.
     tap(ann, "#nav .tab[data-tab=tourneys]")
     ann.wait_for_selector(f"#tourney-groups [data-status=finished] [data-tournament='{tid}']")
-    assert ann.moo_errors == [] and bob.moo_errors == []
+    assert ann.moo_errors == [] and bob.moo_errors == [] and carl.moo_errors == []
