@@ -88,7 +88,7 @@ PHONE: dict[str, Any] = {
 # Elements among `selector` whose text is cut (wider than their box) or that stick out of the
 # viewport sideways: [selector index, text, scrollWidth, clientWidth, left, right].
 CUT = """(selector) => [...document.querySelectorAll(selector)]
-  .filter((e) => e.offsetParent !== null)
+  .filter((e) => e.getClientRects().length > 0)  // laid out (fixed ones too)
   .map((e, i) => {
     const r = e.getBoundingClientRect();
     return [i, e.textContent, e.scrollWidth, e.clientWidth, r.left, r.right];

@@ -46,7 +46,7 @@ SIZES = {"desktop": DESKTOP, "phone": PHONE}
 
 BOX = """(selector) => {
   const e = document.querySelector(selector);
-  if (!e || e.offsetParent === null) return null;
+  if (!e || e.getClientRects().length === 0) return null;
   const r = e.getBoundingClientRect();
   return {top: r.top, bottom: r.bottom, left: r.left, right: r.right};
 }"""
