@@ -40,6 +40,9 @@ STATUSES = ("upcoming", "running", "finished")
 #: seat 0's score first
 RESULTS = ("1-0", "0-1", "1/2-1/2")
 _POINTS = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}
+#: the ``tournament`` object lists the most recent games up to this many: it is sent whole to
+#: every participant after changes, and a long arena has thousands; ``game_count`` counts all
+MAX_GAMES_SHOWN = 200
 #: how each format breaks ties
 TIEBREAKS = {"round-robin": "sonneborn-berger", "swiss": "buchholz", "arena": "sonneborn-berger"}
 
@@ -109,6 +112,8 @@ class Tournament:
     last_opponent: dict[str, str] = field(default_factory=dict)
     #: when the tournament finished (ms), for the listing of recently finished ones
     finished_at: int | None = None
+    #: how many times it was written (the store refuses a write over another version)
+    version: int = 0
 
     # -- membership -------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -185,7 +190,9 @@ class Tournament:
         out["players"] = list(self.players)
         out["standings"] = standings(self.everyone, self.games, self.tiebreak())
         out["tiebreak"] = self.tiebreak()
-        out["games"] = [g.public() for g in self.started_games()]
+        started = self.started_games()
+        out["games"] = [g.public() for g in started[-MAX_GAMES_SHOWN:]]
+        out["game_count"] = len(started)
         return out
 
     def to_dict(self) -> dict[str, Any]:

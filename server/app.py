@@ -110,8 +110,8 @@ class App:
             route=self.router.lobby.tournament if self.router is not None else None,
         )
         if self.router is not None:
-            self.router.lobby.on_tournament = self.tournaments.handle
-            self.router.lobby.on_leading = self.tournaments.set_leading
+            self.router.lobby.host_tournaments(self.tournaments.handle,
+                                               self.tournaments.set_leading)
         self.heartbeat = Heartbeat(
             self.connections,
             idle_timeout_s=settings.idle_timeout_s,

@@ -395,12 +395,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             # One row per tournament: its whole state (moo/tourney.py Tournament.to_dict) as
             # JSON, rewritten after every change by the node that runs the tournaments (one
             # node; a cluster's lobby leader), and read back when a server starts or a new
-            # leader takes over. ``status`` and ``updated_ms`` only serve the listing.
+            # leader takes over. ``status`` and ``updated_ms`` only serve the listing;
+            # ``version`` counts the writes: each write names the version it replaces, so a
+            # node that no longer leads (and has not heard yet) cannot overwrite its successor.
             """CREATE TABLE IF NOT EXISTS tournaments (
                 tournament_id TEXT PRIMARY KEY,
                 status TEXT NOT NULL,
                 data TEXT NOT NULL,
-                updated_ms {bigint} NOT NULL
+                updated_ms {bigint} NOT NULL,
+                version {bigint} NOT NULL
             ){without_rowid}""",
         ),
     ),

@@ -383,10 +383,16 @@ CLAIM_FROM = Query(
 )
 
 # -- hosted tournaments (server/tournaments.py; schema migration 7) ---------------------------
-TOURNAMENT_SAVE = Query(
-    "INSERT INTO tournaments(tournament_id, status, data, updated_ms) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (tournament_id) DO UPDATE SET status = excluded.status,"
-    " data = excluded.data, updated_ms = excluded.updated_ms"
+#: the first write of a tournament; no row back if it exists already
+TOURNAMENT_INSERT = Query(
+    "INSERT INTO tournaments(tournament_id, status, data, updated_ms, version)"
+    " VALUES (?, ?, ?, ?, 1) ON CONFLICT (tournament_id) DO NOTHING RETURNING tournament_id"
+)
+#: a later write, over the version the writer read or wrote last; no row back if another
+#: writer came in between
+TOURNAMENT_UPDATE = Query(
+    "UPDATE tournaments SET status = ?, data = ?, updated_ms = ?, version = ?"
+    " WHERE tournament_id = ? AND version = ? RETURNING tournament_id"
 )
 #: every tournament not finished, and those finished since the given time (ms)
 TOURNAMENTS_LOAD = Query(
@@ -394,8 +400,8 @@ TOURNAMENTS_LOAD = Query(
     " ORDER BY updated_ms"
 )
 TOURNAMENT_ONE = Query("SELECT data FROM tournaments WHERE tournament_id = ?")
-#: the last event of a finished match (its ``finished`` event); no row while it is played
-FINISHED_EVENT = Query(
-    "SELECT e.body FROM matches m JOIN events e ON e.match_id = m.match_id"
-    " WHERE m.match_id = ? AND m.finished = 1 ORDER BY e.seq DESC LIMIT 1"
+#: whether a match is finished, and its last event; no row for no such match
+MATCH_END = Query(
+    "SELECT m.finished, (SELECT e.body FROM events e WHERE e.match_id = m.match_id"
+    " ORDER BY e.seq DESC LIMIT 1) FROM matches m WHERE m.match_id = ?"
 )

@@ -298,15 +298,22 @@ class Store(ABC):
 
     # -- hosted tournaments (server/tournaments.py) --------------------------------------------
     async def save_tournament(
-        self, tournament_id: str, status: str, data: dict[str, Any], now_ms: int
-    ) -> None:
-        """Store a tournament's whole state (written after every change, by one node)."""
+        self, tournament_id: str, status: str, data: dict[str, Any], now_ms: int, version: int
+    ) -> bool:
+        """Store a tournament's whole state as its ``version`` (1: the first write), over
+        version ``version - 1``; False, and nothing written, if the stored version is another
+        (someone else wrote it meanwhile)."""
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
-        async def write(db: Db) -> None:
-            await db.run(sql.TOURNAMENT_SAVE, tournament_id, status, text, now_ms)
+        async def write(db: Db) -> bool:
+            if version == 1:
+                row = await db.row(sql.TOURNAMENT_INSERT, tournament_id, status, text, now_ms)
+            else:
+                row = await db.row(sql.TOURNAMENT_UPDATE, status, text, now_ms, version,
+                                   tournament_id, version - 1)
+            return row is not None
 
-        await self.with_db(write)
+        return await self.with_db(write)
 
     async def load_tournaments(self, finished_since_ms: int) -> list[dict[str, Any]]:
         """Every unfinished tournament and those finished since ``finished_since_ms``."""
@@ -317,13 +324,16 @@ class Store(ABC):
 
         return await self.with_db(read)
 
-    async def finished_event(self, match_id: str) -> Event | None:
-        """The ``finished`` event of a finished match; None while it is played or if there is
-        no such match (a tournament's look at a game another node ran)."""
+    async def match_end(self, match_id: str) -> tuple[bool, Event | None] | None:
+        """Whether a match is finished, with its last event (the ``finished`` event once it
+        is); None if there is no such match (a tournament's look at a game another node ran,
+        or one whose creation was lost with a node)."""
 
-        async def read(db: Db) -> Event | None:
-            row = await db.row(sql.FINISHED_EVENT, match_id)
-            return None if row is None else dict(json.loads(row[0]))
+        async def read(db: Db) -> tuple[bool, Event | None] | None:
+            row = await db.row(sql.MATCH_END, match_id)
+            if row is None:
+                return None
+            return bool(row[0]), None if row[1] is None else dict(json.loads(row[1]))
 
         return await self.with_db(read)
 

@@ -55,11 +55,19 @@ log = logging.getLogger("moo.tournaments")
 
 #: seconds between two looks at the tournaments (starts, pairings, games that may start)
 TICK_S = 0.25
-#: at most one update (message and write) per tournament this often
-FLUSH_S = 0.25
+#: at most one update (message and write) per tournament this often: the object is sent
+#: whole to every participant and watcher, so an arena of many fast bots must not send it per
+#: event
+FLUSH_S = 1.0
+#: a node that starts leading waits this long before it reads the tournaments, so that the
+#: last write of the node that led before it (made when it learnt it no longer leads) is in
+HANDOVER_S = FLUSH_S + 0.5
 #: seconds a started game's match may be absent from this node before the store is asked
 #: whether it finished (a match run by another node, or finished before a restart)
 POLL_S = 1.0
+#: seconds a started game's match may be missing from the store before the game is started
+#: again (a creation lost with a node; one that commits at all does so well within this)
+MISSING_S = 10.0
 #: limits (docs/protocol.md, "Tournaments")
 MAX_OPEN = 100
 MAX_OPEN_PER_CREATOR = 5
@@ -102,6 +110,10 @@ class TournamentService:
         self.flushed: dict[str, float] = {}
         #: match id -> when it was last found not live here (for the store poll)
         self.absent: dict[str, float] = {}
+        #: one write at a time per tournament (server/storage.py save_tournament)
+        self.locks: dict[str, asyncio.Lock] = {}
+        #: match id -> when the store was first found not to have it
+        self.missing: dict[str, float] = {}
         self.polling: set[str] = set()
         #: a cluster's way to a request's handler (the lobby leader's :meth:`handle`, here
         #: or over the bus: ClusterLobby.tournament); None on a single node
@@ -109,6 +121,8 @@ class TournamentService:
         #: whether this node runs the tournaments now: a single node always; a cluster node
         #: while it leads the lobby and once it has read them (:meth:`set_leading`)
         self.active = route is None
+        #: a cluster node: whether it leads the lobby now (told by :meth:`set_leading`)
+        self.leading = route is None
         self._task: asyncio.Task[None] | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         arena.listeners.append(self.on_events)
@@ -157,6 +171,7 @@ class TournamentService:
         Starting: read them from the store (the former leader wrote each change), then run.
         Stopping: write what changed since the last write, then forget them (the next leader
         reads them)."""
+        self.leading = leading
         if leading:
             spawn(self._activate())
             return
@@ -168,14 +183,20 @@ class TournamentService:
         self.watchers.clear()
         self.watching.clear()
         self.absent.clear()
+        self.missing.clear()
 
     async def _activate(self) -> None:
+        await asyncio.sleep(HANDOVER_S)
+        if self.active or not self.leading:  # led again already, or no longer
+            return
         try:
             await self.load()
         except MooError as exc:
             log.error("tournaments: cannot read them (%s); retrying", exc)
-            await asyncio.sleep(1.0)
             spawn(self._activate())
+            return
+        if not self.leading:  # it stopped leading while it read
+            self.tournaments.clear()
             return
         self.active = True
         log.info("tournaments: running them here (%d loaded)", len(self.tournaments))
@@ -357,17 +378,36 @@ class TournamentService:
                 asyncio.get_running_loop().call_soon(self._step_safely, t)
 
     async def _poll(self, t: Tournament, match_id: str) -> None:
-        """Ask the store whether a game whose match is not live here has finished."""
+        """Ask the store whether a game whose match is not live here has finished; a game
+        whose match the store does not have after :data:`MISSING_S` is started again (its
+        creation was lost: the node asked to start it died, or refused it)."""
         try:
-            finished = await self.store.finished_event(match_id)
+            end = await self.store.match_end(match_id)
         except MooError as exc:
             log.warning("tournament %s: cannot read match %s: %s", t.tournament_id, match_id, exc)
             return
         finally:
             self.polling.discard(match_id)
-        if finished is None or finished.get("kind") != "finished" or not self.active:
+        if not self.active:
             return
-        if t.record(match_id, finished.get("winner")) is not None:
+        if end is None:
+            first = self.missing.setdefault(match_id, time.monotonic())
+            if time.monotonic() - first >= MISSING_S:
+                for game in t.games:
+                    if game.match_id == match_id and game.result is None:
+                        log.warning("tournament %s: match %s was never stored; the game "
+                                    "starts again", t.tournament_id, match_id)
+                        game.match_id = None
+                        self.missing.pop(match_id, None)
+                        self.absent.pop(match_id, None)
+                        self._changed(t)
+                        self._step_safely(t)
+            return
+        self.missing.pop(match_id, None)
+        finished, last = end
+        if not finished or last is None or last.get("kind") != "finished":
+            return
+        if t.record(match_id, last.get("winner")) is not None:
             self.absent.pop(match_id, None)
             self._changed(t)
             self._step_safely(t)
@@ -396,9 +436,15 @@ class TournamentService:
         if t.format == "arena":
             if now < (t.ends_at or 0):
                 self._pair_arena(t)
-            elif not t.unfinished():
-                self._finish(t, now)
-                return
+            else:
+                # over: a game paired but not started yet (a person still busy) is dropped
+                kept = [g for g in t.games if g.match_id is not None or g.result is not None]
+                if len(kept) != len(t.games):
+                    t.games = kept
+                    self._changed(t)
+                if not t.unfinished():
+                    self._finish(t, now)
+                    return
         elif t.round_done() and not self._next_round(t):
             self._finish(t, now)
             return
@@ -408,7 +454,7 @@ class TournamentService:
     def _begin(self, t: Tournament, now: int) -> None:
         t.status = "running"
         self._changed(t)
-        if len(t.players) < 2:
+        if len(t.players) < 2 and t.format != "arena":  # an arena takes players as it runs
             self._finish(t, now)
             return
         if t.format == "round-robin":
@@ -468,23 +514,43 @@ class TournamentService:
             self._changed(t)
 
     def _start_games(self, t: Tournament) -> None:
+        """Start every game whose turn it is and whose players are free.
+
+        Write-ahead: the games get their match ids and the tournament is written first; only
+        once the write is in are the matches created (:meth:`_create`). So a node that dies
+        in between leaves games whose matches the store never gets (the next leader starts
+        them again after :data:`MISSING_S`), never a match the tournament does not know."""
         limit = t.round if t.format != "arena" else None
-        started: set[str] = set()
+        # people in a game of this tournament not finished (or not even created yet)
+        playing = {p for g in t.games if g.match_id is not None and g.result is None
+                   for p in g.players if not self.lobby.is_bot(p)}
+        chosen: list[Game] = []
         for g in t.games:
             if g.match_id is not None or g.result is not None:
                 continue
             if limit is not None and g.round > limit:
                 break
-            if any(p in started and not self.lobby.is_bot(p) for p in g.players):
+            if any(p in playing for p in g.players):
                 continue  # a person's second game waits for the first
             if not all(self._free(p) for p in g.players):
                 continue
-            if self._start(t, g):
-                started.update(g.players)
+            g.match_id = "m" + secrets.token_hex(6)
+            playing.update(p for p in g.players if not self.lobby.is_bot(p))
+            chosen.append(g)
+        if chosen:
+            self._changed(t)
+            spawn(self._create(t, chosen))
 
-    def _start(self, t: Tournament, g: Game) -> bool:
-        match_id = "m" + secrets.token_hex(6)
-        g.match_id = match_id
+    async def _create(self, t: Tournament, games: list[Game]) -> None:
+        if not await self._save(t.tournament_id, t):
+            return  # not written: not created; started again after MISSING_S
+        if not self.active or self.tournaments.get(t.tournament_id) is not t:
+            return  # no longer ours to run: the next leader creates them
+        for g in games:
+            if g.result is None and g.match_id is not None:
+                self._start(t, g, g.match_id)
+
+    def _start(self, t: Tournament, g: Game, match_id: str) -> None:
         conns = (self.lobby.online.get(g.players[0]), self.lobby.online.get(g.players[1]))
         try:
             self.lobby.start(
@@ -496,9 +562,7 @@ class TournamentService:
             log.warning("tournament %s: game %s could not start: %s", t.tournament_id,
                         match_id, exc)
             g.match_id = None
-            return False
-        self._changed(t)
-        return True
+            self._changed(t)
 
     def _look_for_results(self, t: Tournament) -> None:
         """A started game whose match is not live here: after :data:`POLL_S`, ask the store."""
@@ -562,33 +626,71 @@ class TournamentService:
             if t is None:
                 continue
             self.flushed[tid] = now
-            obj = t.public()
-            msg = {"type": "tournament", "tournament": obj}
-            told: set[int] = set()
-            for name in t.players:
-                conn = self.lobby.online.get(name)
-                if conn is not None and not conn.closing:
-                    told.add(id(conn))
-                    conn.send(msg)
-            for conn in list(self.watchers.get(tid, ())):
-                if id(conn) not in told and not conn.closing:
-                    conn.send(msg)
-            if self.publish is not None:
-                try:
-                    self.publish(tid, obj)
-                except Exception:  # the stream never stops a tournament
-                    log.exception("tournament %s: publishing failed", tid)
+            self._announce(t)
             spawn(self._save(tid))
 
-    async def _save(self, tid: str, t: Tournament | None = None) -> None:
-        t = t or self.tournaments.get(tid)
-        if t is None:
-            return
+    def _announce(self, t: Tournament) -> None:
+        """Send the tournament to its participants and watchers, and to the stream."""
+        tid = t.tournament_id
+        obj = t.public()
+        msg = {"type": "tournament", "tournament": obj}
+        told: set[int] = set()
+        for name in t.players:
+            conn = self.lobby.online.get(name)
+            if conn is not None and not conn.closing:
+                told.add(id(conn))
+                conn.send(msg)
+        for conn in list(self.watchers.get(tid, ())):
+            if id(conn) not in told and not conn.closing:
+                conn.send(msg)
+        if self.publish is not None:
+            try:
+                self.publish(tid, obj)
+            except Exception:  # the stream never stops a tournament
+                log.exception("tournament %s: publishing failed", tid)
+
+    async def _save(self, tid: str, t: Tournament | None = None) -> bool:
+        """Write the tournament's state as it is now; True once written. One write at a time
+        per tournament, each taking the state when it starts, so they land in order.
+
+        Each write is a new version over the one this node wrote or read last; if another
+        node wrote in between (it leads now, and this one has not heard yet), nothing is
+        written, and the tournament is read again if this node still runs them."""
+        lock = self.locks.setdefault(tid, asyncio.Lock())
+        async with lock:
+            t = t or self.tournaments.get(tid)
+            if t is None:
+                return False
+            t.version += 1
+            try:
+                ok = await self.store.save_tournament(tid, t.status, t.to_dict(), self.clock(),
+                                                      t.version)
+            except MooError as exc:
+                t.version -= 1
+                log.error("tournament %s: cannot store it: %s", tid, exc)
+                self.dirty.add(tid)  # written again with the next change
+                return False
+            if not ok:
+                t.version -= 1
+                log.warning("tournament %s: another node wrote it meanwhile; not written",
+                            tid)
+                if self.active and self.tournaments.get(tid) is t:
+                    spawn(self._reload(tid))
+                return False
+            return True
+
+    async def _reload(self, tid: str) -> None:
+        """Read one tournament again (another node wrote it): its stored state replaces this
+        node's, whose unwritten changes are dropped (no match was made for them)."""
         try:
-            await self.store.save_tournament(tid, t.status, t.to_dict(), self.clock())
+            data = await self.store.tournament(tid)
         except MooError as exc:
-            log.error("tournament %s: cannot store it: %s", tid, exc)
-            self.dirty.add(tid)  # written again with the next change
+            log.error("tournament %s: cannot read it again: %s", tid, exc)
+            return
+        if data is not None and self.active:
+            t = self.tournaments[tid] = Tournament.from_dict(data)
+            self.dirty.discard(tid)
+            self._announce(t)
 
 
 def _player(conn: Follower) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from clients.sdk import DEFAULT_URL, Client, ConnectionLost, ServerError, TournamentInfo
 from clients.sdk.cli_args import add_url_option, urls_of
+from clients.sdk.tokens import TokenStore
 from moo.errors import MooError, UsageError
 from moo.protocol import POOLS, TOURNAMENT_FORMATS, TOURNAMENT_SECRETS
 from moo.variants import rules_arg
@@ -91,10 +92,14 @@ def main_create(args: argparse.Namespace) -> int:
 
 async def _create(args: argparse.Namespace) -> TournamentInfo:
     name = args.creator or f"tournament-creator-{secrets.token_hex(2)}"
-    client = Client(urls_of(args), name, bot=args.creator is None,
-                    client_name="moo-tournament")
+    urls = urls_of(args)
+    tokens = TokenStore()  # --as NAME: the name's token from an earlier run (moo play/bot)
+    client = Client(urls, name, token=tokens.get(urls[0], name) if args.creator else None,
+                    bot=args.creator is None, client_name="moo-tournament")
     try:
         await _connect(client)
+        if args.creator and client.token:
+            tokens.put(urls[0], client.name, client.token)
         return await client.create_tournament(
             args.name, args.format, rounds=args.rounds if args.format != "arena" else None,
             duration_s=args.duration, rules=args.rules, pool=args.pool,

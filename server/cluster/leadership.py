@@ -180,6 +180,16 @@ class ClusterLobby:
         else:
             self._request(conn, "rematch", msg)
 
+    def host_tournaments(self, handler: Callable[[Follower, dict[str, Any]], None],
+                         on_leading: Callable[[bool], None]) -> None:
+        """Run the hosted tournaments where the lobby runs: ``handler`` takes the
+        ``tournament_*`` requests at the leader, ``on_leading`` is told when this node starts or
+        stops leading (server/tournaments.py)."""
+        self.on_tournament = handler
+        self.on_leading = on_leading
+        if self.leader == self.node:  # already leading: the service starts now
+            on_leading(True)
+
     def tournament(self, conn: Follower, msg: dict[str, Any]) -> None:
         """A ``tournament_*`` request of a local client: to the tournaments at the leader."""
         if isinstance(conn, Connection):

@@ -96,3 +96,55 @@ async def test_round_robin_of_four_bot_processes(tmp_path: Path) -> None:
     text = out_file.read_text(encoding="utf-8")
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     assert sum(1 for line in lines if line.get("tournament_id") == tid) == 12
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(moo_command(*args), cwd=ROOT, env=client_env(tmp_path),
+                          capture_output=True, text=True, timeout=patience(60))
+
+
+def test_usage_errors_are_one_line_with_status_2(tmp_path: Path) -> None:
+    cases = [
+        (("tournament", "create", "--name", "x", "--format", "arena", "--rounds", "1",
+          "--duration", "60"), "--url is required"),
+        (("tournament", "create", "--url", "ws://127.0.0.1:9/", "--name", "x", "--format",
+          "knockout", "--rounds", "1"), "--format"),
+        (("tournament", "create", "--url", "ws://127.0.0.1:9/", "--name", "x", "--format",
+          "arena", "--rounds", "1"), "needs --duration"),
+        (("tournament", "create", "--url", "ws://127.0.0.1:9/", "--name", "x", "--format",
+          "swiss", "--rounds", "1", "--duration", "60"), "for an arena"),
+        (("tournament", "create", "--url", "ws://127.0.0.1:9/", "--name", "x", "--format",
+          "swiss"), "--rounds"),
+        (("tournament", "show"), "ID"),
+        (("bot", "random", "--tournament", "t1", "--vs-bot", "random"), "--tournament"),
+    ]
+    for args, words in cases:
+        done = _run(tmp_path, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_run_time_failures_are_one_line_with_status_1(tmp_path: Path) -> None:
+    for args in (("tournament", "show", "t0", "--url", "ws://127.0.0.1:9/"),
+                 ("tournament", "create", "--url", "ws://127.0.0.1:9/", "--name", "x",
+                  "--format", "swiss", "--rounds", "3")):
+        done = _run(tmp_path, *args)
+        assert done.returncode == 1, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+async def test_show_of_an_unknown_tournament_and_the_local_runner_still_parses(
+        tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        url = f"ws://127.0.0.1:{app.port}/"
+        code, _, err = await _done(await _moo(tmp_path, "tournament", "show", "t000000000000",
+                                              "--url", url))
+        assert code == 1 and err.strip() == (
+            "moo tournament show: unknown_tournament: no tournament 't000000000000'"), err
+    # ``moo tournament A B`` is still the local runner (create/show are only first words)
+    done = _run(tmp_path, "tournament", "random", "first", "--local", "--rounds", "1",
+                "--json", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    helped = _run(tmp_path, "tournament", "--help")
+    assert "moo tournament create" in helped.stdout and "moo tournament show" in helped.stdout

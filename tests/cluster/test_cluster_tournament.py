@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from bench.harness.cluster import Cluster
+from clients.sdk import Client
 from tests.client_support import ROOT, moo_command
 from tests.patience import patience
 from tests.pg_server import PrivatePostgres
-from tests.server_support import Client
 
 BOTS = 20
 DURATION_S = 120
@@ -36,21 +36,32 @@ async def _moo(env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
 
 
 async def _tournament(client: Client, tid: str, pred: Any) -> dict[str, Any]:
-    msg = await client.expect(lambda m: m.get("type") == "tournament"
-                              and m["tournament"]["tournament_id"] == tid
-                              and pred(m["tournament"]), timeout=DURATION_S * 3)
-    return dict(msg["tournament"])
+    """The first state of the tournament (now or in a later update) that satisfies ``pred``.
+
+    The SDK's reader keeps the connection served (pings answered) while the test waits for
+    the bot processes; its latest update of each tournament is in ``client.tournaments``."""
+    reconnects = client.reconnects
+    async with asyncio.timeout(patience(DURATION_S * 3)):
+        while True:
+            if client.reconnects != reconnects:  # watching belongs to a connection
+                reconnects = client.reconnects
+                await client.watch_tournament(tid)
+            info = client.tournaments.get(tid)
+            if info is not None and pred(info.data):
+                return dict(info.data)
+            await client.receive()
 
 
 @pytest.mark.slow
 async def test_arena_of_twenty_bots_loses_no_game_to_a_node_kill(
         private_postgres: PrivatePostgres, mosquitto: str, tmp_path: Path) -> None:
     env = dict(os.environ, MOO_TOKENS=str(tmp_path / "tokens.json"), PYTHONUNBUFFERED="1")
-    cluster = Cluster(n=3, lease_ms=3000, grace_ms=60000, pg=private_postgres)  # type: ignore[arg-type]
+    cluster = Cluster(n=3, lease_ms=3000, grace_ms=60000, pg=private_postgres,  # type: ignore[arg-type]
+                      log_dir=Path(os.environ.get("MOO_TOURNAMENT_LOGS", tmp_path)))
     await cluster.open()
     procs: list[asyncio.subprocess.Process] = []
     try:
-        a, b, c = cluster.nodes
+        _, b, c = cluster.nodes
         urls = [n.url for n in cluster.nodes]
         create = await _moo(env, "tournament", "create", "--url", b.url, "--name", "arena",
                             "--format", "arena", "--rounds", "1", "--duration",
@@ -58,21 +69,24 @@ async def test_arena_of_twenty_bots_loses_no_game_to_a_node_kill(
         out, err = await create.communicate()
         assert create.returncode == 0, err.decode()
         tid = out.decode().strip().splitlines()[-1]
-        watcher = await Client.hello(c.port, "watcher", bot=True)
-        first = await watcher.request({"type": "tournament_watch", "tournament_id": tid})
-        assert first["type"] == "tournament", first
+        watcher = Client([c.url, b.url, cluster.nodes[0].url], "watcher", bot=True)
+        await watcher.connect()
+        first = await watcher.watch_tournament(tid)
+        assert first.status == "upcoming"
         for i in range(BOTS):
             order = urls[i % 3:] + urls[:i % 3]  # spread the bots over the nodes
             procs.append(await _moo(env, "bot", "random", "--url", ",".join(order),
                                     "--tournament", tid, "--name", f"ar-{i:02d}", "--seed",
                                     str(i), "--json"))
         running = await _tournament(watcher, tid, lambda t: t["status"] == "running"
-                                    and len(t["players"]) == BOTS and len(t["games"]) >= 20)
+                                    and len(t["players"]) == BOTS and t["game_count"] >= 20)
         # the middle of the arena (the first update from then on; they come with every game):
-        # the lobby leader, node a, which runs the tournaments, dies
+        # the lobby leader, which runs the tournaments, dies
         middle = running["starts_at"] + DURATION_S * 1000 // 2
         await _tournament(watcher, tid, lambda t: _now_ms() >= middle)
-        await a.stop(signal.SIGKILL)
+        leader = (await cluster.healthz(b))["lobby_leader"]
+        victim = next(n for n in cluster.nodes if n.name == leader)
+        await victim.stop(signal.SIGKILL)
         results: list[tuple[int, str]] = []
         for proc in procs:
             async with asyncio.timeout(patience(DURATION_S * 3)):
@@ -81,33 +95,42 @@ async def test_arena_of_twenty_bots_loses_no_game_to_a_node_kill(
         assert all(code == 0 for code, _ in results), results
         done = await _tournament(watcher, tid, lambda t: t["status"] == "finished")
         rows = done["standings"]
-        games = done["games"]
-        assert len(rows) == BOTS and len(games) >= 2 * BOTS
-        assert all(g["result"] in ("1-0", "0-1", "1/2-1/2") for g in games)
-        for r in rows:
-            assert r["games"] == r["wins"] + r["draws"] + r["losses"]
-            assert r["score"] == r["wins"] + r["draws"] / 2
-            assert r["games"] == sum(1 for g in games if r["name"] in g["players"])
-        assert sum(r["games"] for r in rows) == 2 * len(games)
-        assert sum(r["wins"] for r in rows) == sum(r["losses"] for r in rows)
-        # every game's match finished in the database, none by a forfeit or a timeout
-        ids = [g["match_id"] for g in games]
-        rows_db = await cluster.query(
-            "SELECT m.match_id, e.body FROM matches m JOIN events e ON e.match_id = m.match_id"
-            " WHERE m.match_id = ANY($1::text[]) AND m.finished = 1 AND e.seq = ("
-            "SELECT max(seq) FROM events WHERE match_id = m.match_id)", ids)
-        assert len(rows_db) == len(ids)
-        reasons = {json.loads(r[1])["reason"] for r in rows_db}
+        assert len(rows) == BOTS and done["game_count"] >= 2 * BOTS
+        assert all(g["result"] in ("1-0", "0-1", "1/2-1/2") for g in done["games"])
+        # every match started for the tournament (its config names it) finished in the
+        # database, none by a forfeit or a timeout, and they are exactly the games counted
+        ends = await cluster.query(
+            "SELECT m.match_id, m.finished, (SELECT body FROM events e WHERE e.match_id ="
+            " m.match_id AND e.seq = 1), (SELECT body FROM events e WHERE e.match_id ="
+            " m.match_id ORDER BY e.seq DESC LIMIT 1) FROM matches m WHERE EXISTS (SELECT 1"
+            " FROM events e WHERE e.match_id = m.match_id AND e.seq = 1 AND"
+            " e.body::jsonb #>> '{config,tournament_id}' = $1)", tid)
+        assert len(ends) == done["game_count"]
+        assert all(r[1] == 1 for r in ends)
+        last = [json.loads(r[3]) for r in ends]
+        assert {e["kind"] for e in last} == {"finished"}
+        reasons = {e["reason"] for e in last}
         assert reasons <= {"solved", "guess_cap"}, reasons
-        # the matches started for the tournament are exactly its games (none orphaned)
-        started = await cluster.query(
-            "SELECT match_id FROM events WHERE seq = 1 AND body::jsonb #>> "
-            "'{config,tournament_id}' = $1", tid)
-        assert sorted(r[0] for r in started) == sorted(ids)
+        per_player: dict[str, list[float]] = {}
+        for r, end in zip(ends, last, strict=True):
+            players = json.loads(r[2])["players"]
+            for seat, name in enumerate(players):
+                points = 0.5 if end["winner"] is None else float(end["winner"] == seat)
+                per_player.setdefault(name, []).append(points)
+        for row in rows:
+            mine = per_player.get(row["name"], [])
+            assert row["games"] == len(mine) == row["wins"] + row["draws"] + row["losses"]
+            assert row["score"] == sum(mine) == row["wins"] + row["draws"] / 2
+        assert sum(r["games"] for r in rows) == 2 * done["game_count"]
+        assert sum(r["wins"] for r in rows) == sum(r["losses"] for r in rows)
+        print(f"arena: {done['game_count']} games by {BOTS} bots in {DURATION_S} s, node "
+              f"{victim.name} (the leader) killed at the middle; per bot "
+              f"{min(r['games'] for r in rows)}-{max(r['games'] for r in rows)} games")
         shown = await _moo(env, "tournament", "show", tid, "--url", b.url, "--json")
         out, err = await shown.communicate()
         assert shown.returncode == 0, err.decode()
         assert json.loads(out)["standings"] == rows
+        await watcher.close()
     finally:
         for proc in procs:
             if proc.returncode is None:

@@ -64,6 +64,16 @@ class Subscriber:
                 self._new.clear()
                 await self._new.wait()
 
+    async def wait_until(self, topic: str, pred: Any, timeout: float = WAIT) -> Any:
+        """The first message on ``topic`` (so far or to come) that satisfies ``pred``."""
+        async with asyncio.timeout(patience(timeout)):
+            while True:
+                for t, data, _ in self.messages:
+                    if t == topic and pred(data):
+                        return data
+                self._new.clear()
+                await self._new.wait()
+
     def on(self, topic: str) -> list[Any]:
         return [data for t, data, _ in self.messages if t == topic]
 
@@ -314,3 +324,38 @@ async def test_periodic_server_stats(broker: Broker, tmp_path: Path) -> None:
         await pub.stop()
     finally:
         await broker.stop()
+
+
+async def test_a_hosted_tournament_is_published_retained_with_its_games_results(
+    broker: Broker, tmp_path: Path,
+) -> None:
+    """docs/mqtt.md: ``moo/v1/tournaments/{id}/state`` (retained) after each change, and the
+    result of a tournament's game carries its id."""
+    async with broker_and_server(broker, tmp_path) as (broker, app):
+        async with Subscriber(broker.port) as sub:
+            boss = await Client.hello(app.port, "boss", bot=True)
+            a = await Client.hello(app.port, "qa", bot=True)
+            b = await Client.hello(app.port, "qb", bot=True)
+            reply = await boss.request({"type": "tournament_create", "name": "mq",
+                                        "format": "round-robin", "pool": "bots",
+                                        "start_in_s": 3600})
+            tid = reply["tournament"]["tournament_id"]
+            topic = f"moo/v1/tournaments/{tid}/state"
+            first = await sub.wait_for(topic)
+            assert first["tournament_id"] == tid and first["status"] == "upcoming"
+            for c in (a, b):
+                await c.request({"type": "tournament_join", "tournament_id": tid})
+            app.tournaments.tournaments[tid].starts_at = app.arena.clock()  # the start comes
+            games = [await a.of_type("match"), await a.of_type("match")]
+            for m in games:
+                await a.request({"type": "resign", "match_id": m["match_id"]})
+            for m in games:
+                result = await sub.wait_for(f"moo/v1/matches/{m['match_id']}/result")
+                assert result["tournament_id"] == tid
+            last = await sub.wait_until(topic, lambda o: o["status"] == "finished")
+            assert last["game_count"] == 2
+            assert {r["name"]: r["wins"] for r in last["standings"]} == {"qb": 2, "qa": 0}
+        # retained: a subscriber who comes later gets the last state at once
+        async with Subscriber(broker.port) as late:
+            kept = await late.wait_for(topic)
+            assert kept["status"] == "finished"

@@ -3,17 +3,17 @@ validation, server secrets played both ways, no-shows, standings and the export.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from moo.mqtt import tournament_topic
 from moo.tourney import Tournament
 from server.app import App
 from server.export import records
+from tests.cluster_support import until
 from tests.server_support import Client, running, server_settings
 
 
@@ -151,8 +151,6 @@ async def test_fewer_than_two_players_finish_at_once(tmp_path: Path) -> None:
 async def test_server_secrets_both_ways_standings_and_export(tmp_path: Path) -> None:
     settings = server_settings(tmp_path, pacing="free")
     async with running(settings) as app:
-        published: list[tuple[str, dict[str, Any]]] = []
-        app.tournaments.publish = lambda tid, obj: published.append((tid, obj))
         creator = await Client.hello(app.port, "boss", bot=True)
         a = await Client.hello(app.port, "ba", bot=True)
         b = await Client.hello(app.port, "bb", bot=True)
@@ -202,9 +200,6 @@ async def test_server_secrets_both_ways_standings_and_export(tmp_path: Path) -> 
         fin = [first.events[-1]["secrets"], second.events[-1]["secrets"]]
         assert fin[0] == fin[1]
         assert secrets[by_seat[0]] == fin[0][0] and secrets[by_seat[1]] == fin[1][1]
-        assert published and published[-1][0] == tid
-        assert published[-1][1]["status"] == "finished"
-        assert tournament_topic(tid) == f"moo/v1/tournaments/{tid}/state"
     exported = [r for r in records(settings.db) if r["match_id"] in ids]
     assert len(exported) == 2 and all(r["tournament_id"] == tid for r in exported)
     assert all(r["config"]["server_secrets"] is True for r in exported)
@@ -291,15 +286,119 @@ async def test_arena_pairs_players_as_they_free_up(tmp_path: Path) -> None:
 
 
 async def test_a_tournament_survives_a_restart(tmp_path: Path) -> None:
+    """Stored after every change: a restarted server goes on with a running round-robin, its
+    unfinished game resumed like any match, and counts both games."""
     settings = server_settings(tmp_path)
     async with running(settings) as app:
         ann = await Client.hello(app.port, "ann")
-        t = await _create(ann, format="swiss", rounds=3)
+        s = await _create(ann, format="swiss", rounds=3)
+        await ann.request({"type": "tournament_join", "tournament_id": s["tournament_id"]})
+        a = await Client.hello(app.port, "ra", bot=True)
+        b = await Client.hello(app.port, "rb", bot=True)
+        t = await _create(ann, pool="bots")
         tid = t["tournament_id"]
-        await ann.request({"type": "tournament_join", "tournament_id": tid})
-        await _update(ann, tid, lambda o: o["players"] == ["ann"])
+        for c in (a, b):
+            await c.request({"type": "tournament_join", "tournament_id": tid})
+        _start_now(app, tid)
+        games = [await a.of_type("match"), await a.of_type("match")]
+        await a.request({"type": "resign", "match_id": games[0]["match_id"]})
+        await _update(a, tid, lambda o: sum(g["result"] is not None for g in o["games"]) == 1)
+        tokens = (a.token, b.token)
     async with running(dataclasses.replace(settings)) as app:
-        ann = await Client.hello(app.port, "ann2")
-        w = await ann.request({"type": "tournament_watch", "tournament_id": tid})
+        watcher = await Client.hello(app.port, "ann2")
+        w = await watcher.request({"type": "tournament_watch",
+                                   "tournament_id": s["tournament_id"]})
         assert w["tournament"]["players"] == ["ann"] and w["tournament"]["format"] == "swiss"
-        assert json.loads(json.dumps(w["tournament"])) == w["tournament"]
+        a = await Client.hello(app.port, "ra", token=tokens[0])
+        await Client.hello(app.port, "rb", token=tokens[1])
+        back = await a.expect(lambda m: m.get("type") == "match"
+                              and m["match_id"] == games[1]["match_id"])
+        await a.request({"type": "resign", "match_id": back["match_id"]})
+        done = await _finished(watcher, tid)
+        assert [g["result"] for g in done["games"]] == [
+            "0-1" if games[0]["seat"] == 0 else "1-0", "0-1" if games[1]["seat"] == 0 else "1-0"]
+        rows = {r["name"]: r for r in done["standings"]}
+        assert (rows["rb"]["wins"], rows["ra"]["losses"]) == (2, 2)
+
+
+async def _finished(client: Client, tid: str) -> dict[str, Any]:
+    """Watch ``tid`` until it is finished."""
+    first = await client.request({"type": "tournament_watch", "tournament_id": tid})
+    if first["tournament"]["status"] == "finished":
+        return dict(first["tournament"])
+    return await _update(client, tid, lambda o: o["status"] == "finished")
+
+
+async def _resign_when_seat_0(client: Client, tid: str) -> dict[str, Any]:
+    """Play a tournament by resigning every game in which one sits first (seat 1 wins):
+    returns the final object."""
+    while True:
+        msg = await client.expect(lambda m: m.get("type") in ("match", "tournament"), 60)
+        if msg["type"] == "match" and msg["seat"] == 0:
+            await client.send({"type": "resign", "match_id": msg["match_id"]})
+        elif msg["type"] == "tournament" and msg["tournament"]["status"] == "finished":
+            return dict(msg["tournament"])
+
+
+async def test_swiss_rounds_never_repeat_a_pairing(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        boss = await Client.hello(app.port, "boss", bot=True)
+        players = [await Client.hello(app.port, f"s{i}", bot=True) for i in range(4)]
+        t = await _create(boss, format="swiss", rounds=3, pool="bots")
+        tid = t["tournament_id"]
+        for c in players:
+            await c.request({"type": "tournament_join", "tournament_id": tid})
+        _start_now(app, tid)
+        finals = await asyncio.gather(*(_resign_when_seat_0(c, tid) for c in players))
+        done = finals[0]
+        assert done["rounds"] == 3 and done["round"] == 3 and done["tiebreak"] == "buchholz"
+        by_round: dict[int, set[frozenset[str]]] = {}
+        for g in done["games"]:
+            by_round.setdefault(g["round"], set()).add(frozenset(g["players"]))
+        assert sorted(by_round) == [1, 2, 3]
+        meetings = [pair for pairs in by_round.values() for pair in pairs]
+        assert len(meetings) == 6 == len(set(meetings))  # 2 pairings a round, no repeat
+        for pairs in by_round.values():  # everyone plays once a round
+            assert sorted(p for pair in pairs for p in pair) == ["s0", "s1", "s2", "s3"]
+        # round 1: join order, first half against second half
+        assert by_round[1] == {frozenset(("s0", "s2")), frozenset(("s1", "s3"))}
+        # every game a win for seat 1: each player 1 point per pairing
+        for r in done["standings"]:
+            assert (r["games"], r["wins"], r["losses"], r["score"]) == (6, 3, 3, 3.0)
+            assert r["tiebreak"] == 3 * 2 * 3.0  # Buchholz: 6 games against 3-pointers
+
+
+async def test_a_write_over_another_nodes_write_is_refused_and_the_state_read_again(
+        tmp_path: Path) -> None:
+    """Each write names the version it replaces: a node that no longer leads (here: another
+    writer came in between) writes nothing and reads the stored state again."""
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        t = await _create(ann)
+        tid = t["tournament_id"]
+        await _update_stored(app, tid, lambda d: d["version"] >= 1)
+        stored = await app.store.tournament(tid)
+        assert stored is not None
+        # another node's write: version + 1, with another name
+        newer = {**stored, "name": "theirs", "version": stored["version"] + 1}
+        assert await app.store.save_tournament(tid, "upcoming", newer, 0, newer["version"])
+        # a stale write is refused
+        assert not await app.store.save_tournament(tid, "upcoming", stored, 0,
+                                                   stored["version"] + 1)
+        # this node changes it (a join): its write is refused, it reads the stored state
+        # and tells the watchers what it holds
+        await ann.request({"type": "tournament_watch", "tournament_id": tid})
+        await ann.request({"type": "tournament_join", "tournament_id": tid})
+        got = await _update(ann, tid, lambda o: o["name"] == "theirs")
+        assert got["players"] == []  # the stored state, without the refused join
+        assert (await app.store.tournament(tid) or {})["version"] == newer["version"]
+
+
+async def _update_stored(app: App, tid: str, pred: Any) -> None:
+    """Until the stored state satisfies ``pred`` (the project's poll with a deadline)."""
+
+    async def check() -> bool:
+        data = await app.store.tournament(tid)
+        return data is not None and bool(pred(data))
+
+    await until(check, 30, f"tournament {tid} stored")
