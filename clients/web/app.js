@@ -1718,6 +1718,11 @@ function renderMatch() {
   setText($("#match-status"), statusText(m));
   const variant = $("#match-variant");
   const helped = !!(m.config && m.config.assist);
+  if (m.tournamentId && !S.tourneyNames[m.tournamentId] && !m.askedTourney && S.welcomed) {
+    // a page opened mid-game (a reload) knows the tournament's id only: ask for its name
+    m.askedTourney = true;
+    watchTourney(m.tournamentId);
+  }
   const cup = m.tournamentId ? `Tournament: ${S.tourneyNames[m.tournamentId] || m.tournamentId}` : null;
   variant.hidden = isClassic(rulesOf(m)) && !helped && !cup;
   setText(variant, [cup, isClassic(rulesOf(m)) ? null : rulesLabel(rulesOf(m)),

@@ -160,6 +160,11 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
             tap(carl, "#btn-stop-watch")
             carl.wait_for_selector(f"body[data-view=tourney] #tourney-title:text-is('{name}')")
             assert carl.evaluate("() => location.pathname") == f"/tournament/{tid}"
+            # a reload mid-game resumes it, and the page finds the tournament's name again
+            bob.reload()
+            bob.wait_for_selector(f"#match-variant:text-is('Tournament: {name}')")
+            bob.wait_for_selector("body[data-view=match] #entry[data-mode=secret]")
+            assert bob.evaluate("() => window.moo.state.m.id") == match
         play_game([ann, bob], ["0123", "4567"] if game == 1 else ["8901", "2345"], match)
         seen.append(match)
     # The second game was the last: its result stays, and leads back to the tournament (not to
