@@ -38,7 +38,7 @@ shared_server = browser_support.shared_server
 SIZES = {"desktop": DESKTOP, "phone": PHONE}
 # Long enough for both pages to join after the form is sent, on a loaded machine: the test waits
 # for the start (an event), it does not sleep.
-START_IN_S = 20
+START_IN_S = 30
 
 
 def tap(page: Any, selector: str) -> None:
