@@ -2418,6 +2418,9 @@ function renderTourney() {
       action);
   }));
   $("#tgames-empty").hidden = games.length > 0;
+  // a long arena's object lists only its most recent games
+  setText($("#tgames-title"), typeof t.game_count === "number" && t.game_count > games.length
+    ? `Games (the last ${games.length} of ${t.game_count})` : "Games");
 }
 
 function fmtTiebreak(x) {
