@@ -136,6 +136,33 @@ def _guess(page: Any, rng: random.Random, *, best: bool = False) -> None:
     )
 
 
+def _play_tournament_game(pages: list[Any], secrets: list[str], match_id: str) -> None:
+    """Both players of a lockstep tournament game set their secret and guess the first code
+    still possible, round by round, until this game ends (the next may start at once)."""
+    done = """(id) => { const m = window.moo.state.m;
+      return !m || m.id !== id || m.phase === 'finished'; }"""
+    for page, secret in zip(pages, secrets, strict=True):
+        page.wait_for_selector("#entry[data-mode=secret]")
+        page.fill("#code-input", secret)
+        page.click("#code-submit")
+    for n in range(1, 13):
+        for page in pages:
+            page.wait_for_function(
+                "(id) => { const m = window.moo.state.m; return !m || m.id !== id"
+                " || m.phase === 'finished' || (m.phase === 'playing'"
+                " && !document.querySelector('#code-input').disabled); }", arg=match_id)
+            if page.evaluate(done, match_id):
+                continue
+            page.fill("#code-input", consistent(_rows(page))[0])
+            page.click("#code-submit")
+        for page in pages:
+            page.wait_for_function(
+                f"([id, n]) => ({done})(id) || document.querySelector("
+                "`#hist-0 .hist-row[data-n='${n}']:not(.pending)`) !== null", arg=[match_id, n])
+        if all(page.evaluate(done, match_id) for page in pages):
+            return
+
+
 def _start_bot_match(page: Any, strategy: str, secret: str) -> None:
     page.click("#nav .tab[data-tab=play]")
     page.select_option("#bot-select", strategy)
@@ -283,6 +310,39 @@ def take(out: Path, url: str, port: int) -> list[Path]:
             page.click("#me-name")
             page.wait_for_selector("body[data-view=account]")
             shot(page, "account")
+
+            # Tournaments: the tab with the form, then a round robin two people played.
+            page.click("#nav .tab[data-tab=tourneys]")
+            page.click("#btn-new-tourney")
+            page.fill("#tf-name", "Friday cup")
+            page.select_option("#tf-pool", "humans")
+            page.fill("#tf-start", "8")
+            shot(page, "tournaments")
+            page.click("#tf-submit")
+            page.wait_for_selector("#tourney-body:not([hidden])")
+            tid = page.evaluate("() => window.moo.state.tourney.id")
+            players = []
+            for name in ("tess", "umar"):
+                p = _page(browser, url, viewport=DESKTOP)
+                _login(p, name)
+                p.goto(f"{url.rstrip('/')}/tournament/{tid}")
+                p.click("#btn-tourney-join")
+                p.wait_for_selector("#btn-tourney-leave:not([hidden])")
+                players.append(p)
+            seen: list[str] = []
+            for secrets in (["3815", "0462"], ["7204", "5931"]):
+                for p in players:
+                    p.wait_for_function(
+                        "(seen) => { const m = window.moo.state.m;"
+                        " return !!m && !seen.includes(m.id) && m.phase === 'secrets'; }",
+                        arg=seen, timeout=60000)
+                match_id = players[0].evaluate("() => window.moo.state.m.id")
+                _play_tournament_game(players, secrets, match_id)
+                seen.append(match_id)
+            page.wait_for_selector("#standings[data-final=true]")
+            shot(page, "tournament", full=True)
+            for p in players:
+                p.context.close()
         finally:
             browser.close()
     return shots

@@ -76,6 +76,30 @@ def assert_fits(page: Any) -> None:
     assert width <= inner, (width, inner)
 
 
+DESKTOP: dict[str, Any] = {"viewport": {"width": 1280, "height": 800}}
+PHONE: dict[str, Any] = {
+    "viewport": {"width": 390, "height": 844},
+    "is_mobile": True,
+    "has_touch": True,
+    "device_scale_factor": 2,
+}
+
+# Elements among `selector` whose text is cut (wider than their box) or that stick out of the
+# viewport sideways: [selector index, text, scrollWidth, clientWidth, left, right].
+CUT = """(selector) => [...document.querySelectorAll(selector)]
+  .filter((e) => e.getClientRects().length > 0)  // laid out (fixed ones too)
+  .map((e, i) => {
+    const r = e.getBoundingClientRect();
+    return [i, e.textContent, e.scrollWidth, e.clientWidth, r.left, r.right];
+  })
+  .filter(([, , sw, cw, left, right]) => sw > cw + 1 || left < -0.5 || right > innerWidth + 0.5)"""
+
+
+def cut(page: Any, selector: str) -> list[Any]:
+    """The visible elements among ``selector`` whose text is cut or that stick out sideways."""
+    return list(page.evaluate(CUT, selector))
+
+
 def set_secret(page: Any, secret: str) -> None:
     page.wait_for_selector("#entry[data-mode=secret]")
     page.fill("#code-input", secret)

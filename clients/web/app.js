@@ -51,7 +51,7 @@ const S = {
   retryAt: 0,
   nextId: 1,
   pending: new Map(),       // id -> {type, ...context}
-  tab: "play",              // play | watch | board | match
+  tab: "play",              // play | watch | board | tourneys | tourney | match | ...
   needLogin: false,
   queued: false,
   variants: [DEFAULT_RULES], // welcome.variants: the rules this server offers, default first
@@ -61,6 +61,8 @@ const S = {
   liveMatches: [],
   board: { by: "rating", players: [] },
   offer: null,              // incoming challenge {challenge_id, from}
+  rematch: null,            // a rematch offer {match_id, from} for a match no longer on screen
+  opponents: {},            // match id -> the opponent's name, for the notices about it
   challenge: null,          // our outgoing challenge {id, to, state}
   acceptAfter: null,        // {challengeId, matchId}: accept once that match has ended (resigned)
   afterFinish: null,        // {matchId, then}: run `then` once that match has ended
@@ -71,6 +73,9 @@ const S = {
   loginNote: "",            // why the sign-in screen is shown (a shared link, a sign-out elsewhere)
   player: null,             // the player page on screen: {name, data, rows, next, error, loading}
   record: null,             // the finished match on screen: {id, events, step, steps, error, live}
+  tourneys: { list: [], loaded: false }, // the Tournaments tab: summaries from `tournaments`
+  tourney: null,            // the tournament page on screen: {id, data, error, watching}
+  tourneyNames: {},         // tournament id -> name, for a tournament match's label
   notesMode: false,         // pad taps mark digits instead of typing them
   pingTimer: null,
   tickTimer: null,
@@ -104,6 +109,7 @@ function newMatch(id, seat, watch = seat === null) {
     notes: {},                  // symbol -> "out" | "in": the player's own marks on the pad
     rematchAsked: false,
     rematchOffered: false,
+    tournamentId: null,         // the tournament this match is a game of (match.tournament_id)
     events: 0,
   };
 }
@@ -285,6 +291,18 @@ function handle(msg) {
     case "matches":
       S.liveMatches = msg.matches || [];
       return renderWatch();
+    case "tournaments":
+      S.tourneys = { list: msg.tournaments || [], loaded: true };
+      for (const t of S.tourneys.list) S.tourneyNames[t.tournament_id] = t.name;
+      return renderTourneys();
+    case "tournament": return onTourney(msg, ctx);
+    case "tournament_joined":
+    case "tournament_left":
+      if (S.tourney && S.tourney.id === msg.tournament_id) {
+        S.tourney.busy = false;
+        renderTourney();
+      }
+      return;
     case "leaderboard":
       S.board = {
         by: msg.by || "rating", variant: msg.variant || rulesSpec(DEFAULT_RULES),
@@ -296,6 +314,9 @@ function handle(msg) {
         S.m.rematchOffered = true;
         renderMatch();
       }
+      // Anywhere else (a live match since, another tab) it is a notice, as a challenge is.
+      S.rematch = { match_id: msg.match_id, from: S.opponents[msg.match_id] || "Your last opponent" };
+      renderToast();
       return;
     case "challenge":
       // A notice, never a focus thief: Enter typed for a guess must not answer it.
@@ -367,6 +388,9 @@ function onWelcome(msg) {
   if (S.tab === "board") refreshBoard();
   if (S.tab === "player" && S.player) requestPlayer(S.player.name, true);
   if (S.tab === "record" && S.record && !S.record.events) requestRecord(S.record.id);
+  if (S.tab === "tourneys") refreshTourneys();
+  // watching belongs to the connection: a reconnect watches the tournament on screen again
+  if (S.tourney) watchTourney(S.tourney.id);
 }
 
 function setStrategies(names) {
@@ -427,6 +451,7 @@ function renderBotDesc() {
 }
 
 function onMatch(msg) {
+  if (msg.opponent) S.opponents[msg.match_id] = msg.opponent;
   if (S.m && !S.m.watch && S.m.id === msg.match_id) {
     // The server re-announces a match we already show when we resume it: keep its history.
     if (S.moving) {
@@ -436,6 +461,7 @@ function onMatch(msg) {
     S.m.seat = msg.seat;
     S.m.opponent = msg.opponent;
     S.m.config = S.m.config || msg.config || null;
+    S.m.tournamentId = S.m.tournamentId || msg.tournament_id || null;
     if (S.m.players[msg.seat] === "…") S.m.players[msg.seat] = S.name;
     if (S.m.players[1 - msg.seat] === "…") S.m.players[1 - msg.seat] = msg.opponent;
     render();
@@ -457,12 +483,14 @@ function onMatch(msg) {
   S.room = null;
   S.challenge = null;
   S.offer = null;
+  if (S.rematch && sameName(S.rematch.from, msg.opponent)) S.rematch = null; // it is this match
   $("#rematch-note").textContent = "";
   $("#rematch-note").hidden = true;
   lobbyError("");
   S.m = newMatch(msg.match_id, msg.seat);
   S.m.opponent = msg.opponent;
   S.m.config = msg.config || null;
+  S.m.tournamentId = msg.tournament_id || (msg.config && msg.config.tournament_id) || null;
   const players = ["…", "…"];
   players[msg.seat] = S.name;
   players[1 - msg.seat] = msg.opponent;
@@ -530,6 +558,11 @@ function onError(msg, ctx) {
       S.player.loading = false;
       renderPlayer();
     }
+    return;
+  }
+  if (type && type.startsWith("tournament")) {
+    tourneyError(ctx, msg.code === "unknown_tournament" && ctx.tournamentId
+      ? `No tournament has the id “${ctx.tournamentId}”.` : text);
     return;
   }
   if (type === "analysis") {
@@ -622,7 +655,11 @@ function onError(msg, ctx) {
     return;
   }
   if (type === "rematch") {
-    if (S.m) S.m.rematchAsked = false;
+    if (!S.m || S.m.id !== ctx.matchId) {
+      lobbyError(text); // accepted from a notice: the lobby says why it did not start
+      return;
+    }
+    S.m.rematchAsked = false;
     $("#rematch-note").hidden = false;
     $("#rematch-note").textContent = text;
     renderMatch();
@@ -700,6 +737,7 @@ function applyEvent(m, ev) {
     case "created":
       m.players = ev.players || m.players;
       m.config = ev.config || m.config;
+      if (m.config && m.config.tournament_id) m.tournamentId = m.config.tournament_id;
       for (const c of m.clocks) c.left = m.config ? m.config.clock_total_ms ?? null : null;
       if (m.config && m.config.secret_ms) m.secretDeadline = at + m.config.secret_ms;
       if (m.seat !== null && !m.opponent) m.opponent = m.players[1 - m.seat];
@@ -894,6 +932,21 @@ function requestAnalysis(box) {
   renderAnalyses();
 }
 
+/** The analysis table's columns: [header, what it means, class]. The two expected-guess
+ * columns ("expected") are left out where the table would not fit (a phone, a narrow card):
+ * the loss is their difference, and every other column, the mark included, stays whole. */
+const ANALYSIS_COLUMNS = [
+  ["#", "Guess number", "num"],
+  ["guess", "The guess played", null],
+  ["answer", "Its answer", null],
+  ["left", "Codes still possible before this guess", "num"],
+  ["loss", "Expected guesses lost by this guess (played − best)", "num"],
+  ["mark", "inaccuracy, mistake or blunder", null],
+  ["best guess", "A guess the solver rates best here", null],
+  ["best", "Expected guesses still needed after the best guess", "num expected"],
+  ["played", "Expected guesses still needed after the guess played", "num expected"],
+];
+
 function renderAnalyses() {
   for (const box of ["result-analysis", "record-analysis"]) {
     const node = document.getElementById(box);
@@ -920,13 +973,13 @@ function renderAnalyses() {
         el("td", { class: "num loss", text: g.loss.toFixed(3) }),
         el("td", { class: `mark ${g.mark || ""}`, text: g.mark || "" }),
         el("td", { class: "mono", text: g.best_guess }),
-        el("td", { class: "num", text: g.best_expected.toFixed(3) }),
-        el("td", { class: "num", text: g.played_expected.toFixed(3) })));
+        el("td", { class: "num expected", text: g.best_expected.toFixed(3) }),
+        el("td", { class: "num expected", text: g.played_expected.toFixed(3) })));
       return el("section", { class: "analysis-player", "data-seat": seat },
         el("h3", { text: `${p.name}: ${p.guesses.length} guesses, ${lost.toFixed(3)} expected guesses lost` }),
         el("div", { class: "table-wrap" }, el("table", { class: "board analysis-table" },
-          el("thead", {}, el("tr", {}, ...["#", "guess", "answer", "left", "loss", "mark",
-            "best guess", "best", "played"].map((h) => el("th", { scope: "col", text: h })))),
+          el("thead", {}, el("tr", {}, ...ANALYSIS_COLUMNS.map(([h, title, cls]) =>
+            el("th", { scope: "col", class: cls, title, text: h })))),
           el("tbody", {}, ...rows))),
         el("p", { class: "hint scroll-hint", hidden: true,
           text: "Swipe the table sideways for more columns →" }));
@@ -1036,10 +1089,15 @@ function leaveMatch() {
   const m = S.m;
   if (m && m.watch) send({ type: "unwatch", match_id: m.id });
   S.tab = m && m.watch ? "watch" : "play";
+  if (m && m.watch && m.tournamentId && S.tourney && S.tourney.id === m.tournamentId) {
+    // a game watched from its tournament's page leads back there
+    S.tab = "tourney";
+    history.pushState(null, "", `/tournament/${encodeURIComponent(m.tournamentId)}${location.search}`);
+  }
   if (S.tab === "watch") refreshMatches();
   S.m = null;
   save(LS.match, null);
-  showCodeError("");
+  syncEntryOwner(null);
   if (S.extra) {
     // The second match that waited in a notice comes on screen now.
     const x = S.extra;
@@ -1058,12 +1116,13 @@ function refreshBoard() {
 
 function setTab(tab) {
   if (tab !== "match" && S.m && S.m.phase === "finished") leaveMatch();
-  if (pathRoute() && tab !== "player" && tab !== "record") {
+  if (pathRoute() && tab !== "player" && tab !== "record" && tab !== "tourney") {
     history.pushState(null, "", `/${location.search}`);
   }
   S.tab = tab;
   if (tab === "watch") refreshMatches();
   if (tab === "board") refreshBoard();
+  if (tab === "tourneys") refreshTourneys();
   render();
   // The button pressed may belong to a view that is now hidden: keep focus in the content.
   if (!document.activeElement || document.activeElement.closest("[hidden]")) {
@@ -1117,10 +1176,11 @@ function currentView() {
   if (S.tab === "match") return S.m ? "match" : "play";
   if (S.tab === "player" && !S.player) return "play";
   if (S.tab === "record" && !S.record) return "play";
+  if (S.tab === "tourney" && !S.tourney) return "tourneys";
   return S.tab;
 }
 
-const VIEWS = ["login", "play", "watch", "board", "match", "account", "player", "record"];
+const VIEWS = ["login", "play", "watch", "board", "tourneys", "tourney", "match", "account", "player", "record"];
 
 function render() {
   const view = currentView();
@@ -1136,7 +1196,8 @@ function render() {
   $("#me-name").textContent = signedIn ? S.name : "";
   renderMatchTab();
   for (const b of document.querySelectorAll("#nav .tab")) {
-    if (b.dataset.tab === view) b.setAttribute("aria-current", "page");
+    // a tournament's page belongs to the Tournaments tab
+    if (b.dataset.tab === (view === "tourney" ? "tourneys" : view)) b.setAttribute("aria-current", "page");
     else b.removeAttribute("aria-current");
   }
   if (view === "login") renderLogin();
@@ -1147,6 +1208,8 @@ function render() {
   if (view === "account") renderAccount();
   if (view === "player") renderPlayer();
   if (view === "record") renderRecord();
+  if (view === "tourneys") renderTourneys();
+  if (view === "tourney") renderTourney();
   renderToast();
 }
 
@@ -1164,6 +1227,7 @@ function renderLogin() {
   let note = S.loginNote;
   if (!note && r && r.tab === "player") note = `Sign in to see ${r.name}'s page.`;
   if (!note && r && r.tab === "record") note = "Sign in to replay this match.";
+  if (!note && r && r.tab === "tourney") note = "Sign in to see this tournament.";
   $("#login-note").hidden = !note;
   $("#login-note").textContent = note;
 }
@@ -1611,8 +1675,21 @@ function typeKey(key) {
   renderPad();
 }
 
+/** The code box belongs to one match and one phase of it: whatever was typed there for an
+ * earlier match (a half-typed guess, a resigned match's digits) or for the secret never carries
+ * over into the next one, where it would prefix the new code. */
+function syncEntryOwner(m) {
+  const input = $("#code-input");
+  const owner = m ? `${m.id}:${m.seat}:${m.phase}` : "";
+  if (input.dataset.owner === owner) return;
+  input.dataset.owner = owner;
+  input.value = "";
+  showCodeError("");
+}
+
 function renderMatch() {
   const m = S.m;
+  syncEntryOwner(m);
   if (!m || currentView() !== "match") return;
   const view = $("#view-match");
   view.dataset.phase = m.phase;
@@ -1641,8 +1718,14 @@ function renderMatch() {
   setText($("#match-status"), statusText(m));
   const variant = $("#match-variant");
   const helped = !!(m.config && m.config.assist);
-  variant.hidden = isClassic(rulesOf(m)) && !helped;
-  setText(variant, [isClassic(rulesOf(m)) ? null : rulesLabel(rulesOf(m)),
+  if (m.tournamentId && !S.tourneyNames[m.tournamentId] && !m.askedTourney && S.welcomed) {
+    // a page opened mid-game (a reload) knows the tournament's id only: ask for its name
+    m.askedTourney = true;
+    watchTourney(m.tournamentId);
+  }
+  const cup = m.tournamentId ? `Tournament: ${S.tourneyNames[m.tournamentId] || m.tournamentId}` : null;
+  variant.hidden = isClassic(rulesOf(m)) && !helped && !cup;
+  setText(variant, [cup, isClassic(rulesOf(m)) ? null : rulesLabel(rulesOf(m)),
     helped ? "Practice with the assistant (unrated)" : null].filter(Boolean).join(" · "));
   view.dataset.game = isMastermind(rulesOf(m)) ? "mastermind" : isWords(rulesOf(m)) ? "words" : "moo";
 
@@ -1698,7 +1781,11 @@ function renderMatch() {
     renderFairness(m);
     renderAnalyses();
     const rematch = $("#btn-rematch");
-    rematch.hidden = m.watch;
+    // a tournament's game leads back to its tournament (the pairings are the tournament's)
+    const cupGame = !!m.tournamentId;
+    rematch.hidden = m.watch || cupGame;
+    $("#btn-to-tourney").hidden = !cupGame;
+    $("#btn-leave").classList.toggle("ghost", cupGame);
     rematch.disabled = m.rematchAsked;
     rematch.textContent = m.rematchOffered && !m.rematchAsked ? "Accept rematch" : m.rematchAsked ? "Rematch asked…" : "Rematch";
     const note = $("#rematch-note");
@@ -1722,7 +1809,10 @@ function renderToast() {
   const yes = $("#toast-yes");
   const no = $("#toast-no");
   const live = liveMatch();
-  t.hidden = (!S.offer && !S.extra) || currentView() === "login";
+  // a rematch offer for the finished match on screen is in its result panel already
+  const rematch = S.rematch && !(currentView() === "match" && S.m && S.m.id === S.rematch.match_id)
+    ? S.rematch : null;
+  t.hidden = (!S.offer && !S.extra && !rematch) || currentView() === "login";
   if (S.offer) {
     t.dataset.kind = "challenge";
     const game = S.offer.rules && !isClassic(S.offer.rules) ? `${rulesLabel(S.offer.rules)}, ` : "";
@@ -1733,6 +1823,14 @@ function renderToast() {
     yes.textContent = live ? "Resign and accept" : "Accept";
     yes.className = live ? "btn danger small" : "btn primary small";
     no.textContent = "Decline";
+  } else if (rematch) {
+    t.dataset.kind = "rematch";
+    setText($("#toast-text"), live
+      ? `${rematch.from} wants a rematch of your last match. You are playing ${opponentOf(live)}: resign that match and accept, or dismiss.`
+      : `${rematch.from} wants a rematch of your last match.`);
+    yes.textContent = live ? "Resign and accept" : "Accept rematch";
+    yes.className = live ? "btn danger small" : "btn primary small";
+    no.textContent = "Dismiss";
   } else if (S.extra) {
     t.dataset.kind = "extra";
     setText($("#toast-text"),
@@ -1741,6 +1839,15 @@ function renderToast() {
     yes.className = "btn danger small";
     no.textContent = "Later";
   }
+  noticeRoom();
+}
+
+/** The room a notice takes under the top bar (0 when none), for the desktop match screen's
+ * history lists to give up (style.css, --notice-h). */
+function noticeRoom() {
+  const t = $("#toast");
+  const h = t.hidden ? 0 : t.getBoundingClientRect().height + 8;
+  document.documentElement.style.setProperty("--notice-h", `${Math.ceil(h)}px`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1752,6 +1859,8 @@ function pathRoute() {
   if (hit) return { tab: "player", name: decodeURIComponent(hit[1]) };
   hit = /^\/match\/([^/]+)\/?$/.exec(path);
   if (hit) return { tab: "record", id: decodeURIComponent(hit[1]) };
+  hit = /^\/tournament\/([^/]+)\/?$/.exec(path);
+  if (hit) return { tab: "tourney", id: decodeURIComponent(hit[1]) };
   return null;
 }
 
@@ -1764,6 +1873,10 @@ function applyRoute() {
   const r = pathRoute();
   if (!r) {
     if (S.tab === "player" || S.tab === "record") S.tab = liveMatch() ? "match" : "play";
+    if (S.tab === "tourney") S.tab = "tourneys";
+  } else if (r.tab === "tourney") {
+    S.tab = "tourney";
+    openTourney(r.id);
   } else if (r.tab === "player") {
     S.tab = "player";
     if (!S.player || S.player.name !== r.name) {
@@ -1832,12 +1945,14 @@ function historyItem(row) {
   const letter = row.result === "win" ? "W" : row.result === "loss" ? "L" : "D";
   const when = row.ended_at ? new Date(row.ended_at) : null;
   const pacing = row.config && row.config.pacing ? row.config.pacing : "";
-  return el("li", { class: `hrow ${row.result || ""}`, "data-match": row.match_id },
+  const rules = row.config && row.config.rules ? row.config.rules : DEFAULT_RULES;
+  return el("li", { class: `hrow ${row.result || ""}`, "data-match": row.match_id, "data-game": rulesSpec(rules) },
     el("span", { class: `res ${row.result || ""}`, title: row.result || "", text: letter }),
     el("span", { class: "hrow-main" },
       el("span", { class: "hrow-vs" }, "vs ", row.opponent ? playerLink(row.opponent) : "?"),
       el("span", { class: "hrow-meta" },
         el("span", { text: `${mine}–${theirs} guesses` }),
+        el("span", { class: "chip game", text: rulesLabel(rules) }),
         el("span", { class: "chip", text: REASONS[row.reason] || row.reason || "" }),
         pacing ? el("span", { class: "chip", text: pacing }) : null,
         row.rated === false ? el("span", { class: "chip", text: "unrated" }) : null,
@@ -1865,8 +1980,13 @@ function renderPlayer() {
     setText($("#player-draws"), String(d.draws ?? 0));
     setText($("#player-losses"), String(d.losses ?? 0));
     setText($("#player-rating-note"), rating.provisional
-      ? `Rating ${rating.text}: provisional, it settles as more rated games are played.`
-      : `Rating ${rating.text}.`);
+      ? `MOO 4 of 10 rating ${rating.text}: provisional, it settles as more rated games are played.`
+      : `MOO 4 of 10 rating ${rating.text}.`);
+    // `player` reports classic MOO 4 of 10 only: say so, above all beside other games' matches
+    const others = P.rows.filter((r) => !isClassic(r.config && r.config.rules ? r.config.rules : DEFAULT_RULES));
+    setText($("#player-record-scope"), !d.games && others.length
+      ? "No rated MOO 4 of 10 match yet. The matches below are of other games (each game has its own rating: the leaderboard's Game menu) or unrated."
+      : "MOO 4 of 10 only; each other game has its own rating (the leaderboard's Game menu).");
     const v = d.vs_minimum;
     setText($("#vsmin-text"), v ? pct(v.score) : "Not enough solved matches yet.");
     $("#vsmin-text").classList.toggle("none", !v);
@@ -1969,6 +2089,11 @@ function renderRecord() {
   const m = replayUpTo(R, recordCut(R));
   const full = R.full;
   setText($("#record-title"), `${full.players[0]} vs ${full.players[1]}`);
+  // the game is named on every replay, classic included (a link may be opened by anyone)
+  const cfg = full.config || {};
+  setText($("#record-game"), [rulesLabel(rulesOf(full)), cfg.pacing || null,
+    cfg.rated === false ? "unrated" : cfg.rated === true ? "rated" : null,
+    cfg.assist ? "with the assistant" : null].filter(Boolean).join(" · "));
   const summary = full.result ? resultTexts(full) : null;
   setText($("#record-summary"), summary ? `${summary.title}. ${summary.detail}` : "");
   seatOrder(m).forEach((seat, pos) => {
@@ -2040,6 +2165,373 @@ function wireRecord() {
     P.more = true;
     send({ type: "history", player: P.name, cursor: P.next, limit: 20 }, { name: P.name });
     renderPlayer();
+  });
+}
+
+// -- tournaments: the list, the create form, a tournament's page (docs/protocol.md, "Tournaments")
+
+const FORMAT_NAMES = { "round-robin": "Round robin", swiss: "Swiss", arena: "Arena" };
+const FORMAT_DESCRIPTIONS = {
+  "round-robin": "Everyone meets everyone, Rounds times; each meeting is two games, seats swapped.",
+  swiss: "Rounds rounds; each pairs players of equal or nearest score who have not met yet.",
+  arena: "For the length given, players are paired as soon as they are free; two games each time.",
+};
+const POOL_NAMES = { any: "anyone", humans: "people only", bots: "programs only" };
+const STATUS_NAMES = { upcoming: "upcoming", running: "running", finished: "finished" };
+
+function newTourney(id) {
+  return { id, data: null, error: "", busy: false };
+}
+
+function refreshTourneys() { send({ type: "tournaments" }); }
+
+function watchTourney(id) {
+  send({ type: "tournament_watch", tournament_id: id }, { tournamentId: id });
+}
+
+/** The tournament page for `id`: watch it (its updates keep the page live), stop watching the
+ * one shown before. */
+function openTourney(id) {
+  if (S.tourney && S.tourney.id === id && (S.tourney.data || !S.welcomed)) return;
+  if (S.tourney && S.tourney.id !== id) send({ type: "tournament_unwatch", tournament_id: S.tourney.id });
+  S.tourney = newTourney(id);
+  if (S.welcomed) watchTourney(id);
+}
+
+function onTourney(msg, ctx) {
+  const t = msg.tournament;
+  if (!t || !t.tournament_id) return;
+  S.tourneyNames[t.tournament_id] = t.name;
+  // the list shows summaries: keep its row up to date too
+  const i = S.tourneys.list.findIndex((x) => x.tournament_id === t.tournament_id);
+  if (i >= 0) S.tourneys.list[i] = { ...S.tourneys.list[i], ...t, player_count: (t.players || []).length };
+  if (ctx && ctx.type === "tournament_create") {
+    // the one just created: its page, from which the creator can join it
+    $("#tourney-form").hidden = true;
+    $("#btn-new-tourney").setAttribute("aria-expanded", "false");
+    $("#tf-submit").disabled = false;
+    S.tourney = newTourney(t.tournament_id);
+    S.tourney.data = t;
+    watchTourney(t.tournament_id);
+    navigate(`/tournament/${encodeURIComponent(t.tournament_id)}`);
+    return;
+  }
+  if (S.tourney && S.tourney.id === t.tournament_id) {
+    S.tourney.data = t;
+    S.tourney.error = "";
+    renderTourney();
+  }
+  if (currentView() === "tourneys") renderTourneys();
+  if (S.m && S.m.tournamentId === t.tournament_id && currentView() === "match") renderMatch();
+}
+
+function tourneyError(ctx, text) {
+  if (ctx.type === "tournament_create") {
+    $("#tf-submit").disabled = false;
+    $("#tf-error").textContent = text;
+    return;
+  }
+  if (ctx.type === "tournaments") {
+    $("#tourneys-error").textContent = text;
+    return;
+  }
+  if (S.tourney && ctx.tournamentId === S.tourney.id) {
+    S.tourney.busy = false;
+    S.tourney.error = text;
+    renderTourney();
+  }
+}
+
+function isMe(name) { return sameName(name, S.name); }
+
+function tourneyFacts(t) {
+  const size = t.format === "arena"
+    ? `${Math.round((t.duration_s || 0) / 60)} min`
+    : t.format === "swiss" ? `${t.rounds} rounds`
+      : t.rounds > 1 ? `${t.rounds} times each` : "once each";
+  return [FORMAT_NAMES[t.format] || t.format, size, rulesLabel(t.rules || DEFAULT_RULES),
+    POOL_NAMES[t.pool] || t.pool, t.secrets === "server" ? "secrets by the server" : "secrets by the players",
+    t.pacing, t.rated ? "rated" : "unrated"];
+}
+
+function clockIn(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s >= 3600) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
+function tourneyWhen(t) {
+  const now = Date.now();
+  if (t.status === "upcoming") return `Starts in ${clockIn(t.starts_at - now)}`;
+  if (t.status === "running") {
+    if (t.format === "arena" && t.ends_at) return `Running · ends in ${clockIn(t.ends_at - now)} · ${t.round} pairings so far`;
+    return `Running · round ${t.round}${t.format === "swiss" && t.rounds ? ` of ${t.rounds}` : ""}`;
+  }
+  return t.ends_at ? `Finished ${new Date(t.ends_at).toLocaleString()}` : "Finished";
+}
+
+function renderTourneys() {
+  if (currentView() !== "tourneys") return;
+  const groups = $("#tourney-groups");
+  const list = S.tourneys.list;
+  const sections = [];
+  for (const status of ["upcoming", "running", "finished"]) {
+    const items = list.filter((t) => t.status === status);
+    if (!items.length) continue;
+    sections.push(el("section", { class: "card flush tourney-group", "data-status": status },
+      el("h2", { class: "history-title", text: status === "upcoming" ? "Upcoming" : status === "running" ? "Running" : "Finished" }),
+      el("ul", { class: "live-list" }, ...items.map((t) => el("li", { class: "live-item tourney-item", "data-tournament": t.tournament_id },
+        el("div", { class: "tourney-item-main" },
+          el("a", {
+            class: "link-a tourney-name", href: `/tournament/${encodeURIComponent(t.tournament_id)}${location.search}`,
+            "data-route": "", text: t.name,
+          }),
+          el("span", { class: "live-meta" },
+            el("span", { class: "chip", text: FORMAT_NAMES[t.format] || t.format }),
+            el("span", { class: "chip", text: rulesLabel(t.rules || DEFAULT_RULES) }),
+            el("span", { class: "chip", text: POOL_NAMES[t.pool] || t.pool }),
+            el("span", { class: "muted", text: `${t.player_count ?? 0} player${t.player_count === 1 ? "" : "s"}` }),
+            el("span", { class: "muted tourney-when", "data-when": t.tournament_id, text: tourneyWhen(t) }))),
+        el("a", {
+          class: "btn small", href: `/tournament/${encodeURIComponent(t.tournament_id)}${location.search}`,
+          "data-route": "", "aria-label": `Open ${t.name}`,
+        }, "Open"))))));
+  }
+  groups.replaceChildren(...sections);
+  $("#tourneys-empty").hidden = !S.tourneys.loaded || list.length > 0;
+}
+
+function tickTourneys() {
+  // the countdowns move without a rebuild
+  if (currentView() === "tourneys") {
+    for (const node of document.querySelectorAll("#tourney-groups [data-when]")) {
+      const t = S.tourneys.list.find((x) => x.tournament_id === node.dataset.when);
+      if (t) setText(node, tourneyWhen(t));
+    }
+  }
+  if (currentView() === "tourney" && S.tourney && S.tourney.data) {
+    setText($("#tourney-when"), tourneyWhen(S.tourney.data));
+  }
+}
+
+function resultText(g) {
+  if (g.result === null || g.result === undefined) return "playing";
+  if (g.result === "1/2-1/2") return "draw";
+  return `${g.result === "1-0" ? g.players[0] : g.players[1]} won`;
+}
+
+function renderTourney() {
+  const T = S.tourney;
+  if (!T || currentView() !== "tourney") return;
+  const t = T.data;
+  setText($("#tourney-error"), T.error || "");
+  $("#tourney-body").hidden = !t;
+  if (!t) {
+    setText($("#tourney-title"), "Tournament");
+    $("#tourney-status").hidden = true;
+    return;
+  }
+  setText($("#tourney-title"), t.name);
+  const status = $("#tourney-status");
+  status.hidden = false;
+  status.dataset.status = t.status;
+  setText(status, STATUS_NAMES[t.status] || t.status);
+  setText($("#tourney-facts"), tourneyFacts(t).join(" · "));
+  setText($("#tourney-when"), tourneyWhen(t));
+  const players = t.players || [];
+  const joined = players.some(isMe);
+  const open = t.status === "upcoming" || (t.status === "running" && t.format === "arena");
+  const mine = liveMatch() && liveMatch().tournamentId === t.tournament_id ? liveMatch() : null;
+  const poolShut = t.pool === "bots";
+  const join = $("#btn-tourney-join");
+  const leave = $("#btn-tourney-leave");
+  join.hidden = joined || !open || poolShut;
+  leave.hidden = !joined || !open;
+  join.disabled = T.busy;
+  leave.disabled = T.busy;
+  $("#btn-tourney-match").hidden = !mine;
+  let me = "";
+  if (poolShut && open) me = "Programs only: people cannot join this one (a program joins with moo bot --tournament).";
+  else if (joined && t.status === "upcoming") me = "You are in. Your games start here when the tournament does: stay on this page or anywhere in the arena.";
+  else if (joined && t.status === "running") me = mine ? "Your game is on." : "You are playing in this tournament: your next game starts by itself.";
+  else if (t.status === "finished" && (t.standings || []).some((r) => isMe(r.name))) {
+    const row = t.standings.find((r) => isMe(r.name));
+    const shared = t.standings.filter((r) => r.rank === row.rank).length > 1 ? "shared " : "";
+    me = `You finished ${shared}${ordinal(row.rank)} with ${row.score} point${row.score === 1 ? "" : "s"}.`;
+  }
+  setText($("#tourney-me"), me);
+  $("#tourney-me").hidden = !me;
+  setText($("#tourney-players"), players.length
+    ? `${players.length} player${players.length === 1 ? "" : "s"}: ${players.join(", ")}`
+    : "No player has joined yet.");
+  // standings; once finished, the final table
+  setText($("#standings-title"), t.status === "finished" ? "Final standings" : "Standings");
+  $("#standings").dataset.final = t.status === "finished" ? "true" : "false";
+  $("#standings-tiebreak").title = t.tiebreak === "buchholz" ? "Tie-break: Buchholz" : "Tie-break: Sonneborn-Berger";
+  const rows = t.standings || [];
+  $("#standings-body").replaceChildren(...rows.map((r) => el("tr", { class: isMe(r.name) ? "me" : null, "data-player": r.name },
+    el("td", { class: "rank", text: String(r.rank) }),
+    el("th", { scope: "row", class: "player" }, playerLink(r.name)),
+    el("td", { class: "num hide-sm", text: String(r.games) }),
+    el("td", { class: "num", text: `${r.wins}–${r.draws}–${r.losses}` }),
+    el("td", { class: "num strong score", text: String(r.score) }),
+    el("td", {
+      class: "num", text: r.elo === null || r.elo === undefined ? "—" : `${r.elo > 0 ? "+" : ""}${r.elo}`,
+      title: r.elo_low !== null && r.elo_low !== undefined && r.elo_high !== null && r.elo_high !== undefined
+        ? `95 % interval ${r.elo_low} to ${r.elo_high}` : null,
+    }),
+    el("td", { class: "num hide-sm", text: fmtTiebreak(r.tiebreak) }))));
+  $("#standings-empty").hidden = rows.some((r) => r.games > 0);
+  // the games, newest first: watch one being played, replay a finished one
+  const games = (t.games || []).slice().reverse();
+  $("#tourney-games").replaceChildren(...games.map((g) => {
+    const playing = g.result === null || g.result === undefined;
+    const inIt = g.players.some(isMe);
+    let action;
+    if (playing && inIt) {
+      action = el("button", { type: "button", class: "btn small primary", "data-game-open": g.match_id }, "Your game");
+      action.addEventListener("click", () => setTab("match"));
+      action.disabled = !(S.m && S.m.id === g.match_id);
+    } else if (playing) {
+      action = el("button", {
+        type: "button", class: "btn small", "data-watch": g.match_id, disabled: !!liveMatch(),
+        title: liveMatch() ? "Finish your match first" : null,
+      }, "Watch");
+      action.addEventListener("click", () => {
+        if (liveMatch()) return;
+        history.pushState(null, "", `/${location.search}`); // "Stop watching" comes back here
+        watchMatch(g.match_id);
+      });
+    } else {
+      action = el("a", {
+        class: "btn small", href: `/match/${encodeURIComponent(g.match_id)}${location.search}`,
+        "data-route": "", "aria-label": `Replay ${g.players[0]} vs ${g.players[1]}`,
+      }, "Replay");
+    }
+    return el("li", { class: `hrow tgame${playing ? " live" : ""}`, "data-match": g.match_id, "data-result": g.result || "" },
+      el("span", { class: "res", title: `round ${g.round}`, text: String(g.round) }),
+      el("span", { class: "hrow-main" },
+        el("span", { class: "hrow-vs" }, playerLink(g.players[0]), " vs ", playerLink(g.players[1])),
+        el("span", { class: "hrow-meta" },
+          el("span", { class: `chip${playing ? " live-chip" : ""}`, text: resultText(g) }),
+          g.result ? el("span", { class: "muted", text: g.result }) : null)),
+      action);
+  }));
+  $("#tgames-empty").hidden = games.length > 0;
+  // a long arena's object lists only its most recent games
+  setText($("#tgames-title"), typeof t.game_count === "number" && t.game_count > games.length
+    ? `Games (the last ${games.length} of ${t.game_count})` : "Games");
+}
+
+function fmtTiebreak(x) {
+  if (x === null || x === undefined) return "—";
+  return Number.isInteger(x) ? String(x) : Number(x).toFixed(2).replace(/0$/, "");
+}
+
+function ordinal(n) {
+  const s = ["th", "st", "nd", "rd"];
+  const v = n % 100;
+  return `${n}${s[(v - 20) % 10] || s[v] || s[0]}`;
+}
+
+function renderTourneyForm() {
+  const fmt = $("#tf-format").value;
+  const arena = fmt === "arena";
+  $("#tf-rounds").hidden = arena;
+  $("#tf-rounds-label").hidden = arena;
+  $("#tf-duration").hidden = !arena;
+  $("#tf-duration-label").hidden = !arena;
+  setText($("#tf-format-desc"), FORMAT_DESCRIPTIONS[fmt] || "");
+}
+
+function intField(sel, lo, hi, what) {
+  const raw = $(sel).value.trim();
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < lo || n > hi) throw new Error(`${what} must be a whole number from ${lo} to ${hi}.`);
+  return n;
+}
+
+function submitTourney() {
+  const error = $("#tf-error");
+  const name = $("#tf-name").value.trim();
+  const msg = { type: "tournament_create", name, format: $("#tf-format").value };
+  try {
+    if (!name) throw new Error("Give the tournament a name.");
+    if ([...name].length > 64) throw new Error("A name has at most 64 characters.");
+    if (msg.format === "arena") msg.duration_s = 60 * intField("#tf-duration", 1, 1440, "The length in minutes");
+    else msg.rounds = intField("#tf-rounds", 1, 50, "Rounds");
+    msg.start_in_s = intField("#tf-start", 0, 86400, "Starts in (seconds)");
+  } catch (err) {
+    error.textContent = err.message;
+    return;
+  }
+  const spec = $("#tf-game").value;
+  msg.rules = S.variants.find((r) => rulesSpec(r) === spec) || DEFAULT_RULES;
+  msg.pool = $("#tf-pool").value;
+  msg.secrets = $("#tf-secrets").value;
+  msg.pacing = $("#tf-pacing").value;
+  msg.rated = $("#tf-rated").checked;
+  if (!requireOnline()) {
+    error.textContent = "Not connected; try again in a moment.";
+    return;
+  }
+  error.textContent = "";
+  $("#tf-submit").disabled = true;
+  send(msg);
+}
+
+function wireTourneys() {
+  $("#btn-refresh-tourneys").addEventListener("click", refreshTourneys);
+  $("#btn-new-tourney").addEventListener("click", () => {
+    const form = $("#tourney-form");
+    form.hidden = !form.hidden;
+    $("#btn-new-tourney").setAttribute("aria-expanded", String(!form.hidden));
+    if (!form.hidden) {
+      // the Game menu offers what this server offers, as the lobby's does
+      const game = $("#tf-game");
+      const keep = game.value;
+      game.replaceChildren(...S.variants.map((r) => el("option", { value: rulesSpec(r) }, rulesLabel(r))));
+      if (S.variants.some((r) => rulesSpec(r) === keep)) game.value = keep;
+      renderTourneyForm();
+      $("#tf-name").focus();
+    }
+  });
+  $("#tf-cancel").addEventListener("click", () => {
+    $("#tourney-form").hidden = true;
+    $("#btn-new-tourney").setAttribute("aria-expanded", "false");
+  });
+  $("#tf-format").addEventListener("change", renderTourneyForm);
+  // programs play with secrets set by the server unless asked otherwise (the server's default)
+  $("#tf-pool").addEventListener("change", () => {
+    $("#tf-secrets").value = $("#tf-pool").value === "bots" ? "server" : "players";
+  });
+  $("#tourney-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    submitTourney();
+  });
+  $("#btn-tourney-join").addEventListener("click", () => {
+    const T = S.tourney;
+    if (!T || !requireOnline()) return;
+    T.busy = true;
+    T.error = "";
+    send({ type: "tournament_join", tournament_id: T.id }, { tournamentId: T.id });
+    renderTourney();
+  });
+  $("#btn-tourney-leave").addEventListener("click", () => {
+    const T = S.tourney;
+    if (!T || !requireOnline()) return;
+    T.busy = true;
+    T.error = "";
+    send({ type: "tournament_leave", tournament_id: T.id }, { tournamentId: T.id });
+    renderTourney();
+  });
+  $("#btn-tourney-match").addEventListener("click", () => setTab("match"));
+  $("#btn-to-tourney").addEventListener("click", () => {
+    const id = S.m && S.m.tournamentId;
+    if (!id) return;
+    leaveMatch();
+    openTourney(id);
+    navigate(`/tournament/${encodeURIComponent(id)}`);
   });
 }
 
@@ -2147,6 +2639,7 @@ function signOutHere() {
   S.queued = false;
   S.room = null;
   S.offer = null;
+  S.rematch = null;
   S.extra = null;
   S.secured = false;
   save(LS.match, null);
@@ -2220,6 +2713,7 @@ function wire() {
   $("#btn-back-to-match").addEventListener("click", () => setTab("match"));
   wireAccount();
   wireRecord();
+  wireTourneys();
   // Links inside the page (player pages, match replays) change the view without a reload.
   document.addEventListener("click", (e) => {
     const a = e.target.closest ? e.target.closest("a[data-route], a#result-link, a#account-page-link") : null;
@@ -2228,7 +2722,10 @@ function wire() {
     navigate(new URL(a.href).pathname);
   });
   window.addEventListener("popstate", applyRoute);
-  window.addEventListener("resize", updateScrollHint);
+  window.addEventListener("resize", () => {
+    updateScrollHint();
+    noticeRoom();
+  });
   $("#btn-retry").addEventListener("click", () => {
     S.retries = 0;
     S.stopReconnect = false;
@@ -2351,7 +2848,7 @@ function wire() {
     if (!m || m.watch || !requireOnline()) return;
     m.rematchAsked = true;
     $("#rematch-note").textContent = "";
-    send({ type: "rematch", match_id: m.id });
+    send({ type: "rematch", match_id: m.id }, { matchId: m.id });
     renderMatch();
   });
   $("#toast-yes").addEventListener("click", () => {
@@ -2366,6 +2863,19 @@ function wire() {
       } else {
         send({ type: "accept", challenge_id: offer.challenge_id });
       }
+    } else if (S.rematch && $("#toast").dataset.kind === "rematch") {
+      const wanted = S.rematch.match_id;
+      S.rematch = null;
+      const ask = () => send({ type: "rematch", match_id: wanted }, { matchId: wanted });
+      const live = liveMatch();
+      if (live) {
+        // one match at a time: resign this one, ask for the rematch once it has ended
+        S.afterFinish = { matchId: live.id, then: ask };
+        send({ type: "resign", match_id: live.id }, { matchId: live.id });
+      } else {
+        lobbyError("");
+        ask();
+      }
     } else if (S.extra) {
       send({ type: "resign", match_id: S.extra.match_id });
       S.extra = null;
@@ -2376,8 +2886,11 @@ function wire() {
     if (S.offer) {
       send({ type: "decline", challenge_id: S.offer.challenge_id });
       S.offer = null;
+    } else if (S.rematch && $("#toast").dataset.kind === "rematch") {
+      S.rematch = null;
     } else if (S.extra) {
       $("#toast").hidden = true; // "Later": it comes on screen when this match is left
+      noticeRoom();
       return;
     }
     renderToast();
@@ -2426,6 +2939,11 @@ function wire() {
     if (ticks % 20 === 0 && currentView() === "watch" && S.welcomed && !document.hidden) {
       refreshMatches();
     }
+    if (ticks % 4 === 0) tickTourneys();
+    // the list refreshes itself while on screen (a tournament's own page is kept live by watching)
+    if (ticks % 40 === 0 && currentView() === "tourneys" && S.welcomed && !document.hidden) {
+      refreshTourneys();
+    }
   }, 250);
 }
 
@@ -2435,6 +2953,7 @@ wire();
   if (r) {
     S.tab = r.tab;
     if (r.tab === "player") S.player = newPlayer(r.name);
+    else if (r.tab === "tourney") S.tourney = newTourney(r.id);
     else S.record = newRecord(r.id);
   }
 }
