@@ -512,6 +512,10 @@ class Arena:
         parked = self.parked.get(match_id)
         return parked is not None and not parked.moved
 
+    def restoring_parked(self) -> list[str]:
+        """Ids of matches parked after a failed write, waiting to come back here by replay."""
+        return [m for m, p in self.parked.items() if not p.moved]
+
     def moved_parked(self) -> list[str]:
         """Ids of matches parked because they moved (the router has not re-seated them yet)."""
         return [m for m, p in self.parked.items() if p.moved]

@@ -431,6 +431,18 @@ class Forwarding:
                     self.reattached += 1
                     self._follow(sub)
 
+    def retry_pending(self, node: str) -> None:
+        """``node`` is back on the bus after a cut: follows and moves sent to it meanwhile
+        were lost, so those still unanswered go again now rather than after their patience
+        (its followers here would otherwise wait seconds more for events it has)."""
+        for subs in self.subs.values():
+            for sub in subs.values():
+                if sub.owner is not None and sub.owner[0] == node and not sub.conn.closing and (
+                    sub.joining is not None or sub.acts
+                ):
+                    self.reattached += 1
+                    self._follow(sub)
+
     def owner_gone(self, node: str, epoch: int | None) -> None:
         """``node``'s process died: its subscriptions wait for the takeover."""
         for subs in self.subs.values():

@@ -393,6 +393,9 @@ class Router:
     def connected(self) -> None:
         self.lobby.announce()
 
+    def back(self, sender: str) -> None:
+        self.forwarding.retry_pending(sender)
+
     def gone(self, node: str, run: str, epoch: int | None) -> None:
         """The broker published ``node``'s will: its connection to the broker dropped."""
         if node != self.node:
@@ -498,6 +501,18 @@ class Router:
         )
         for match_id in self.arena.moved_parked():
             self._moved(match_id)
+        # A match dropped here by a failed write comes back here by replay only while this
+        # node still owns it. Paused past its lease (its transaction cut), this node finds
+        # on waking that another node took it over meanwhile: its followers here follow it
+        # there, from their cursors, instead of waiting for a replay that never comes.
+        dropped = self.arena.restoring_parked()
+        if dropped:
+            me = (self.node, self._epoch())
+            for match_id, owner in (await self.store.owners_of(dropped)).items():
+                if owner != me and self.arena.restoring(match_id):
+                    log.warning("node %s: match %s, dropped here, is run by %s now; its "
+                                "followers here follow it there", self.node, match_id, owner[0])
+                    self.let_go(match_id)
 
 
 def _seat(sm: StoredMatch, player: str) -> int | None:

@@ -68,6 +68,10 @@ class Receiver(Protocol):
     def connected(self) -> None:
         """A new session is up (after start or a reconnect)."""
 
+    def back(self, sender: str) -> None:
+        """``sender`` has a new session (its Tick after a reconnect): what this node sent it
+        while it was away is lost (the broker keeps nothing for an absent node)."""
+
     def gone(self, node: str, run: str, epoch: int | None) -> None:
         """The broker published ``node``'s will: its process lost its connection."""
 
@@ -389,6 +393,8 @@ class Transport:
         if broadcast:
             ticks = [i for i in items if isinstance(i, Tick)]
             items = [i for i in items if not isinstance(i, Tick)]
+            if ticks and envelope.node != self.node:
+                self.receiver.back(envelope.node)
             for tick in ticks:
                 sent = tick.sent.get(self.node)
                 seen = self._seen.get((envelope.run, False))

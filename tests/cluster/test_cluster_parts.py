@@ -124,6 +124,7 @@ class Recorder:
         self.items: list[tuple[str, int, Message]] = []
         self.losses: list[str | None] = []
         self.deaths: list[tuple[str, int | None]] = []
+        self.backs: list[str] = []
 
     def received(self, sender: str, epoch: int, items: list[Message]) -> None:
         self.items.extend((sender, epoch, i) for i in items)
@@ -133,6 +134,9 @@ class Recorder:
 
     def connected(self) -> None:
         pass
+
+    def back(self, sender: str) -> None:
+        self.backs.append(sender)
 
     def gone(self, node: str, run: str, epoch: int | None) -> None:
         self.deaths.append((node, epoch))
@@ -203,6 +207,8 @@ def test_repeats_are_dropped_and_gaps_reported_per_sending_process() -> None:
     assert rec.losses == ["a", "a"]
     t._handle("moo-cluster/v1/all", encode(Envelope("a", "y", 1, 2, [Tick({"b": 11})])))
     assert rec.losses == ["a", "a"]  # reported once per count
+    # each tick also says that a is back on the bus (what b sent it meanwhile is lost)
+    assert rec.backs == ["a", "a"]
 
 
 def test_a_bad_message_is_logged_and_refused(caplog: pytest.LogCaptureFixture) -> None:
@@ -306,6 +312,22 @@ def test_a_former_owner_is_not_heard_and_a_takeover_reattaches() -> None:
     net.deliver(cid, _marker(follow.gen), sender="c")
     net.deliver(cid, _event(2, "resumed"), sender="c")
     assert [(m["seq"], m["kind"]) for m in ann.sent] == [(1, "created"), (2, "resumed")]
+
+
+def test_what_waits_on_an_owner_that_comes_back_is_sent_again_at_once() -> None:
+    net, ann, bob = Net(), FakeConn(), FakeConn()
+    cid = _attached(net, ann, cursor=5)
+    _attached(net, bob, cursor=2)
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    before = len(net.follows())
+    net.fw.retry_pending("c")  # another node: nothing of b's is touched
+    assert len(net.follows()) == before
+    net.fw.retry_pending("b")  # b was cut from the broker: the move may be lost there
+    again = net.follows()[before:]
+    # ann's, from her cursor; bob waits for nothing and is not followed again
+    assert [(node, f.conn, f.cursor) for node, f in net.out[-1:] if isinstance(f, Follow)] == [
+        ("b", cid, 5)]
+    assert [f.conn for f in again] == [cid]
 
 
 def test_a_replayed_acknowledgement_gets_its_ref_back() -> None:
