@@ -243,7 +243,7 @@ def test_relative_imports_resolve_inside_their_package() -> None:
 OWN_SOCKETS = frozenset({
     "clients/sdk/wire.py",
     "bench/flood.py",
-    "bench/fuzz.py",
+    "bench/fuzz/sockets.py",
     "bench/harness/player.py",
     "bench/rawbot.py",
     "bench/server_bench.py",

@@ -1,4 +1,4 @@
-"""CI-sized fuzzing of the whole inbound path (bench/fuzz.py), plus the bugs it found.
+"""CI-sized fuzzing of the whole inbound path (bench/fuzz/), plus the bugs it found.
 
 The long run (10**6 frames) is ``python -m bench.fuzz``; its figures are in
 docs/reliability.md. Here a bounded, seeded run must finish with no violation at all. The two
