@@ -247,15 +247,19 @@ def test_room_with_a_bot_guest_and_a_rematch(tmp_path):
 
 
 def test_clocks_are_shown_and_running_out_loses(tmp_path):
-    clocks = {"MOO_CLOCK_TOTAL_MS": "300000", "MOO_CLOCK_GUESS_MS": "4000"}
+    # The hosted bot must make its first guess within the per-guess clock, or both clocks run
+    # out and the match is a draw on time: on a busy machine its thread may wait seconds for
+    # the CPU, so the clock grows with the machine's load (4 s on an idle one).
+    per_guess = round(patience(4.0))
+    clocks = {"MOO_CLOCK_TOTAL_MS": "300000", "MOO_CLOCK_GUESS_MS": str(per_guess * 1000)}
     with moo_serve(tmp_path, env=clocks) as url:
         child = spawn(tmp_path, "--url", url, "--bot", "random", "--name", "slowpoke")
-        child.expect(r"CLOCK: 5:00 IN TOTAL, 4 S A GUESS\.")
+        child.expect(rf"CLOCK: 5:00 IN TOTAL, {per_guess} S A GUESS\.")
         child.expect(r"CHOOSE YOUR SECRET.*\? ")
         child.sendline("0123")
-        child.expect(r"GUESS 1 \[\d:\d\d LEFT, 4 S A GUESS\]: TYPE 4 NUMBERS\? ")
+        child.expect(rf"GUESS 1 \[\d:\d\d LEFT, {per_guess} S A GUESS\]: TYPE 4 NUMBERS\? ")
         child.sendline("clock")
-        child.expect(r"YOUR CLOCK: \[\d:\d\d LEFT, 4 S A GUESS\]")
+        child.expect(rf"YOUR CLOCK: \[\d:\d\d LEFT, {per_guess} S A GUESS\]")
         # Then the person thinks too long: the server's per-guess clock decides.
         child.expect("YOUR GUESS CLOCK RAN OUT")
         child.expect(r"\*\*\* YOU LOSE\. \*\*\* ON TIME\.")
