@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -30,11 +31,9 @@ import numpy as np
 
 from bots import adaptive
 from bots.adaptive import (
-    K_CAND,
-    K_INFO,
+    OPTIONS,
+    PLAN_FROM,
     START_DEPTH,
-    WIDE_FROM,
-    WIDE_K,
     Adaptive,
     OwnKey,
     Part,
@@ -86,7 +85,7 @@ class Walk:
 
     def settled(self, bot: Adaptive) -> bool:
         """From here on the bot models the true tree by signature, whatever it sees."""
-        if len(bot.own) < START_DEPTH:
+        if not bot.plans():
             return False
         if self.true_name == "strongest":
             return True  # preferred whenever the path is one of its nodes, which it is
@@ -117,18 +116,23 @@ def _planner(name: str) -> adaptive.Planner:
 
 
 def policy_value(
-    planner: adaptive.Planner, start_depth: int = START_DEPTH, base_name: str = "strongest"
+    planner: adaptive.Planner,
+    start_depth: int = START_DEPTH,
+    plan_from: int = PLAN_FROM,
+    base_name: str = "strongest",
 ) -> float:
-    """The program's own value of the policy against its model: the base tree for
-    ``start_depth`` guesses, then V(S, v) (float; ``moo eval`` gives the exact figure).
+    """The program's own value of the policy against its model: the base tree until the bot
+    plans (guess ``start_depth`` + 1, or from the second guess once at most ``plan_from``
+    codes are left), then V(S, v) (float; ``moo eval`` gives the exact figure).
 
     Comparing option sets with it is cheap, since it needs no table and no race."""
     base, model = opponent_tree(base_name), planner.model
 
     def joint(u: tuple[int, ...], v: tuple[int, ...]) -> float:
-        if len(u) == start_depth:
-            return planner.value(tuple(sorted(base.codes[u])), model.sig[v])[0]
-        m1, b1 = len(base.codes[u]), base.solves[u]
+        codes = base.codes[u]
+        if len(u) >= start_depth or (len(u) >= 1 and len(codes) <= plan_from):
+            return planner.value(codes, model.sig[v])[0]
+        m1, b1 = len(codes), base.solves[u]
         m2, b2 = len(model.codes[v]), model.solves[v]
         a, b = b1 / m1, b2 / m2
         val = a * (1 - b) + a * b / 2
@@ -140,7 +144,16 @@ def policy_value(
     return joint((), ())
 
 
+def _progress(started: float) -> None:
+    """Every two minutes: the program states so far (a build takes minutes to an hour)."""
+    while True:
+        time.sleep(120)
+        sizes = {name: len(p.memo) for name, p in Adaptive._planners.items()}
+        print(f"  {time.perf_counter() - started:.0f} s: program sets {sizes}", flush=True)
+
+
 def run(true_name: str) -> dict[OwnKey, dict[int, int]]:
+    threading.Thread(target=_progress, args=(time.perf_counter(),), daemon=True).start()
     walk = Walk(true_name)
     bot = Adaptive()
     root = tuple(range(len(walk.table.secrets)))
@@ -159,9 +172,11 @@ def run(true_name: str) -> dict[OwnKey, dict[int, int]]:
 
 def _write(out_dir: Path, name: str, decisions: dict[OwnKey, dict[int, int]]) -> None:
     out = out_dir / f"adaptive-{name}.txt.gz"
+    o = OPTIONS
     header = (
-        f"adaptive decisions against a {name} model: start depth {START_DEPTH}, options "
-        f"tree+{K_INFO} info+{K_CAND} candidates, {WIDE_K}+{WIDE_K} from {WIDE_FROM} codes"
+        f"adaptive decisions against a {name} model: start depth {START_DEPTH}, plan from "
+        f"{PLAN_FROM} codes, options tree+{o.k_cand} candidates+{o.k_info} others, "
+        f"{o.wide_cand}+{o.wide_info} from {o.wide_from} codes"
     )
     write_table(out, decisions, header)
     count = sum(len(v) for v in decisions.values())
