@@ -21,6 +21,7 @@ re-derives the score by plain race enumeration, an independent check of this wal
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 import threading
 import time
@@ -109,8 +110,19 @@ class Walk:
                 self.by_sig((*hist, (g, r)), part, w2)
 
 
+#: model -> a pickled program memo to start from (``--memo-in``; the sets' values do not
+#: depend on where they were computed, so this only saves time)
+_MEMO_IN: dict[str, Path | None] = {}
+
+
 def _planner(name: str) -> adaptive.Planner:
-    got = adaptive.Planner(opponent_tree(name), opponent_tree("strongest"))
+    got = adaptive.Planner(
+        opponent_tree(name), opponent_tree("strongest"), adaptive.MODEL_OPTIONS[name]
+    )
+    if _MEMO_IN.get(name) is not None:
+        with open(_MEMO_IN[name], "rb") as fh:
+            got.memo.update(pickle.load(fh))
+        print(f"  {name}: {len(got.memo)} program sets read from {_MEMO_IN[name]}", flush=True)
     Adaptive._planners[name] = got
     return got
 
@@ -187,9 +199,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--against", action="append", choices=adaptive.MODELS)
+    parser.add_argument(
+        "--tables-from", type=Path, default=None,
+        help="take the other models' decisions from their tables in this directory (a "
+        "minimum build then need not re-plan the strongest-model moves met before it "
+        "recognises minimum; the strongest table must be the one built with these options)",
+    )
+    parser.add_argument("--memo-in", type=Path, default=None, help="pickled program memo")
+    parser.add_argument("--memo-out", type=Path, default=None, help="pickle the memo here")
     args = parser.parse_args()
     for name in adaptive.MODELS:
         adaptive._TABLES[name] = None  # plan everything afresh, ignore shipped tables
+        other = args.tables_from is not None and name not in (args.against or adaptive.MODELS)
+        if other:
+            adaptive._TABLES[name] = adaptive.read_table(
+                args.tables_from / f"adaptive-{name}.txt.gz"
+            )
+    if args.memo_in is not None:
+        for name in args.against or adaptive.MODELS:
+            _MEMO_IN[name] = args.memo_in
     Adaptive.recording = {}
     for name in args.against or adaptive.MODELS:
         started = time.perf_counter()
@@ -197,6 +225,9 @@ def main() -> int:
         # Only the model's own decisions: the strongest-model ones met on the way to
         # recognising minimum are also met against strongest (same paths, same histories).
         _write(args.out_dir, name, decisions)
+        if args.memo_out is not None and name in Adaptive._planners:
+            with open(args.memo_out, "wb") as fh:
+                pickle.dump(Adaptive._planners[name].memo, fh, protocol=pickle.HIGHEST_PROTOCOL)
         print(f"  {time.perf_counter() - started:.0f} s", flush=True)
     return 0
 

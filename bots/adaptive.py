@@ -192,6 +192,13 @@ class Options:
 OPTIONS = Options(
     k_info=K_INFO, k_cand=K_CAND, wide_from=WIDE_FROM, wide_info=WIDE_INFO, wide_cand=WIDE_CAND
 )
+#: Options per model tree: against ``minimum`` (met only once its guesses show it) the program
+#: weighs the issue-14 bot's 6 + 6 for the big sets, which costs minutes to plan instead of
+#: the hour every candidate costs (see docs/strategies.md).
+MODEL_OPTIONS: dict[str, Options] = {
+    "strongest": OPTIONS,
+    "minimum": Options(k_info=K_INFO, k_cand=K_CAND, wide_from=WIDE_FROM, wide_info=6, wide_cand=6),
+}
 
 Vector = npt.NDArray[np.float64]
 #: Sets up to this size rank guesses by counting pairs of codes (cheaper than part counts).
@@ -622,7 +629,9 @@ class Adaptive(Strategy):
     def _planner(self, name: str) -> Planner:
         got = self._planners.get(name)
         if got is None:
-            got = self._planners[name] = Planner(opponent_tree(name, self.rules), self.base)
+            got = self._planners[name] = Planner(
+                opponent_tree(name, self.rules), self.base, MODEL_OPTIONS[name]
+            )
         return got
 
     def _fallback(self) -> int:
