@@ -116,9 +116,7 @@ _MEMO_IN: dict[str, Path | None] = {}
 
 
 def _planner(name: str) -> adaptive.Planner:
-    got = adaptive.Planner(
-        opponent_tree(name), opponent_tree("strongest"), adaptive.MODEL_OPTIONS[name]
-    )
+    got = adaptive.Planner(opponent_tree(name), opponent_tree("strongest"), OPTIONS)
     if _MEMO_IN.get(name) is not None:
         with open(_MEMO_IN[name], "rb") as fh:
             got.memo.update(pickle.load(fh))

@@ -23,10 +23,10 @@ How this bot plays (all in the bot's own relabelled frame, see :mod:`bots.relabe
   and V(S, ·) is computed for every signature at once (:class:`Planner`).
   The choice of ``g`` is restricted (:class:`Options`): the ``strongest`` tree's guess while
   ``S`` is still one of its nodes (so the policy can only improve on the fixed point); while
-  ``S`` holds at least :data:`WIDE_FROM` codes, every candidate and the :data:`WIDE_INFO`
-  other guesses leaving the smallest Σ|part|²; below that, the :data:`K_CAND` best candidates
-  and the :data:`K_INFO` best other guesses. Guesses that split ``S`` the same way are one
-  option.
+  ``S`` holds at least :data:`WIDE_FROM` codes, the :data:`WIDE_CAND` candidates leaving the
+  smallest Σ|part|² and the :data:`WIDE_INFO` best other guesses; below that, the
+  :data:`K_CAND` best candidates and the :data:`K_INFO` best other guesses. Guesses that split
+  ``S`` the same way are one option.
 * The model tree is ``strongest`` unless the opponent's visible guesses show it is ``minimum``
   (consistent with that tree under some relabelling, and not with ``strongest``). A model is
   used only while the opponent's responses are a path of its tree; otherwise the bot falls
@@ -75,8 +75,8 @@ K_INFO = 2
 K_CAND = 2
 #: Own candidate sets at least this large (the early decisions) get wider options.
 WIDE_FROM = 20
-WIDE_INFO = 20
-WIDE_CAND = 5040
+WIDE_INFO = 6
+WIDE_CAND = 6
 #: Largest own candidate set planned on the spot when a state is not in the shipped table.
 LIVE_PLAN_LIMIT = 6
 #: The trees the bot can model, in order of preference when both fit what it saw.
@@ -192,13 +192,6 @@ class Options:
 OPTIONS = Options(
     k_info=K_INFO, k_cand=K_CAND, wide_from=WIDE_FROM, wide_info=WIDE_INFO, wide_cand=WIDE_CAND
 )
-#: Options per model tree: against ``minimum`` (met only once its guesses show it) the program
-#: weighs the issue-14 bot's 6 + 6 for the big sets, which costs minutes to plan instead of
-#: the hour every candidate costs (see docs/strategies.md).
-MODEL_OPTIONS: dict[str, Options] = {
-    "strongest": OPTIONS,
-    "minimum": Options(k_info=K_INFO, k_cand=K_CAND, wide_from=WIDE_FROM, wide_info=6, wide_cand=6),
-}
 
 Vector = npt.NDArray[np.float64]
 #: Sets up to this size rank guesses by counting pairs of codes (cheaper than part counts).
@@ -629,9 +622,7 @@ class Adaptive(Strategy):
     def _planner(self, name: str) -> Planner:
         got = self._planners.get(name)
         if got is None:
-            got = self._planners[name] = Planner(
-                opponent_tree(name, self.rules), self.base, MODEL_OPTIONS[name]
-            )
+            got = self._planners[name] = Planner(opponent_tree(name, self.rules), self.base)
         return got
 
     def _fallback(self) -> int:
