@@ -117,10 +117,11 @@ _MEMO_IN: dict[str, Path | None] = {}
 
 def _planner(name: str) -> adaptive.Planner:
     got = adaptive.Planner(opponent_tree(name), opponent_tree("strongest"), OPTIONS)
-    if _MEMO_IN.get(name) is not None:
-        with open(_MEMO_IN[name], "rb") as fh:
+    memo_in = _MEMO_IN.get(name)
+    if memo_in is not None:
+        with open(memo_in, "rb") as fh:
             got.memo.update(pickle.load(fh))
-        print(f"  {name}: {len(got.memo)} program sets read from {_MEMO_IN[name]}", flush=True)
+        print(f"  {name}: {len(got.memo)} program sets read from {memo_in}", flush=True)
     Adaptive._planners[name] = got
     return got
 
