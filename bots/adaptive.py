@@ -181,8 +181,13 @@ class Options:
     wide_from: int = WIDE_FROM
     wide_info: int = WIDE_INFO
     wide_cand: int = WIDE_CAND
+    #: from this many codes on (0: never), every candidate and ``all_info`` other guesses
+    all_from: int = 0
+    all_info: int = 20
 
     def widths(self, n: int) -> tuple[int, int]:
+        if self.all_from and n >= self.all_from:
+            return max(self.k_info, self.wide_info, self.all_info), n
         if n >= self.wide_from:
             return max(self.k_info, self.wide_info), max(self.k_cand, self.wide_cand)
         return self.k_info, self.k_cand

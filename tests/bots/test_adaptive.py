@@ -146,6 +146,15 @@ def test_wider_options_never_lower_the_value(strongest: OpponentTree) -> None:
     assert rises > 0
 
 
+def test_option_tiers_by_set_size() -> None:
+    """Narrow below wide_from, wide from there, every candidate from all_from (if set)."""
+    o = Options(k_info=2, k_cand=2, wide_from=20, wide_info=6, wide_cand=6, all_from=100)
+    assert o.widths(19) == (2, 2)
+    assert o.widths(20) == (6, 6)
+    assert o.widths(150) == (20, 150)
+    assert Options(2, 2, 20, 6, 6).widths(5000) == (6, 6)
+
+
 def test_closed_forms_at_the_end(strongest: OpponentTree) -> None:
     planner = Planner(strongest, strongest)
     one = next(k for k in strongest.codes if len(strongest.codes[k]) == 1)
