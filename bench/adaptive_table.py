@@ -21,7 +21,9 @@ re-derives the score by plain race enumeration, an independent check of this wal
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -30,11 +32,9 @@ import numpy as np
 
 from bots import adaptive
 from bots.adaptive import (
-    K_CAND,
-    K_INFO,
+    OPTIONS,
+    PLAN_FROM,
     START_DEPTH,
-    WIDE_FROM,
-    WIDE_K,
     Adaptive,
     OwnKey,
     Part,
@@ -86,7 +86,7 @@ class Walk:
 
     def settled(self, bot: Adaptive) -> bool:
         """From here on the bot models the true tree by signature, whatever it sees."""
-        if len(bot.own) < START_DEPTH:
+        if not bot.plans():
             return False
         if self.true_name == "strongest":
             return True  # preferred whenever the path is one of its nodes, which it is
@@ -110,25 +110,40 @@ class Walk:
                 self.by_sig((*hist, (g, r)), part, w2)
 
 
+#: model -> a pickled program memo to start from (``--memo-in``; the sets' values do not
+#: depend on where they were computed, so this only saves time)
+_MEMO_IN: dict[str, Path | None] = {}
+
+
 def _planner(name: str) -> adaptive.Planner:
-    got = adaptive.Planner(opponent_tree(name), opponent_tree("strongest"))
+    got = adaptive.Planner(opponent_tree(name), opponent_tree("strongest"), OPTIONS)
+    memo_in = _MEMO_IN.get(name)
+    if memo_in is not None:
+        with open(memo_in, "rb") as fh:
+            got.memo.update(pickle.load(fh))
+        print(f"  {name}: {len(got.memo)} program sets read from {memo_in}", flush=True)
     Adaptive._planners[name] = got
     return got
 
 
 def policy_value(
-    planner: adaptive.Planner, start_depth: int = START_DEPTH, base_name: str = "strongest"
+    planner: adaptive.Planner,
+    start_depth: int = START_DEPTH,
+    plan_from: int = PLAN_FROM,
+    base_name: str = "strongest",
 ) -> float:
-    """The program's own value of the policy against its model: the base tree for
-    ``start_depth`` guesses, then V(S, v) (float; ``moo eval`` gives the exact figure).
+    """The program's own value of the policy against its model: the base tree until the bot
+    plans (guess ``start_depth`` + 1, or from the second guess once at most ``plan_from``
+    codes are left), then V(S, v) (float; ``moo eval`` gives the exact figure).
 
     Comparing option sets with it is cheap, since it needs no table and no race."""
     base, model = opponent_tree(base_name), planner.model
 
     def joint(u: tuple[int, ...], v: tuple[int, ...]) -> float:
-        if len(u) == start_depth:
-            return planner.value(tuple(sorted(base.codes[u])), model.sig[v])[0]
-        m1, b1 = len(base.codes[u]), base.solves[u]
+        codes = base.codes[u]
+        if len(u) >= start_depth or (len(u) >= 1 and len(codes) <= plan_from):
+            return planner.value(codes, model.sig[v])[0]
+        m1, b1 = len(codes), base.solves[u]
         m2, b2 = len(model.codes[v]), model.solves[v]
         a, b = b1 / m1, b2 / m2
         val = a * (1 - b) + a * b / 2
@@ -140,7 +155,16 @@ def policy_value(
     return joint((), ())
 
 
+def _progress(started: float) -> None:
+    """Every two minutes: the program states so far (a build takes minutes to an hour)."""
+    while True:
+        time.sleep(120)
+        sizes = {name: len(p.memo) for name, p in Adaptive._planners.items()}
+        print(f"  {time.perf_counter() - started:.0f} s: program sets {sizes}", flush=True)
+
+
 def run(true_name: str) -> dict[OwnKey, dict[int, int]]:
+    threading.Thread(target=_progress, args=(time.perf_counter(),), daemon=True).start()
     walk = Walk(true_name)
     bot = Adaptive()
     root = tuple(range(len(walk.table.secrets)))
@@ -159,9 +183,11 @@ def run(true_name: str) -> dict[OwnKey, dict[int, int]]:
 
 def _write(out_dir: Path, name: str, decisions: dict[OwnKey, dict[int, int]]) -> None:
     out = out_dir / f"adaptive-{name}.txt.gz"
+    o = OPTIONS
     header = (
-        f"adaptive decisions against a {name} model: start depth {START_DEPTH}, options "
-        f"tree+{K_INFO} info+{K_CAND} candidates, {WIDE_K}+{WIDE_K} from {WIDE_FROM} codes"
+        f"adaptive decisions against a {name} model: start depth {START_DEPTH}, plan from "
+        f"{PLAN_FROM} codes, options tree+{o.k_cand} candidates+{o.k_info} others, "
+        f"{o.wide_cand}+{o.wide_info} from {o.wide_from} codes"
     )
     write_table(out, decisions, header)
     count = sum(len(v) for v in decisions.values())
@@ -172,9 +198,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--against", action="append", choices=adaptive.MODELS)
+    parser.add_argument(
+        "--tables-from", type=Path, default=None,
+        help="take the other models' decisions from their tables in this directory (a "
+        "minimum build then need not re-plan the strongest-model moves met before it "
+        "recognises minimum; the strongest table must be the one built with these options)",
+    )
+    parser.add_argument("--memo-in", type=Path, default=None, help="pickled program memo")
+    parser.add_argument("--memo-out", type=Path, default=None, help="pickle the memo here")
     args = parser.parse_args()
     for name in adaptive.MODELS:
         adaptive._TABLES[name] = None  # plan everything afresh, ignore shipped tables
+        other = args.tables_from is not None and name not in (args.against or adaptive.MODELS)
+        if other:
+            adaptive._TABLES[name] = adaptive.read_table(
+                args.tables_from / f"adaptive-{name}.txt.gz"
+            )
+    if args.memo_in is not None:
+        for name in args.against or adaptive.MODELS:
+            _MEMO_IN[name] = args.memo_in
     Adaptive.recording = {}
     for name in args.against or adaptive.MODELS:
         started = time.perf_counter()
@@ -182,6 +224,9 @@ def main() -> int:
         # Only the model's own decisions: the strongest-model ones met on the way to
         # recognising minimum are also met against strongest (same paths, same histories).
         _write(args.out_dir, name, decisions)
+        if args.memo_out is not None and name in Adaptive._planners:
+            with open(args.memo_out, "wb") as fh:
+                pickle.dump(Adaptive._planners[name].memo, fh, protocol=pickle.HIGHEST_PROTOCOL)
         print(f"  {time.perf_counter() - started:.0f} s", flush=True)
     return 0
 

@@ -7,8 +7,10 @@ risk; ahead, a guess that splits the candidates best is safer.
 
 How this bot plays (all in the bot's own relabelled frame, see :mod:`bots.relabel`):
 
-* Its first :data:`START_DEPTH` guesses are those of the ``strongest`` tree (the fixed point of
-  the race: no fixed strategy beats it).
+* Its first guesses are those of the ``strongest`` tree (the fixed point of the race: no
+  fixed strategy beats it): the first always, the second unless its own candidate set holds
+  at most :data:`PLAN_FROM` codes already (issue 21: re-planning those from the second guess
+  pays), and no later one.
 * From then on it chooses by dynamic programming over (own candidate set ``S``, opponent's node
   ``v`` in a model tree)::
 
@@ -17,11 +19,14 @@ How this bot plays (all in the bot's own relabelled frame, see :mod:`bots.relabe
   where the race rule decides each end (one solver wins: 1, both: 1/2, the opponent alone: 0)
   and otherwise the value is ``V(S_r, v_r')``. Exact win + ½ draw is maximised, not the number
   of guesses. The opponent's node matters only through the shape of its subtree (how many of
-  its codes end where), so nodes are merged by a *signature* (250 classes for ``strongest``).
-  The choice of ``g`` is restricted to: the ``strongest`` tree's guess while ``S`` is still one
-  of its nodes (so the policy can only improve on the fixed point), the :data:`K_INFO` guesses
-  leaving the smallest Σ|part|², and the :data:`K_CAND` best such guesses that are candidates.
-  Guesses that split ``S`` the same way are one option.
+  its codes end where), so nodes are merged by a *signature* (250 classes for ``strongest``),
+  and V(S, ·) is computed for every signature at once (:class:`Planner`).
+  The choice of ``g`` is restricted (:class:`Options`): the ``strongest`` tree's guess while
+  ``S`` is still one of its nodes (so the policy can only improve on the fixed point); while
+  ``S`` holds at least :data:`WIDE_FROM` codes, the :data:`WIDE_CAND` candidates leaving the
+  smallest Σ|part|² and the :data:`WIDE_INFO` best other guesses; below that, the
+  :data:`K_CAND` best candidates and the :data:`K_INFO` best other guesses. Guesses that split
+  ``S`` the same way are one option.
 * The model tree is ``strongest`` unless the opponent's visible guesses show it is ``minimum``
   (consistent with that tree under some relabelling, and not with ``strongest``). A model is
   used only while the opponent's responses are a path of its tree; otherwise the bot falls
@@ -37,6 +42,7 @@ only when ``S`` is small (bounded work), otherwise the fallback above plays.
 from __future__ import annotations
 
 import gzip
+import itertools
 import random
 from collections import defaultdict
 from collections.abc import Iterable
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from bots.base import Strategy
 from bots.table import ResponseTable, table_for
@@ -59,14 +66,17 @@ __all__ = [
     "write_table",
 ]
 
-#: Own guesses taken from the ``strongest`` tree before the program takes over.
+#: Own guesses taken from the ``strongest`` tree before the program takes over, unless the
+#: own candidate set is already at most PLAN_FROM codes (then the program decides earlier).
 START_DEPTH = 2
-#: Options per decision besides the base tree's guess (see the module docstring).
+PLAN_FROM = 240
+#: Options per decision besides the base tree's guess (see :class:`Options`).
 K_INFO = 2
 K_CAND = 2
-#: Own candidate sets at least this large (the early decisions) get WIDE_K options of each kind.
+#: Own candidate sets at least this large (the early decisions) get wider options.
 WIDE_FROM = 20
-WIDE_K = 6
+WIDE_INFO = 6
+WIDE_CAND = 6
 #: Largest own candidate set planned on the spot when a state is not in the shipped table.
 LIVE_PLAN_LIMIT = 6
 #: The trees the bot can model, in order of preference when both fit what it saw.
@@ -153,143 +163,201 @@ def opponent_tree(name: str, rules: Rules = DEFAULT_RULES) -> OpponentTree:
 
 
 # -- the dynamic program ---------------------------------------------------------------------
-class Planner:
-    """V(S, v) of the module docstring, memoised on (S, signature of v)."""
+@dataclass(frozen=True)
+class Options:
+    """Which guesses the program weighs at an own candidate set of ``n`` codes.
 
-    def __init__(
-        self,
-        model: OpponentTree,
-        base: OpponentTree,
-        k_info: int = K_INFO,
-        k_cand: int = K_CAND,
-        k_parts: int = 0,
-        wide_from: int = WIDE_FROM,
-        wide_k: int = WIDE_K,
-    ) -> None:
+    Always the base tree's guess while the set is one of its nodes (so the policy can only
+    improve on the fixed point). Below ``wide_from`` codes: the ``k_cand`` candidates leaving
+    the smallest Σ|part|² and the ``k_info`` best other guesses (deeper down more options no
+    longer pay: up to 60 + 60 gave the same value). From ``wide_from`` codes on (the early
+    decisions, where they do pay): the ``wide_cand`` best candidates and the ``wide_info`` best
+    other guesses (every candidate when ``wide_cand >= n``). Guesses splitting the set the same
+    way (the same parts, the same code solved) are one option.
+    """
+
+    k_info: int = K_INFO
+    k_cand: int = K_CAND
+    wide_from: int = WIDE_FROM
+    wide_info: int = WIDE_INFO
+    wide_cand: int = WIDE_CAND
+    #: from this many codes on (0: never), every candidate and ``all_info`` other guesses
+    all_from: int = 0
+    all_info: int = 20
+
+    def widths(self, n: int) -> tuple[int, int]:
+        if self.all_from and n >= self.all_from:
+            return max(self.k_info, self.wide_info, self.all_info), n
+        if n >= self.wide_from:
+            return max(self.k_info, self.wide_info), max(self.k_cand, self.wide_cand)
+        return self.k_info, self.k_cand
+
+
+#: The options of the shipped policy (see docs/strategies.md for how they were chosen).
+OPTIONS = Options(
+    k_info=K_INFO, k_cand=K_CAND, wide_from=WIDE_FROM, wide_info=WIDE_INFO, wide_cand=WIDE_CAND
+)
+
+Vector = npt.NDArray[np.float64]
+#: Sets up to this size rank guesses by counting pairs of codes (cheaper than part counts).
+SMALL_SET = 12
+
+
+def _smallest(cost: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.intp]:
+    """Indexes of the ``k`` smallest costs, by cost then lowest index (a stable sort's order)."""
+    if k >= len(cost):
+        return np.argsort(cost, kind="stable")
+    if k <= 0:
+        return np.zeros(0, dtype=np.intp)
+    threshold = np.partition(cost, k - 1)[k - 1]
+    within = np.flatnonzero(cost <= threshold)
+    return within[np.lexsort((within, cost[within]))][:k]
+Choice = npt.NDArray[np.int16]
+
+
+class Planner:
+    """V(S, v) of the module docstring, memoised per own set S for every opponent class at once.
+
+    V(S, ·) is a vector over the model's signatures: with ``now[w]`` the value of solving this
+    round against w (1, or ½ when it may solve too) and ``T[w, w']`` the chance that w moves
+    to a node of signature w' without solving,
+
+        V(S, ·) = max_g  hit(g)/|S| · now  +  T · Σ_parts |P|/|S| · V(P, ·)
+
+    (the max taken per signature), so one set costs one matrix product over its options
+    whichever opponent node it meets, and sets of one or two codes have closed forms (guess a
+    code: now, resp. (now + T·now)/2). Ties go to the earliest option: the base tree's guess,
+    then by Σ|part|², then the lowest guess.
+    """
+
+    def __init__(self, model: OpponentTree, base: OpponentTree, options: Options = OPTIONS) -> None:
         self.model = model
         self.table = model.table
-        self.by_guess = np.ascontiguousarray(self.table.rows(self.table.all_secrets()).T)
-        self.k_info = k_info
-        self.k_cand = k_cand
-        self.k_parts = k_parts
-        #: sets at least this large get ``wide_k`` options of each kind (early decisions)
-        self.wide_from = wide_from
-        self.wide_k = wide_k
-        #: own candidate set -> the base tree's guess there (S is one of the base tree's nodes)
-        self.on_tree: dict[Part, int] = {
-            tuple(sorted(codes)): base.guess[key] for key, codes in base.codes.items()
+        self.options_config = options
+        #: by_secret[s, g]: response id of guess g against secret s
+        self.by_secret = np.ascontiguousarray(self.table.rows(self.table.all_secrets()))
+        self.nresp = len(self.table.responses)
+        self.solved = self.table.solved_id
+        self.as_guess = np.asarray(self.table.secret_as_guess, dtype=np.intp)
+        nsig = len(model.info)
+        self.now: Vector = np.array([1.0 - b / m / 2.0 for m, b, _ in model.info])
+        trans = np.zeros((nsig, nsig))
+        for w, (m, _, kids) in enumerate(model.info):
+            for c, w2 in kids:
+                trans[w, w2] += c / m
+        #: row vector @ trans_t == (trans @ column vector).T
+        self.trans_t = np.ascontiguousarray(trans.T)
+        self.two: Vector = (self.now + self.now @ self.trans_t) / 2.0
+        #: own candidate set (int16 bytes) -> the base tree's guess there
+        self.on_tree: dict[bytes, int] = {
+            np.array(sorted(codes), dtype=np.int16).tobytes(): base.guess[key]
+            for key, codes in base.codes.items()
         }
-        self._options: dict[Part, list[tuple[int, bool, tuple[Part, ...]]]] = {}
-        self.memo: dict[tuple[Part, int], tuple[float, int]] = {}
-
-    def options(self, s: Part) -> list[tuple[int, bool, tuple[Part, ...]]]:
-        """(guess, solves possibly, parts left) of the guesses considered at ``s``.
-
-        The base tree's guess comes first so that it wins ties.
-        """
-        got = self._options.get(s)
-        if got is not None:
-            return got
-        solved = self.table.solved_id
-        n = len(s)
-        rows = self.by_guess[:, np.array(s, dtype=np.intp)]
-        nresp = len(self.table.responses)
-        # Part sizes of every guess at once; rank by Σ|part|² (the solved part excluded,
-        # a possible hit worth half a code), and skip guesses that neither split nor solve.
-        keys = rows.astype(np.intp) + (np.arange(rows.shape[0], dtype=np.intp) * nresp)[:, None]
-        counts = np.bincount(keys.ravel(), minlength=rows.shape[0] * nresp).reshape(-1, nresp)
-        hits = counts[:, solved] > 0
-        counts[:, solved] = 0
-        cost = (counts.astype(np.float64) ** 2).sum(axis=1) - 0.5 * hits
-        useless = (counts.max(axis=1) == n) & ~hits
-        cost[useless] = np.inf
-        order = np.lexsort((np.arange(len(cost)), cost))  # by cost, then lowest guess
-
-        def parts_of(g: int) -> tuple[bool, tuple[Part, ...]]:
-            groups: dict[int, list[int]] = defaultdict(list)
-            hit = False
-            for code, r in zip(s, rows[g].tolist(), strict=True):
-                if r == solved:
-                    hit = True
-                else:
-                    groups[r].append(code)
-            return hit, tuple(sorted(tuple(v) for v in groups.values()))
-
-        chosen: list[tuple[int, bool, tuple[Part, ...]]] = []
-        shapes: set[tuple[bool, tuple[Part, ...]]] = set()
-        k_info, k_cand = self.k_info, self.k_cand
-        if n >= self.wide_from:
-            k_info, k_cand = max(k_info, self.wide_k), max(k_cand, self.wide_k)
-        info = cand = 0
-        for g in order.tolist():
-            if info >= k_info and cand >= k_cand:
-                break
-            if cost[g] == np.inf:
-                break
-            if info >= k_info and not hits[g]:
-                continue
-            shape = parts_of(g)
-            if shape in shapes:
-                continue
-            shapes.add(shape)
-            chosen.append((g, *shape))
-            if info < k_info:
-                info += 1
-                if hits[g]:
-                    cand += 1
-            else:
-                cand += 1
-        if self.k_parts:
-            # Most parts (a candidate breaking ties): the chance to solve next round.
-            nparts = (counts > 0).sum(axis=1) + hits * 1.5
-            nparts[useless] = -1
-            extra = 0
-            for g in np.lexsort((np.arange(len(cost)), -nparts)).tolist():
-                if extra >= self.k_parts or nparts[g] < 0:
-                    break
-                shape = parts_of(g)
-                if shape in shapes:
-                    continue
-                shapes.add(shape)
-                chosen.append((g, *shape))
-                extra += 1
-        out: list[tuple[int, bool, tuple[Part, ...]]] = []
-        base = self.on_tree.get(s)
-        if base is not None:
-            out.append((base, *parts_of(base)))
-        taken = {(h, p) for _, h, p in out}
-        for g, hit, parts in chosen:
-            if (hit, parts) not in taken:
-                taken.add((hit, parts))
-                out.append((g, hit, parts))
-        self._options[s] = out
-        return out
+        self.memo: dict[bytes, tuple[Vector, Choice]] = {}
 
     def value(self, s: Part, w: int) -> tuple[float, int]:
         """(value, guess index) for own candidates ``s`` against a node of signature ``w``."""
-        m, b, kids = self.model.info[w]
+        values, guesses = self.solve(np.array(sorted(s), dtype=np.int16))
+        return float(values[w]), int(guesses[w])
+
+    def solve(self, s: npt.NDArray[np.int16]) -> tuple[Vector, Choice]:
+        """(V(S, ·), best guess per signature) for a sorted own set ``s``."""
         n = len(s)
-        if n == 1:
-            return 1.0 - b / m / 2.0, int(self.table.secret_as_guess[s[0]])
-        if b == m:  # the opponent solves now for sure: only a hit now draws
-            return 1.0 / (2.0 * n), int(self.table.secret_as_guess[s[0]])
-        key = (s, w)
+        if n <= 2:
+            vec = self.now if n == 1 else self.two
+            return vec, np.full(len(vec), self.as_guess[int(s[0])], dtype=np.int16)
+        key = s.tobytes()
         got = self.memo.get(key)
         if got is not None:
             return got
-        best, best_g = -1.0, -1
-        now = 1.0 - b / m / 2.0
-        for g, hit, parts in self.options(s):
-            val = now / n if hit else 0.0
-            for part in parts:
-                acc = 0.0
-                for c, w2 in kids:
-                    acc += c * self.value(part, w2)[0]
-                val += len(part) / n * acc / m
-            if val > best + 1e-12:
-                best, best_g = val, g
-        self.memo[key] = (best, best_g)
-        return best, best_g
+        got = self.memo[key] = self._plan(s, key)
+        return got
+
+    def option_guesses(self, s: npt.NDArray[np.int16], key: bytes) -> npt.NDArray[np.intp]:
+        """The guesses weighed at ``s`` (before merging equal splits), preferred first."""
+        n = len(s)
+        rows = self.by_secret[s.astype(np.intp)]  # n x guesses
+        nguess = rows.shape[1]
+        if n <= SMALL_SET:
+            # Σ|part|² is n plus twice the pairs of codes a guess does not tell apart.
+            same = np.zeros(nguess, dtype=np.int32)
+            for i in range(1, n):
+                same += (rows[:i] == rows[i]).sum(axis=0, dtype=np.int32)
+            solved_here = rows == self.solved
+            hits = solved_here.any(axis=0)
+            # the solved code is its own part: its pairs were not counted (it matches no one)
+            cost = (n + 2.0 * same) - hits * 1.5
+            useless = (same == n * (n - 1) // 2) & ~hits
+        else:
+            flat = rows.astype(np.intp) * nguess + np.arange(nguess, dtype=np.intp)[None, :]
+            counts = np.bincount(flat.ravel(), minlength=nguess * self.nresp).reshape(-1, nguess)
+            hits = counts[self.solved] > 0
+            counts[self.solved] = 0
+            cost = (counts.astype(np.float64) ** 2).sum(axis=0) - 0.5 * hits
+            useless = (counts.max(axis=0) == n) & ~hits
+        cost = cost.astype(np.float64)
+        cost[useless] = np.inf  # splits nothing, solves nothing
+        k_info, k_cand = self.options_config.widths(n)
+        cands = self.as_guess[s.astype(np.intp)]
+        if k_cand < n:
+            cands = cands[_smallest(cost[cands], k_cand)]
+        rest = cost.copy()
+        rest[cands] = np.inf
+        best = _smallest(rest, k_info)
+        best = best[np.isfinite(rest[best])]
+        picked = np.unique(np.concatenate([best, cands]))
+        picked = picked[np.lexsort((picked, cost[picked]))]
+        base = self.on_tree.get(key)
+        if base is not None:
+            picked = np.concatenate([[base], picked[picked != base]])
+        return picked.astype(np.intp)
+
+    def _plan(self, s: npt.NDArray[np.int16], key: bytes) -> tuple[Vector, Choice]:
+        n = len(s)
+        guesses = self.option_guesses(s, key)
+        resp = self.by_secret[s.astype(np.intp)][:, guesses].T  # options x n
+        # Group each option's codes by response: a stable sort keeps codes ascending within a
+        # part; labelling each code by its part's first code makes equal splits equal rows.
+        order = np.argsort(resp, axis=1, kind="stable")
+        sresp = np.take_along_axis(resp, order, axis=1)
+        starts = np.ones(resp.shape, dtype=bool)
+        starts[:, 1:] = sresp[:, 1:] != sresp[:, :-1]
+        pos = np.where(starts, np.arange(n)[None, :], 0)
+        np.maximum.accumulate(pos, axis=1, out=pos)
+        first = np.take_along_axis(order, pos, axis=1)
+        first[sresp == self.solved] = n
+        labels = np.empty_like(first)
+        np.put_along_axis(labels, order, first, axis=1)
+        seen: set[bytes] = set()
+        keep_list = []
+        for i in range(len(guesses)):
+            split = labels[i].tobytes()
+            if split not in seen:
+                seen.add(split)
+                keep_list.append(i)
+        keep = np.array(keep_list, dtype=np.intp)
+        acc = np.zeros((len(keep), len(self.now)))
+        hit = np.zeros(len(keep))
+        for row, i in enumerate(keep.tolist()):
+            bounds = [*np.flatnonzero(starts[i]).tolist(), n]
+            o = order[i]
+            sr = sresp[i]
+            total = acc[row]
+            for a, b in itertools.pairwise(bounds):
+                if sr[a] == self.solved:
+                    hit[row] = 1.0
+                    continue
+                if b - a == 1:
+                    total += self.now
+                elif b - a == 2:
+                    total += 2.0 * self.two
+                else:
+                    total += (b - a) * self.solve(s[o[a:b]])[0]
+        values = (hit[:, None] * self.now[None, :] + acc @ self.trans_t) / n
+        top = values.max(axis=0)
+        pick = (values >= top - 1e-12).argmax(axis=0)
+        cols = np.arange(values.shape[1])
+        return values[pick, cols], guesses[keep][pick].astype(np.int16)
 
 
 # -- decision tables -------------------------------------------------------------------------
@@ -365,8 +433,6 @@ def decision_table(model: str) -> DecisionTable | None:
 
 # -- recognising the opponent ----------------------------------------------------------------
 def _relabellings(length: int) -> list[tuple[int, ...]]:
-    import itertools
-
     return list(itertools.permutations(range(length)))
 
 
@@ -529,9 +595,19 @@ class Adaptive(Strategy):
                 return name, w
         return None
 
-    def _choose(self) -> int:
+    def plans(self) -> bool:
+        """Does the race program choose the next guess (rather than the ``strongest`` tree)?
+
+        From guess START_DEPTH + 1 on, and earlier (from the second guess) once the own
+        candidate set holds at most PLAN_FROM codes.
+        """
         depth = len(self.own)
-        if depth < START_DEPTH and self.own_key in self.base.guess:
+        if depth >= START_DEPTH or self.own_key not in self.base.guess:
+            return True
+        return depth >= 1 and len(self.candidates) <= PLAN_FROM
+
+    def _choose(self) -> int:
+        if not self.plans():
             return self.base.guess[self.own_key]
         model = self._model()
         if model is not None:

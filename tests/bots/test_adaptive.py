@@ -10,12 +10,13 @@ import random
 from collections import Counter
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from bots.adaptive import (
-    START_DEPTH,
     Adaptive,
     OpponentTree,
+    Options,
     Planner,
     consistent_relabelling,
     decision_table,
@@ -81,6 +82,77 @@ def test_the_program_never_does_worse_than_the_tree_it_starts_from(
             assert 0 <= guess < len(DEFAULT_RULES.guesses)
             strictly_better += value > float(fixed) + 1e-9
     assert strictly_better > 0  # and it does find better moves somewhere
+
+
+def reference_value(planner: Planner, s: tuple[int, ...], w: int) -> float:
+    """V(S, w) by the plain scalar recursion over the planner's own options (no vectors)."""
+    model = planner.model
+    m, b, kids = model.info[w]
+    n = len(s)
+    now = 1.0 - b / m / 2.0
+    if n == 1:
+        return now
+    table = planner.table
+    arr = np.array(s, dtype=np.int16)
+    guesses = (
+        [int(table.secret_as_guess[s[0]])] if n == 2
+        else planner.option_guesses(arr, arr.tobytes()).tolist()
+    )
+    best = -1.0
+    for g in guesses:
+        parts: dict[int, list[int]] = {}
+        hit = False
+        for code in s:
+            r = int(planner.by_secret[code, g])
+            if r == table.solved_id:
+                hit = True
+            else:
+                parts.setdefault(r, []).append(code)
+        val = now / n if hit else 0.0
+        for part in parts.values():
+            acc = sum(c * reference_value(planner, tuple(part), w2) for c, w2 in kids)
+            val += len(part) / n * acc / m
+        best = max(best, val)
+    return best
+
+
+def test_the_vector_program_equals_the_scalar_recursion(strongest: OpponentTree) -> None:
+    """V(S, ·) for all signatures at once (one matrix product per set) is the same number as
+    the recursion written out per (set, signature), on sets of up to a dozen codes."""
+    planner = Planner(strongest, strongest, Options(k_info=2, k_cand=2, wide_from=6,
+                                                    wide_info=4, wide_cand=99))
+    keys = sorted(k for k in strongest.codes if 3 <= len(strongest.codes[k]) <= 12)
+    sigs = sorted(set(strongest.sig.values()))
+    rng = random.Random(3)
+    for own in rng.sample(keys, 6):
+        s = tuple(sorted(strongest.codes[own]))
+        values, guesses = planner.solve(np.array(s, dtype=np.int16))
+        for w in rng.sample(sigs, 5):
+            assert values[w] == pytest.approx(reference_value(planner, s, w), abs=1e-12)
+            assert planner.value(s, w) == (float(values[w]), int(guesses[w]))
+
+
+def test_wider_options_never_lower_the_value(strongest: OpponentTree) -> None:
+    """Every option of the narrow program is among the wide one's, so V can only rise."""
+    narrow = Planner(strongest, strongest, Options(2, 2, 99, 2, 2))
+    wide = Planner(strongest, strongest, Options(2, 2, 5, 10, 99))
+    keys = sorted(k for k in strongest.codes if len(k) == 2 and 30 <= len(strongest.codes[k]) <= 60)
+    rises = 0
+    for own in random.Random(5).sample(keys, 4):
+        s = np.array(sorted(strongest.codes[own]), dtype=np.int16)
+        lo, hi = narrow.solve(s)[0], wide.solve(s)[0]
+        assert (hi >= lo - 1e-12).all()
+        rises += int((hi > lo + 1e-9).any())
+    assert rises > 0
+
+
+def test_option_tiers_by_set_size() -> None:
+    """Narrow below wide_from, wide from there, every candidate from all_from (if set)."""
+    o = Options(k_info=2, k_cand=2, wide_from=20, wide_info=6, wide_cand=6, all_from=100)
+    assert o.widths(19) == (2, 2)
+    assert o.widths(20) == (6, 6)
+    assert o.widths(150) == (20, 150)
+    assert Options(2, 2, 20, 6, 6).widths(5000) == (6, 6)
 
 
 def test_closed_forms_at_the_end(strongest: OpponentTree) -> None:
@@ -181,7 +253,7 @@ def test_the_shipped_table_answers_every_state_of_a_match_against_strongest() ->
             inner = bot.inner
             assert isinstance(inner, Adaptive)
             model = inner._model()
-            if model is not None and len(inner.own) >= START_DEPTH:
+            if model is not None and inner.plans():
                 got = table.lookup(inner.own, model[1])
                 planned["table" if got is not None else "live"] += 1
                 if got is None:
