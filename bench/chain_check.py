@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bench.tournament_bench import _free_port, _wait_healthy
 from clients.tournament.results import ResultsFile, pair_standings
-from clients.tournament.stats import Z95
+from moo.stats import Z95
 
 
 def main() -> int:

@@ -48,10 +48,10 @@ from clients.tournament.runner import (
     make_plan,
     run_tournament,
 )
-from clients.tournament.stats import SprtSpec
 from moo.errors import UsageError
 from moo.match import MatchConfig
 from moo.rules import DEFAULT_RULES
+from moo.stats import SprtSpec
 from moo.variants import CLASSIC_SPEC, rules_arg, rules_spec
 
 __all__ = ["configure", "format_standings", "main", "standings_json"]

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.tournament.stats import (
+from moo.stats import (
     Interval,
     elo_interval_pentanomial,
     elo_interval_trinomial,

@@ -4,7 +4,7 @@
 two for every pair of bots in that round, like a shared opening book) and played both ways:
 leg 0 has the first bot guess ``y`` while the second guesses ``x``; leg 1 swaps them. The luck
 of drawing an easy secret therefore cancels within a pair, which is why pairs are scored
-together (pentanomial statistics, see :mod:`clients.tournament.stats`). Every match has a
+together (pentanomial statistics, see :mod:`moo.stats`). Every match has a
 stable ``key`` derived from the plan alone, so ``--resume`` can tell what was already played.
 
 *Engines.* :class:`LocalEngine` drives the very same sans-I/O :class:`~moo.match.Match` the
@@ -35,11 +35,11 @@ from bots.external import BotFailure, ExternalStrategy
 from bots.registry import available, close_strategy, create, display_names
 from bots.variants import VARIANT_BOTS, check_bot, create_for, prepare
 from clients.tournament.results import MatchRecord, ResultsFile, pair_standings
-from clients.tournament.stats import SprtResult, SprtSpec, sprt
 from moo.errors import BotUnsupported, MooError, UsageError
 from moo.mastermind import MastermindRules
 from moo.match import Event, Match, MatchConfig
 from moo.rules import DEFAULT_RULES, Response
+from moo.stats import SprtResult, SprtSpec, sprt
 from moo.variants import CLASSIC_SPEC, GameRules, is_classic, rules_spec
 from moo.words import WordRules
 

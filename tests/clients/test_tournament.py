@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from cli.main import main as moo_main
-from clients.tournament import stats
 from clients.tournament.cli import format_standings, standings_json
 from clients.tournament.remote import RemoteEngine
 from clients.tournament.results import (
@@ -28,6 +27,7 @@ from clients.tournament.runner import (
     make_plan,
     run_tournament,
 )
+from moo import stats
 from moo.match import MatchConfig
 from moo.rules import Rules, score
 from tests.patience import patience
