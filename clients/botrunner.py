@@ -412,23 +412,32 @@ async def _wait_for_opponent(
 _VS_BOT_HINT = "--vs-bot minimum"
 
 
+async def _connect(run: _Run, name: str, tokens: TokenStore) -> Client | None:
+    """A bot's session under ``name`` with its saved token (None, reported, if no server
+    answers). Tokens are kept under the first URL: the nodes of one cluster share their
+    players."""
+    urls = urls_of(run.args, DEFAULT_URL)
+    client = Client(urls, name, token=tokens.get(urls[0], name), bot=True,
+                    encoding=run.args.encoding, client_name="moo-bot")
+    try:
+        await client.connect()
+    except (ServerError, OSError, TimeoutError) as exc:
+        run.error(f"{name}: cannot connect to {', '.join(urls)}: {exc or type(exc).__name__}")
+        return None
+    if client.token:
+        tokens.put(urls[0], client.name, client.token)
+    return client
+
+
 async def _connection(
     run: _Run, name: str, games: int, seed: int | None, tokens: TokenStore
 ) -> None:
     args = run.args
     player = _make_player(args)
     rng = random.Random(seed)
-    urls = urls_of(args, DEFAULT_URL)
-    # Tokens are kept under the first URL: the nodes of one cluster share their players.
-    client = Client(urls, name, token=tokens.get(urls[0], name), bot=True,
-                    encoding=args.encoding, client_name="moo-bot")
-    try:
-        await client.connect()
-    except (ServerError, OSError, TimeoutError) as exc:
-        run.error(f"{name}: cannot connect to {', '.join(urls)}: {exc or type(exc).__name__}")
+    client = await _connect(run, name, tokens)
+    if client is None:
         return
-    if client.token:
-        tokens.put(urls[0], client.name, client.token)
     previous: str | None = None
     reported: set[str] = set()  # matches played here, so an adopted one is not played twice
     try:
@@ -589,16 +598,9 @@ async def _tournament_connection(run: _Run, name: str, tournament_id: str,
     """``--tournament``: join, then play every game the server pairs this bot in, as many at
     once as it starts, until the tournament is finished (docs/tournaments.md)."""
     args = run.args
-    urls = urls_of(args, DEFAULT_URL)
-    client = Client(urls, name, token=tokens.get(urls[0], name), bot=True,
-                    encoding=args.encoding, client_name="moo-bot")
-    try:
-        await client.connect()
-    except (ServerError, OSError, TimeoutError) as exc:
-        run.error(f"{name}: cannot connect to {', '.join(urls)}: {exc or type(exc).__name__}")
+    client = await _connect(run, name, tokens)
+    if client is None:
         return
-    if client.token:
-        tokens.put(urls[0], client.name, client.token)
     pump = _Pump(client)
     reader = asyncio.create_task(pump.run())
     playing: dict[str, asyncio.Task[MatchOutcome]] = {}
