@@ -83,6 +83,16 @@ PHONE: dict[str, Any] = {
     "has_touch": True,
     "device_scale_factor": 2,
 }
+#: the two sizes every layout and tournament test runs at
+SIZES = {"desktop": DESKTOP, "phone": PHONE}
+
+
+def click(page: Any, selector: str) -> None:
+    """A tap on a touch screen, a click with a mouse (a tap leaves the hover state behind)."""
+    if page.evaluate("() => matchMedia('(pointer: coarse)').matches"):
+        page.tap(selector)
+    else:
+        page.click(selector)
 
 # Elements among `selector` whose text is cut (wider than their box) or that stick out of the
 # viewport sideways: [selector index, text, scrollWidth, clientWidth, left, right].

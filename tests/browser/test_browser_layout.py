@@ -26,8 +26,10 @@ from tests import browser_support
 from tests.browser_support import (
     DESKTOP,
     PHONE,
+    SIZES,
     WAIT_MS,
     assert_fits,
+    click,
     cut,
     login,
     new_page,
@@ -42,7 +44,6 @@ pytestmark = pytest.mark.browser
 browser = browser_support.browser
 shared_server = browser_support.shared_server
 
-SIZES = {"desktop": DESKTOP, "phone": PHONE}
 
 BOX = """(selector) => {
   const e = document.querySelector(selector);
@@ -67,14 +68,6 @@ def boxes(page: Any, selector: str) -> list[dict[str, float]]:
     return list(page.eval_on_selector_all(
         selector, "els => els.map(e => { const r = e.getBoundingClientRect();"
         " return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; })"))
-
-
-def click(page: Any, selector: str) -> None:
-    """A tap on a touch screen, a click with a mouse (a tap leaves the hover state behind)."""
-    if page.evaluate("() => matchMedia('(pointer: coarse)').matches"):
-        page.tap(selector)
-    else:
-        page.click(selector)
 
 
 def start_bot(page: Any, strategy: str = "random", rules: str = "moo:4:0123456789") -> None:

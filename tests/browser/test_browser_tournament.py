@@ -17,10 +17,10 @@ import pytest
 from clients.web_harness import MooServer
 from tests import browser_support
 from tests.browser_support import (
-    DESKTOP,
-    PHONE,
+    SIZES,
     WAIT_MS,
     assert_fits,
+    click,
     cut,
     login,
     new_page,
@@ -35,17 +35,9 @@ pytestmark = pytest.mark.browser
 browser = browser_support.browser
 shared_server = browser_support.shared_server
 
-SIZES = {"desktop": DESKTOP, "phone": PHONE}
 # Long enough for both pages to join after the form is sent, on a loaded machine: the test waits
 # for the start (an event), it does not sleep.
 START_IN_S = 30
-
-
-def tap(page: Any, selector: str) -> None:
-    if page.evaluate("() => matchMedia('(pointer: coarse)').matches"):
-        page.tap(selector)
-    else:
-        page.click(selector)
 
 
 DONE = """(id) => { const m = window.moo.state.m;
@@ -90,9 +82,9 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
     login(carl, f"tcarl-{size}")
 
     # ann creates it from the Tournaments tab's form
-    tap(ann, "#nav .tab[data-tab=tourneys]")
+    click(ann, "#nav .tab[data-tab=tourneys]")
     ann.wait_for_selector("body[data-view=tourneys]")
-    tap(ann, "#btn-new-tourney")
+    click(ann, "#btn-new-tourney")
     name = f"Friday cup {size}"
     ann.fill("#tf-name", name)
     ann.select_option("#tf-format", "round-robin")
@@ -101,7 +93,7 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
     ann.select_option("#tf-secrets", "players")
     ann.fill("#tf-start", str(START_IN_S))
     assert_fits(ann)
-    tap(ann, "#tf-submit")
+    click(ann, "#tf-submit")
     ann.wait_for_selector("body[data-view=tourney]")
     ann.wait_for_selector(f"#tourney-title:text-is('{name}')")
     tid = str(ann.evaluate("() => window.moo.state.tourney.id"))
@@ -111,20 +103,20 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
     assert facts.startswith("Round robin · once each · MOO 4 of 10 · people only")
     assert "secrets by the players" in facts
     assert (ann.text_content("#tourney-when") or "").startswith("Starts in ")
-    tap(ann, "#btn-tourney-join")
+    click(ann, "#btn-tourney-join")
     ann.wait_for_selector(f"#tourney-players:has-text('{ann_name}')")
     assert ann.is_hidden("#btn-tourney-join") and ann.is_visible("#btn-tourney-leave")
 
     # bob finds it among the upcoming ones and joins from its page
-    tap(bob, "#nav .tab[data-tab=tourneys]")
+    click(bob, "#nav .tab[data-tab=tourneys]")
     item = f"#tourney-groups [data-status=upcoming] [data-tournament='{tid}']"
     bob.wait_for_selector(item)
     assert name in (bob.text_content(item) or "")
     assert cut(bob, "#tourney-groups .tourney-name, #tourney-groups .chip, .tab") == []
     assert_fits(bob)
-    tap(bob, f"{item} a.btn")
+    click(bob, f"{item} a.btn")
     bob.wait_for_selector(f"body[data-view=tourney] #tourney-title:text-is('{name}')")
-    tap(bob, "#btn-tourney-join")
+    click(bob, "#btn-tourney-join")
     for page in (ann, bob):  # ann's page is live: it watches the tournament
         page.wait_for_selector("#tourney-players:has-text('2 players')")
     assert bob.text_content("#tourney-players") == f"2 players: {ann_name}, {bob_name}"
@@ -153,11 +145,11 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
             # a third person watches the game from the tournament's page, and comes back to it
             carl.goto(f"{shared_server.url.rstrip('/')}/tournament/{tid}")
             carl.wait_for_selector(f"#tourney-games [data-match='{match}'] [data-watch]")
-            tap(carl, f"#tourney-games [data-match='{match}'] [data-watch]")
+            click(carl, f"#tourney-games [data-match='{match}'] [data-watch]")
             carl.wait_for_selector("body[data-view=match] #view-match[data-mode=watch]")
             carl.wait_for_selector(f"#match-variant:text-is('Tournament: {name}')")
             assert carl.text_content("#side-0 .pname") in (ann_name, bob_name)
-            tap(carl, "#btn-stop-watch")
+            click(carl, "#btn-stop-watch")
             carl.wait_for_selector(f"body[data-view=tourney] #tourney-title:text-is('{name}')")
             assert carl.evaluate("() => location.pathname") == f"/tournament/{tid}"
             # a reload mid-game resumes it, and the page finds the tournament's name again
@@ -176,7 +168,7 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
 
     # Back on the tournament page: the final table, both games, each replayable.
     for page in (ann, bob):
-        tap(page, "#btn-to-tourney")
+        click(page, "#btn-to-tourney")
         page.wait_for_selector("body[data-view=tourney]")
         page.wait_for_selector("#standings[data-final=true]")
         assert page.evaluate("() => location.pathname") == f"/tournament/{tid}"
@@ -219,6 +211,6 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
         assert_fits(page)
 
     # The Tournaments tab lists it among the finished ones.
-    tap(ann, "#nav .tab[data-tab=tourneys]")
+    click(ann, "#nav .tab[data-tab=tourneys]")
     ann.wait_for_selector(f"#tourney-groups [data-status=finished] [data-tournament='{tid}']")
     assert ann.moo_errors == [] and bob.moo_errors == [] and carl.moo_errors == []
