@@ -17,20 +17,22 @@ name came back):
 A new leader is told both by every node (presence, the records, the unanswered requests sent
 again), and a former leader hands its own clients' entries back the same way. Matches the
 lobby agrees on start on the node of the first seated player (:class:`~server.cluster.wire.
-Create`), which checks once more that none of its people already sits in a match.
+Create`), which checks once more that none of its people already sits in a match. The
+leader's requests that finish later (rematches, challenges held for a player not seen online
+yet) are server/cluster/deferred.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from moo.errors import MooError, NotAvailable, UnknownPlayer
+from moo.errors import MooError, NotAvailable
 from server.arena import Arena
 from server.background import spawn
+from server.cluster.deferred import DeferredRequests
 from server.cluster.directory import Directory
 from server.cluster.forwarding import Forwarding
 from server.cluster.records import EMPTY as _EMPTY
@@ -45,12 +47,8 @@ __all__ = ["ClusterLobby"]
 
 log = logging.getLogger("moo.cluster")
 
-#: how long the leader keeps a challenge to a registered player it does not see online yet
-#: (their node's presence may still be on its way), before refusing it with unknown_player
-CHALLENGE_HOLD_S = 3.0
 #: a forwarded lobby request unanswered this long gets not_available ("try again")
 LOBBY_PATIENCE_S = 5.0
-
 
 
 class ClusterLobby:
@@ -77,14 +75,11 @@ class ClusterLobby:
         self.connected = connected
         #: the lobby this node runs while it leads (its own clients' presence always)
         self.lobby = Lobby(arena, strategies, matches=matches, busy=self.busy)
+        #: leader side: rematches, held challenges, and the busy hints of forwarded requests
+        self.deferred = DeferredRequests(arena, self.lobby, self.sync)
         self.leader: str | None = None
-        #: leader side, during one forwarded request: player (casefolded) -> the match their
-        #: own node says they sit in
-        self._busy_now: dict[str, str] = {}
         #: leader side: what each client was last told it has open (by (node, conn id))
         self._synced: dict[tuple[str, str], dict[str, Any]] = {}
-        #: leader side: challenges to a registered player not (yet) seen online
-        self._held: list[tuple[Follower, dict[str, Any]]] = []
         #: (sender, call) of arrivals, departures and records sent here before this node led
         self._early: list[tuple[str, LobbyCall]] = []
         #: client side: the leader's last record of each local client's open entries
@@ -130,7 +125,7 @@ class ClusterLobby:
     def arrive(self, conn: Follower, player: str, bot: bool) -> Follower | None:
         old = self.lobby.arrive(conn, player, bot)
         if self.leading():
-            self._retry_held(player)
+            self.deferred.retry_held(player)
         elif isinstance(conn, Connection):
             self._call(conn, "arrive", {"bot": bot}, track=False)
         return old
@@ -218,7 +213,7 @@ class ClusterLobby:
     def busy(self, player: str) -> str | None:
         """The unfinished match ``player`` sits in: what their node said with this request,
         a match this node runs, or one another node runs for this node's client."""
-        hint = self._busy_now.get(player.casefold())
+        hint = self.deferred.busy(player)
         if hint is not None:
             return hint
         live = self.arena.busy(player)
@@ -310,38 +305,24 @@ class ClusterLobby:
             self.lobby.leave(conn)
             self.sync()
             return
-        folded = item.player.casefold()
-        if item.busy is not None:
-            self._busy_now[folded] = item.busy
+        self.deferred.note_busy(item.player, item.busy)
         try:
             if item.op == "arrive":
                 old = self.lobby.arrive(conn, item.player, bool(item.msg.get("bot")))
                 if old is not None and old is not conn:
                     old.close(CLOSE_REPLACED, "replaced by a newer connection")
-                self._retry_held(item.player)
+                self.deferred.retry_held(item.player)
             elif item.op == "restore":
                 self._restore(conn, item.msg)
             elif item.op == "rematch":
-                spawn(self._rematch(conn, item))
+                spawn(self.deferred.forwarded_rematch(conn, item))
                 return
             else:
                 self._run(conn, item.op, item.msg)
         except MooError as exc:
             conn.send(error_message(exc, item.msg.get("id")))
         finally:
-            self._busy_now.pop(folded, None)
-            self.sync()
-
-    async def _rematch(self, conn: Follower, item: LobbyCall) -> None:
-        folded = item.player.casefold()
-        if item.busy is not None:
-            self._busy_now[folded] = item.busy
-        try:
-            await self.lobby.rematch(conn, item.msg)
-        except MooError as exc:
-            conn.send(error_message(exc, item.msg.get("id")))
-        finally:
-            self._busy_now.pop(folded, None)
+            self.deferred.forget_busy(item.player)
             self.sync()
 
     def _run(self, conn: Follower, op: str, msg: dict[str, Any]) -> None:
@@ -351,7 +332,7 @@ class ClusterLobby:
         elif op == "unqueue":
             lobby.unqueue(conn, msg.get("id"))
         elif op == "challenge":
-            self._challenge(conn, msg)
+            self.deferred.challenge(conn, msg)
         elif op == "answer":
             lobby.answer(conn, msg)
         elif op == "room_create":
@@ -361,64 +342,11 @@ class ClusterLobby:
         elif op == "room_join":
             lobby.room_join(conn, msg)
         elif op == "rematch":
-            spawn(self._local_rematch(conn, msg))
+            spawn(self.deferred.rematch(conn, msg))
         elif op == "tournament":
             if self.on_tournament is None:
                 raise NotAvailable("this server runs no tournaments")
             self.on_tournament(conn, msg)
-
-    async def _local_rematch(self, conn: Follower, msg: dict[str, Any]) -> None:
-        try:
-            await self.lobby.rematch(conn, msg)
-        except MooError as exc:
-            conn.send(error_message(exc, msg.get("id")))
-        finally:
-            self.sync()
-
-    def _challenge(self, conn: Follower, msg: dict[str, Any]) -> None:
-        """A challenge whose target's presence may still be on its way from the target's
-        node: a target that is a registered player is waited for, briefly."""
-        try:
-            self.lobby.challenge(conn, msg)
-        except UnknownPlayer as exc:
-            spawn(self._hold(conn, msg, exc))
-
-    async def _hold(self, conn: Follower, msg: dict[str, Any], exc: MooError) -> None:
-        try:
-            known = await self.arena.store.account(msg["opponent"])
-        except MooError:
-            known = None
-        if known is None:
-            conn.send(error_message(exc, msg.get("id")))
-            return
-        entry = (conn, msg)
-        self._held.append(entry)
-        asyncio.get_running_loop().call_later(CHALLENGE_HOLD_S, self._give_up, entry, exc)
-        self._retry_held(msg["opponent"])  # they may have arrived during the read
-
-    def _give_up(self, entry: tuple[Follower, dict[str, Any]], exc: MooError) -> None:
-        if entry in self._held:
-            self._held.remove(entry)
-            if not entry[0].closing:
-                entry[0].send(error_message(exc, entry[1].get("id")))
-
-    def _retry_held(self, player: str | None) -> None:
-        folded = None if player is None else player.casefold()
-        for entry in list(self._held):
-            conn, msg = entry
-            if folded is not None and msg["opponent"].casefold() != folded:
-                continue
-            if conn.closing:
-                self._held.remove(entry)
-                continue
-            try:
-                self.lobby.challenge(conn, msg)
-            except UnknownPlayer:
-                continue  # still not here: keep waiting
-            except MooError as exc:
-                conn.send(error_message(exc, msg.get("id")))
-            self._held.remove(entry)
-        self.sync()
 
     # -- records of open entries -----------------------------------------------------------------
     def _entries(self) -> dict[tuple[str, str], dict[str, Any]]:
@@ -486,7 +414,7 @@ class ClusterLobby:
             if not isinstance(conn, Connection):
                 lobby.leave(conn)
         self._synced.clear()
-        self._held.clear()
+        self.deferred.drop_held()
 
     def sync_records(self) -> None:
         for key, state in self._entries().items():
@@ -510,7 +438,7 @@ class ClusterLobby:
         for present in list(self.lobby.online.values()):
             if isinstance(present, Connection) and not present.closing:
                 self._rewatch(present, run_here=True)
-        self._retry_held(None)
+        self.deferred.retry_held(None)
         self.sync()
 
     def announce(self) -> None:

@@ -11,6 +11,8 @@ construction (nothing replaces anything's methods):
   matches run elsewhere (cursors, re-attachment, acknowledgements);
 * :class:`~server.cluster.serving.Serving` runs other nodes' clients' requests here;
 * :class:`~server.cluster.leases.Leases` decides ownership (leases, takeovers);
+* :class:`~server.cluster.takeover.Takeover` acts on ownership changes (a dead node's
+  matches claimed, adoptions, matches lost) and runs the periodic checks;
 * :class:`~server.cluster.leadership.ClusterLobby` is the cluster's lobby.
 
 A guess from a client of this node reads one way: :meth:`Router.act` -> the arena, if the
@@ -29,13 +31,13 @@ from typing import Any
 from moo.errors import InMatch, MooError, NotAvailable
 from moo.match import Match, MatchConfig, Viewer
 from moo.variants import GameRules, rules_from_dict
-from server.arena import MAX_WATCHING, Arena, FollowerAt, match_summary
-from server.background import spawn
+from server.arena import MAX_WATCHING, Arena, match_summary
 from server.cluster.directory import Directory
 from server.cluster.forwarding import Forwarding
 from server.cluster.leadership import ClusterLobby
 from server.cluster.leases import Leases
 from server.cluster.serving import Serving, StandIn
+from server.cluster.takeover import Takeover
 from server.cluster.transport import Transport
 from server.cluster.wire import (
     Act,
@@ -63,11 +65,6 @@ __all__ = ["Router"]
 
 log = logging.getLogger("moo.cluster")
 
-#: a node whose will the broker published is dead once PostgreSQL holds no session of it:
-#: asked this many times, this far apart, before it counts as alive (cut from the broker only)
-DEATH_CHECKS = 5
-DEATH_CHECK_S = 0.1
-
 
 class Router:
     """One cluster node's match operations and the parts behind them."""
@@ -80,7 +77,6 @@ class Router:
         self.node = node
         self.arena = arena
         self.store = store
-        self.check_s = settings.lease_ms / 10000
         self.transport = Transport(settings.cluster_url, node, self, self._epoch)
         self.directory = Directory(store, node, settings.lease_ms)
         self.leases = Leases(store, node, self, lease_ms=settings.lease_ms)
@@ -93,12 +89,13 @@ class Router:
             node, arena, strategies, self, self.directory, self.serving, self.forwarding,
             self._send, self.transport.up.is_set,
         )
-        arena.movers.append(self._moved)
+        self.takeover = Takeover(
+            node, arena, store, self.directory, self.serving, self.forwarding, self.lobby,
+            self.leases, self.transport.broadcast, settings.lease_ms / 10000,
+        )
         #: a player's unfinished matches elsewhere, read for ``welcome`` and used by the
         #: ``rejoin`` right after it
         self._elsewhere: dict[str, list[StoredMatch]] = {}
-        self._tasks: list[asyncio.Task[None]] = []
-        self._stopping = False
 
     def _epoch(self) -> int:
         return self.leases.epoch
@@ -111,15 +108,10 @@ class Router:
             await self.directory.refresh()
         self.lobby.elect()
         self.transport.start()
-        self._tasks = [asyncio.get_running_loop().create_task(self._watchdog())]
+        self.takeover.start()
 
     async def stop(self) -> None:
-        self._stopping = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self.takeover.stop()
         await self.transport.stop()
 
     @property
@@ -369,7 +361,7 @@ class Router:
         elif isinstance(item, Create):
             self._create_from(sender, item)
         elif isinstance(item, Adopted):
-            self._adopted_elsewhere(item)
+            self.takeover.adopted_elsewhere(item)
 
     def _create_from(self, sender: str, item: Create) -> None:
         conns: list[Follower | None] = []
@@ -397,122 +389,23 @@ class Router:
         self.forwarding.retry_pending(sender)
 
     def gone(self, node: str, run: str, epoch: int | None) -> None:
-        """The broker published ``node``'s will: its connection to the broker dropped."""
-        if node != self.node:
-            spawn(self._gone(node, epoch))
+        """The broker published ``node``'s will: :class:`Takeover` decides what it means."""
+        self.takeover.gone(node, epoch)
 
-    async def _gone(self, node: str, epoch: int | None) -> None:
-        """If ``node``'s process is dead (it holds no database session any more), take its
-        matches now, fenced by its epoch: its clients' seats here start their grace, this
-        node's subscriptions wait for the new owner. A node that only lost the broker (or a
-        broker that shut down and published everyone's will) keeps its matches; a paused
-        one is left to its lease."""
-        try:
-            # PostgreSQL ends a dead process's sessions as soon as it sees their sockets
-            # close, which may be a few ms after the broker did: ask a few times
-            for _ in range(DEATH_CHECKS):
-                if not await self.store.node_connected(node):
-                    break
-                await asyncio.sleep(DEATH_CHECK_S)
-            else:
-                log.warning("bus: node %s lost its broker connection but is alive", node)
-                return
-        except MooError as exc:
-            log.warning("bus: cannot tell whether node %s is alive: %s", node, exc)
-            return
-        log.warning("bus: node %s (epoch %s) is dead", node, epoch)
-        self.directory.gone(node, epoch)
-        self.forwarding.owner_gone(node, epoch)
-        for s in self.serving.origin_gone(node):
-            self.lobby.left(s)
-        self.lobby.elect()
-        if epoch is not None:
-            try:
-                await self.leases.claim_from(node, epoch)
-            except MooError as exc:
-                log.warning("bus: cannot take over %s's matches now: %s", node, exc)
-
-    # -- ownership changes -----------------------------------------------------------------------
+    # -- the leases' host ------------------------------------------------------------------------
+    # (the router, not the takeover: the leases are built first, and the takeover claims a dead
+    # node's matches through them)
     def claiming(self, match_ids: list[str]) -> None:
-        self.serving.claiming(match_ids)
+        self.takeover.claiming(match_ids)
 
     def adopt(self, match_ids: list[str], stored: list[StoredMatch]) -> list[str]:
-        """Leases took these matches: run them here, tell every node, re-seat followers."""
-        adopted = self.arena.restore(stored)
-        self.serving.claimed(match_ids)
-        if adopted:
-            owner = (self.node, self._epoch())
-            self.transport.broadcast(Adopted(self.node, owner[1], adopted))
-            self.directory.adopted(adopted)
-            for match_id in adopted:
-                self.forwarding.moved(match_id, owner)  # this node's clients, via loopback
-        return adopted
+        return self.takeover.adopt(match_ids, stored)
 
     def live_seqs(self) -> dict[str, int]:
         return {i: lm.durable_seq for i, lm in self.arena.live.items() if not lm.broken}
 
     def let_go(self, match_id: str) -> None:
-        """Another node owns ``match_id`` now: this node's followers re-attach there."""
-        self._reseat(match_id, self.arena.let_go(match_id))
-
-    def _moved(self, match_id: str) -> None:
-        """A commit found the match owned elsewhere (its lease passed): re-seat followers."""
-        self._reseat(match_id, self.arena.unpark(match_id))
-
-    def _reseat(self, match_id: str, followers: list[FollowerAt]) -> None:
-        for f in followers:
-            if isinstance(f.conn, Connection) and not f.conn.closing:
-                if f.viewer == SPECTATOR and match_id not in f.conn.spectating:
-                    f.conn.spectating.append(match_id)
-                self.forwarding.follow(f.conn, match_id, f.viewer, f.cursor, announce=False)
-
-    def _adopted_elsewhere(self, item: Adopted) -> None:
-        owner = (item.node, item.epoch)
-        self.directory.adopted(item.match_ids)
-        for match_id in item.match_ids:
-            if self.arena.is_live(match_id) or self.arena.moved_away(match_id) or (
-                match_id in self.arena.parked
-            ):
-                self.let_go(match_id)  # (this node lost it: its commits would be fenced)
-            self.forwarding.moved(match_id, owner)
-
-    # -- periodic checks -------------------------------------------------------------------------
-    async def _watchdog(self) -> None:
-        while not self._stopping:
-            await asyncio.sleep(self.check_s)
-            try:
-                await self._check()
-            except MooError as exc:
-                log.warning("bus: check failed: %s", exc)
-            except Exception:
-                log.exception("bus: check failed unexpectedly")
-
-    async def _check(self) -> None:
-        self.lobby.expire()
-        alive = await self.directory.refresh()
-        self.lobby.elect()
-        for node in {k[0] for k in self.serving.standins if k[0] not in alive}:
-            for s in self.serving.origin_gone(node):
-                self.lobby.left(s)
-        followed = self.forwarding.matches()
-        owners = await self.store.owners_of(list(followed))
-        self.forwarding.check(
-            {m: o for m, o in owners.items() if not self.directory.is_dead(o)}
-        )
-        for match_id in self.arena.moved_parked():
-            self._moved(match_id)
-        # A match dropped here by a failed write comes back here by replay only while this
-        # node still owns it. Paused past its lease (its transaction cut), this node finds
-        # on waking that another node took it over meanwhile: its followers here follow it
-        # there, from their cursors, instead of waiting for a replay that never comes.
-        dropped = self.arena.restoring_parked()
-        if dropped:
-            me = (self.node, self._epoch())
-            for match_id, owner in (await self.store.owners_of(dropped)).items():
-                if owner != me and self.arena.restoring(match_id):
-                    log.warning("node %s: match %s, dropped here, is run by %s now; its "
-                                "followers here follow it there", self.node, match_id, owner[0])
-                    self.let_go(match_id)
+        self.takeover.let_go(match_id)
 
 
 def _seat(sm: StoredMatch, player: str) -> int | None:
