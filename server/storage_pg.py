@@ -47,6 +47,9 @@ log = logging.getLogger("moo.storage")
 
 T = TypeVar("T")
 
+#: how many times a commit that PostgreSQL rolled back (a deadlock or serialization conflict
+#: with another node) is run again before its appends fail with ``storage_unavailable``
+ROLLBACK_RETRIES = 3
 #: errors that mean "this row is refused", not "the database is gone"
 _DATA_ERRORS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
 #: errors that make an operation fail with ``storage_unavailable``
@@ -129,6 +132,8 @@ class PostgresStore(Store):
         self.before_close: list[Callable[[], Coroutine[Any, Any, None]]] = []
         #: appends' matches the fence refused (a /metrics counter)
         self.fenced = 0
+        #: commits PostgreSQL rolled back (deadlock, serialization) and that were run again
+        self.rollbacks = 0
         #: batches committed and appends in them, for /healthz (as SQLiteStore)
         self.commits = 0
         self.ops = 0
@@ -296,7 +301,7 @@ class PostgresStore(Store):
             # closing the socket makes whatever is awaiting fail at once.
             watchdog = loop.call_later(self.op_timeout_s, conn.terminate)
             try:
-                await self._fenced_call(conn, batch, errors)
+                await self._retried_call(conn, batch, errors)
             except _DATA_ERRORS:
                 # one refused row spoils its call: each append again on its own, so only the
                 # bad one fails (nothing of the failed call was written)
@@ -332,6 +337,29 @@ class PostgresStore(Store):
         return self._fail_followers(
             outcomes, failed, StorageError("an earlier write of this match failed")
         )
+
+    async def _retried_call(
+        self, conn: Any, ops: list[_PgOp], errors: dict[int, BaseException]
+    ) -> None:
+        """:meth:`_fenced_call`, again when PostgreSQL rolled it back to break a deadlock or a
+        serialization conflict with another node's transaction.
+
+        Such a rollback wrote nothing and says nothing about the data or the database's
+        health, and PostgreSQL's answer to it is to run the transaction again; failing the
+        batch instead would drop live matches for a conflict that the next attempt does not
+        meet (the writes take their row locks in one order, so a real cycle is rare).
+        """
+        for attempt in range(ROLLBACK_RETRIES + 1):
+            try:
+                await self._fenced_call(conn, ops, errors)
+                return
+            except asyncpg.TransactionRollbackError as exc:
+                if attempt == ROLLBACK_RETRIES:
+                    raise
+                errors.clear()
+                self.rollbacks += 1
+                log.warning("commit of %d appends rolled back (%s); running it again",
+                            len(ops), _reason(exc))
 
     async def _fenced_call(
         self, conn: Any, ops: list[_PgOp], errors: dict[int, BaseException]
@@ -463,7 +491,9 @@ def _commit_args(ops: list[_PgOp]) -> list[Any]:
     metas = [a for a in appends if a.meta is not None]
     rows = [row for a in appends for row in a.rows]
     done = [a for a in appends if a.finished]
-    deltas = [d for a in done for d in a.stats]
+    # one lock order on every node: two nodes finishing matches of the same players at once
+    # (a tournament pairing's two games) would otherwise deadlock on their ``stats`` rows
+    deltas = sorted((d for a in done for d in a.stats), key=lambda d: d.player.casefold())
     counts = [list(column) for column in zip(*(d.counts() for d in deltas), strict=True)]
     return [
         [a.match_id for a in metas], [a.meta for a in metas], [a.created_ms for a in metas],

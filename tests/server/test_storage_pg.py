@@ -590,3 +590,97 @@ async def test_metrics_on_a_single_node(db: str, tmp_path: Path) -> None:
         assert 'moo_db_up{node=""} 1.0' in text
         assert "moo_storage_commits_total" in text
         await ann.close()
+
+
+
+async def _lock_waiters(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND datname = current_database()"
+    ))
+
+
+async def test_two_writers_finishing_the_same_players_at_once_neither_deadlock_nor_drop(
+        pg_url: str) -> None:
+    """Two nodes' writers finish matches of the same players at the same moment, the players in
+    one seat order on one node and in the other on the other (a tournament pairing's two
+    games). Each writer taking the ``stats`` row locks in its own order is a deadlock that
+    PostgreSQL breaks by rolling one commit back; its match would drop. Made to happen here:
+    a third session holds C's row while writer 2 finishes (B, C) and (A, D) in one batch and
+    writer 1 finishes (A, B); then lets go."""
+    def finish(store: Store, match_id: str, pair: tuple[str, str]
+               ) -> asyncio.Future[BaseException | None]:
+        fut = _done(asyncio.get_running_loop())
+        store.append(match_id, [{"seq": 1, "kind": "created", "at": 0}], fut.set_result,
+                     meta={}, finished=True,
+                     stats=[StatDelta(pair[0], "win", 5, 1000),
+                            StatDelta(pair[1], "loss", None, 1000)])
+        return fut
+
+    one = make_store(Settings(db=pg_url, commit_window_ms=0))
+    two = make_store(Settings(db=pg_url, commit_window_ms=50))
+    other = await asyncpg.connect(pg_url)
+    try:
+        for s in (one, two):
+            await s.open()
+        assert await finish(one, "m0", ("A", "B")) is None
+        assert await finish(one, "m1", ("C", "D")) is None  # every stats row exists
+        async with other.transaction():
+            await other.execute("SELECT 1 FROM stats WHERE player = 'C' FOR UPDATE")
+            second = [finish(two, "m2", ("B", "C")), finish(two, "m3", ("A", "D"))]
+            async with asyncio.timeout(patience(15)):
+                while await _lock_waiters(other) < 1:  # writer 2 waits for C
+                    await asyncio.sleep(0.02)
+            first = finish(one, "m4", ("A", "B"))
+            async with asyncio.timeout(patience(15)):
+                while await _lock_waiters(other) < 2:  # writer 1 waits too
+                    await asyncio.sleep(0.02)
+        async with asyncio.timeout(patience(30)):
+            assert await asyncio.gather(first, *second) == [None, None, None]
+        assert (getattr(one, "rollbacks"), getattr(two, "rollbacks")) == (0, 0)  # noqa: B009
+        games = {n: (await one.player_stats(n)) for n in "ABCD"}
+        assert {n: g.games for n, g in games.items() if g} == {"A": 3, "B": 3, "C": 2, "D": 2}
+    finally:
+        await other.close()
+        for s in (one, two):
+            await s.close()
+
+
+async def test_a_commit_rolled_back_to_break_a_deadlock_is_run_again(pg_url: str) -> None:
+    """A deadlock with some other transaction (here a session that holds C's row, then asks for
+    A's while the writer holds A's and waits for C's): PostgreSQL rolls the writer's commit
+    back (the other session waits far longer before it checks), which wrote nothing; the writer
+    runs it again once the other session is done, and the match never notices."""
+    store = make_store(Settings(db=pg_url, commit_window_ms=0))
+    other = await asyncpg.connect(pg_url)
+    try:
+        await store.open()
+        loop = asyncio.get_running_loop()
+        seeded = _done(loop)
+        store.append("m0", [{"seq": 1, "kind": "created", "at": 0}], seeded.set_result,
+                     meta={}, finished=True,
+                     stats=[StatDelta("A", "win", 5, 1000), StatDelta("C", "loss", None, 1000)])
+        assert await seeded is None
+        await other.execute("SET deadlock_timeout = '60s'")  # the writer is the one to yield
+        async with other.transaction():
+            await other.execute("SELECT 1 FROM stats WHERE player = 'C' FOR UPDATE")
+            fut = _done(loop)
+            store.append("m1", [{"seq": 1, "kind": "created", "at": 0}], fut.set_result,
+                         meta={}, finished=True,
+                         stats=[StatDelta("A", "win", 5, 1000),
+                                StatDelta("C", "loss", None, 1000)])
+            async with asyncio.timeout(patience(15)):
+                while await _lock_waiters(other) < 1:  # the writer holds A, waits for C
+                    await asyncio.sleep(0.02)
+                await other.execute("SELECT 1 FROM stats WHERE player = 'A' FOR UPDATE")
+                while getattr(store, "rollbacks") == 0:  # noqa: B009 (the writer hears of it)
+                    await asyncio.sleep(0.02)
+                assert not fut.done()  # run again: waiting for C's row, not failed
+        async with asyncio.timeout(patience(30)):
+            assert await fut is None
+        a = await store.player_stats("A")
+        assert a is not None and a.games == 2
+        assert await _count_events(pg_url) == 2
+    finally:
+        await other.close()
+        await store.close()
