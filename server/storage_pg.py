@@ -119,6 +119,7 @@ class PostgresStore(Store):
         self._pool: Any = None
         self._task: asyncio.Task[None] | None = None
         self._probe: asyncio.Task[None] | None = None
+        self._heal: asyncio.Task[None] | None = None
         self._closing = False
         self._closed = False
         self._recovered: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -180,10 +181,11 @@ class PostgresStore(Store):
             with contextlib.suppress(StorageError, *_UNAVAILABLE):
                 await hook()
         self._closed = True
-        if self._probe is not None:
-            self._probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._probe
+        for task in (self._probe, self._heal):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._writer_conn is not None:
             with contextlib.suppress(*_UNAVAILABLE):
                 await self._writer_conn.close(timeout=2)
@@ -254,6 +256,22 @@ class PostgresStore(Store):
         for callback in self._recovered:
             asyncio.get_running_loop().create_task(callback())
 
+    def _heal_soon(self) -> None:
+        """A commit failed while the database answers (no outage, so no probe will report it
+        back): the matches it dropped still have their durable prefix, so the recovery
+        callbacks bring them back by replay after a probe interval, as after an outage."""
+        if self._heal is None and not self._closing:
+            self._heal = asyncio.get_running_loop().create_task(self._heal_after())
+
+    async def _heal_after(self) -> None:
+        try:
+            await asyncio.sleep(self.probe_interval_s)
+            if self._available and not self._closing:  # (else the outage's probe does it)
+                for callback in self._recovered:
+                    asyncio.get_running_loop().create_task(callback())
+        finally:
+            self._heal = None
+
     async def _writer(self) -> Any:
         if self._writer_conn is None or self._writer_conn.is_closed():
             self._writer_conn = await self._connect("moo-writer")
@@ -317,6 +335,7 @@ class PostgresStore(Store):
                 self._lost(exc)
             else:
                 log.error("commit of %d appends failed: %s", len(batch), _reason(exc))
+                self._heal_soon()
             failure = StorageError(f"storage unavailable: {_reason(exc)}")
             return self._fail_followers(
                 [(op, failure) for op in batch], {op.append.match_id for op in batch}, failure

@@ -542,6 +542,55 @@ async def test_database_down_refuses_with_storage_unavailable_then_heals(
 
 
 
+async def test_a_failed_commit_with_the_database_up_brings_its_match_back(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A commit that fails while the database answers (no outage, so no probe reports it back;
+    here a trigger refuses it, as a deadlock that outlived its retries would): the dropped match
+    is replayed from its durable prefix a moment later, and its players go on with no resume."""
+    admin = await asyncpg.connect(pg_url)
+    try:
+        async with running(server_settings(tmp_path, db=pg_url, pacing="free")) as app:
+            await admin.execute(
+                "CREATE TABLE refuse(guess TEXT);"
+                "CREATE FUNCTION refuse_guess() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN IF EXISTS (SELECT 1 FROM refuse WHERE NEW.body LIKE"
+                " '%\"' || refuse.guess || '\"%') THEN RAISE EXCEPTION 'refused'; END IF;"
+                " RETURN NEW; END $$;"
+                "CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW"
+                " EXECUTE FUNCTION refuse_guess();"
+                "INSERT INTO refuse VALUES ('6789')"
+            )
+            ann = await Client.hello(app.port, "ann")
+            bob = await Client.hello(app.port, "bob", "moo.v1.msgpack")
+            sent = await ann.request({"type": "challenge", "opponent": "bob"})
+            offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
+            mid = (await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]}))[
+                "match_id"
+            ]
+            await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
+            await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
+            await ann.event(mid, "started")
+            ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            assert ok["kind"] == "guess" and ok["guess"] == "5678"
+            refused = await ann.request({"type": "guess", "match_id": mid, "guess": "6789"})
+            assert refused["type"] == "error" and refused["code"] == "storage_unavailable"
+            assert app.health()["db"] == "ok"  # one failed commit is not an outage
+            # replayed by itself, and ann, still attached, hears of it with no resume
+            came = await ann.event(mid, "resumed")
+            assert mid in app.arena.live and came["seq"] > ok["seq"]
+            again = await ann.request({"type": "guess", "match_id": mid, "guess": "4567"})
+            assert again["kind"] == "guess" and again["guess"] == "4567"
+            logged = await app.store.match_events(mid)
+            assert logged is not None
+            assert [e["guess"] for e in logged if e["kind"] == "guess"] == ["5678", "4567"]
+            for c in (ann, bob):
+                await c.close()
+    finally:
+        await admin.close()
+
+
+
 # -- restart on PostgreSQL: SIGKILL / SIGTERM of a real `moo serve` mid-match ----------------------
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
 async def test_restart_on_postgres_loses_no_acknowledged_guess(
