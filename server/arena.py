@@ -29,7 +29,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -832,15 +832,20 @@ class Arena:
                         lm.conns[seat] = None
         conn.matches.clear()
 
-    async def rejoin(self, conn: Follower, player: str) -> None:
-        """After ``hello``: put the player's new connection back into every unfinished seat.
+    async def rejoin(
+        self, conn: Follower, player: str, listed: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """After ``hello``: put the player's new connection back into the seats of the matches
+        ``welcome.matches`` listed (``listed``) that run here.
 
         Each match gets ``match`` (no ``ref``) and its events so far, as if the client had sent
         ``resume`` with ``last_seq`` 0, then its live events; a seat that was away comes
         ``back``. So a client that reconnects is back in its seats whether or not it resumes,
-        and a connection always sees its own matches end.
+        and a connection always sees its own matches end. Only the listed ones: a match the
+        welcome did not name (it came here meanwhile) the client resumes itself, and giving it
+        back here too would send its events twice on this connection.
         """
-        for match_id in sorted(self.by_player.get(player, ())):
+        for match_id in sorted(str(m["match_id"]) for m in listed):
             lm = self.live.get(match_id)
             if lm is None or lm.broken:
                 continue

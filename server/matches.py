@@ -21,6 +21,7 @@ followers when a match changes node all go through it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -99,8 +100,11 @@ class MatchService(Protocol):
     def release(self, conn: Follower) -> None:
         """A replaced connection lets go of its seats silently (its successor takes them)."""
 
-    async def rejoin(self, conn: Follower, player: str) -> None:
-        """After ``hello``: back into every unfinished seat of ``player``, from ``seq`` 1."""
+    async def rejoin(
+        self, conn: Follower, player: str, listed: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """After ``hello``: back into the seats of ``player`` in the matches ``listed`` (the
+        entries of ``welcome.matches``: ``match_id``, ``seat``), from ``seq`` 1."""
 
     async def player_matches(self, player: str) -> list[dict[str, Any]]:
         """``welcome.matches``: the player's unfinished matches (not their hosted-bot seats)."""

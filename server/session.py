@@ -87,6 +87,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
     clock = asyncio.get_running_loop().time
     try:
         # -- hello, within the handshake timeout ----------------------------------------------
+        listed: list[dict[str, Any]] = []  # welcome.matches: the seats given back
         try:
             async with asyncio.timeout(settings.handshake_timeout_s):
                 while conn.player is None:
@@ -109,7 +110,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
                             continue
                         if msg["type"] != "hello":
                             raise NotHello("the first message must be hello")
-                        await _hello(app, conn, msg)
+                        listed = await _hello(app, conn, msg)
                     except MooError as exc:
                         conn.send(_error_reply(exc, raw))
         except TimeoutError:
@@ -117,7 +118,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
             return
         # Back into every seat at once (`match`, the events so far, then live events), outside
         # the handshake timeout: a program with many matches may take a while to replay.
-        await app.matches.rejoin(conn, conn.player)
+        await app.matches.rejoin(conn, conn.player, listed)
         # -- requests -----------------------------------------------------------------------------
         # The handshake is over: its headers are only memory now (~2.5 KiB a connection).
         # websockets' parser keeps the request object itself alive, so it is emptied in place.
@@ -161,7 +162,9 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
         await conn.finish()
 
 
-async def _hello(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:
+async def _hello(
+    app: ServerContext, conn: Connection, msg: dict[str, Any]
+) -> list[dict[str, Any]]:
     token = msg.get("token")
     if "name" not in msg and token is None:  # a token alone names the player
         raise SchemaError("'hello' needs field 'name'")
@@ -198,7 +201,7 @@ async def _hello(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> N
             ) from None
         name = record.name
     if conn.closing:
-        return
+        return []
     conn.player = name
     old = app.lobby.arrive(conn, name, record.bot or bot)
     if old is not None:
@@ -206,12 +209,16 @@ async def _hello(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> N
         # because the seat never lacked a connection.
         app.matches.release(old)
         old.close(CLOSE_REPLACED, "replaced by a newer connection")
+    # The seats given back right after the welcome are exactly the matches it lists: what
+    # runs where may change between the two (a takeover, the database back), and a match the
+    # client was not told of it resumes itself, so a second list would replay it twice.
+    matches = await app.matches.player_matches(name)
     reply: dict[str, Any] = {
         "type": "welcome",
         "name": name,
         "protocol": PROTOCOL_VERSION,
         "server": f"moo-arena/{__version__}",
-        "matches": await app.matches.player_matches(name),
+        "matches": matches,
         "secured": record.secured,
         # the rules this server offers, the default first (docs/protocol.md, "Variants")
         "variants": [rules.to_dict() for rules in app.arena.variants],
@@ -221,6 +228,7 @@ async def _hello(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> N
     if msg.get("id") is not None:
         reply["ref"] = msg["id"]
     conn.send(reply)
+    return matches
 
 
 async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from moo.errors import InMatch, MooError, NotAvailable
@@ -93,9 +94,6 @@ class Router:
             node, arena, store, self.directory, self.serving, self.forwarding, self.lobby,
             self.leases, self.transport.broadcast, settings.lease_ms / 10000,
         )
-        #: a player's unfinished matches elsewhere, read for ``welcome`` and used by the
-        #: ``rejoin`` right after it
-        self._elsewhere: dict[str, list[StoredMatch]] = {}
 
     def _epoch(self) -> int:
         return self.leases.epoch
@@ -196,22 +194,19 @@ class Router:
             self.forwarding.detach(conn, replaced=True)
         self.arena.release(conn)
 
-    async def rejoin(self, conn: Follower, player: str) -> None:
-        await self.arena.rejoin(conn, player)
+    async def rejoin(
+        self, conn: Follower, player: str, listed: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """The seats ``welcome.matches`` listed: those running here now from the arena, the
+        others followed at their owners, each from ``seq`` 1 (wherever it runs by now)."""
+        await self.arena.rejoin(conn, player, listed)
         if not isinstance(conn, Connection):
             return
-        stored = self._elsewhere.pop(player, None)
-        if stored is None:
-            try:
-                stored = await self.store.unfinished_of(player)
-            except MooError:
-                return
-        for sm in sorted(stored, key=lambda sm: sm.match_id):
-            if self.arena.is_live(sm.match_id) or conn.closing:
+        for item in sorted(listed, key=lambda m: str(m["match_id"])):
+            match_id = str(item["match_id"])
+            if self.arena.is_live(match_id) or conn.closing:
                 continue
-            seat = _seat(sm, player)
-            if seat is not None:
-                self.forwarding.follow(conn, sm.match_id, seat, 0, announce=True)
+            self.forwarding.follow(conn, match_id, int(item["seat"]), 0, announce=True)
 
     async def player_matches(self, player: str) -> list[dict[str, Any]]:
         """``welcome.matches``: the player's unfinished matches anywhere in the cluster."""
@@ -222,7 +217,6 @@ class Router:
                       if sm.match_id not in known]
         except MooError:
             return here  # the database is away: what runs here
-        self._elsewhere[player] = stored
         out = list(here)
         for sm in stored:
             seat = _seat(sm, player)
