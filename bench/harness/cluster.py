@@ -87,10 +87,12 @@ class Node:
         try:
             if out is not None:
                 out.write(b"".join(first))
+                out.flush()
             while line := await proc.stderr.readline():
                 self.log.append(line)
                 if out is not None:
                     out.write(line)
+                    out.flush()  # (a test killed on its timeout leaves the file complete)
         finally:
             if out is not None:
                 out.close()
