@@ -171,3 +171,19 @@ class Client:
 
     async def close(self) -> None:
         await self.wire.close()
+
+
+async def free_match(port: int) -> tuple[Client, Client, str]:
+    """ann (JSON) and bob (MessagePack) on the server at ``port``: a free-paced match, both
+    secrets set (ann's 0123, bob's 4567) and started; the two clients and the match id."""
+    ann = await Client.hello(port, "ann")
+    bob = await Client.hello(port, "bob", "moo.v1.msgpack")
+    sent = await ann.request({"type": "challenge", "opponent": "bob", "pacing": "free"})
+    offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
+    mid = (await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]}))[
+        "match_id"
+    ]
+    await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
+    await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
+    await ann.event(mid, "started")
+    return ann, bob, mid

@@ -14,26 +14,11 @@ from typing import Any
 from tests.cluster_support import Node, nodes, query, until
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
-from tests.server_support import Client
+from tests.server_support import Client, free_match
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
 LEASE_MS = 2000
-
-
-async def _free_match(port: int) -> tuple[Client, Client, str]:
-    """ann (JSON) and bob (MessagePack) on one node, a free match with secrets set."""
-    ann = await Client.hello(port, "ann")
-    bob = await Client.hello(port, "bob", "moo.v1.msgpack")
-    sent = await ann.request({"type": "challenge", "opponent": "bob", "pacing": "free"})
-    offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
-    mid = (await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]}))[
-        "match_id"
-    ]
-    await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
-    await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
-    await ann.event(mid, "started")
-    return ann, bob, mid
 
 
 async def _owner(db: str, mid: str) -> Any:
@@ -57,7 +42,7 @@ async def _resume_on(node: Node, token: str | None, mid: str, enc: str = "moo.v1
 async def test_a_paused_owner_is_fenced_off_and_lets_go(pg_url: str) -> None:
     async with nodes(pg_url, "a", "b", lease_ms=LEASE_MS) as (a, b):
         _PORTS.update(a=a.port, b=b.port)
-        ann, bob, mid = await _free_match(a.port)
+        ann, bob, mid = await free_match(a.port)
         assert await _owner(pg_url, mid) == "a"
         ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
         assert ok["kind"] == "guess"
@@ -104,7 +89,7 @@ async def test_a_paused_owner_is_fenced_off_and_lets_go(pg_url: str) -> None:
 async def test_a_killed_owner_is_taken_over(pg_url: str) -> None:
     async with nodes(pg_url, "a", "b", lease_ms=LEASE_MS) as (a, b):
         _PORTS.update(a=a.port, b=b.port)
-        ann, bob, mid = await _free_match(a.port)
+        ann, bob, mid = await free_match(a.port)
         acked = []
         for guess in ("5678", "6789", "7890"):
             r = await ann.request({"type": "guess", "match_id": mid, "guess": guess})
@@ -141,7 +126,7 @@ async def test_a_killed_owner_is_taken_over(pg_url: str) -> None:
 async def test_sigterm_hands_matches_over_at_once(pg_url: str) -> None:
     async with nodes(pg_url, "a", "b", lease_ms=60_000) as (a, b):
         _PORTS.update(a=a.port, b=b.port)
-        ann, _bob, mid = await _free_match(a.port)
+        ann, _bob, mid = await free_match(a.port)
         a.proc.send_signal(signal.SIGTERM)
         # the lease is a minute; the drain ends it and waits until b (scanning every 3 s) has
         # taken the match over, and only then tells its clients to reconnect: when ann hears
@@ -186,7 +171,7 @@ async def test_database_away_longer_than_the_lease(pg_url: str) -> None:
     via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
     async with nodes(via, "a", lease_ms=LEASE_MS) as (a,):
         _PORTS.update(a=a.port)
-        ann, bob, mid = await _free_match(a.port)
+        ann, bob, mid = await free_match(a.port)
         await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
         await cut.down()
         refused = await ann.request({"type": "guess", "match_id": mid, "guess": "6789"})

@@ -41,7 +41,7 @@ from server.stores import make_store
 from tests.patience import patience
 from tests.pg_support import pg_url
 from tests.server import test_server_restart as _restart
-from tests.server_support import Client, running, server_settings
+from tests.server_support import Client, free_match, running, server_settings
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
@@ -491,16 +491,7 @@ async def test_database_down_refuses_with_storage_unavailable_then_heals(
     via = pg_url.replace(f":{parts.port}/", f":{cut.port}/")
     async with running(server_settings(tmp_path, db=via, pacing="free")) as app:
         assert app.health()["db"] == "ok"
-        ann = await Client.hello(app.port, "ann")
-        bob = await Client.hello(app.port, "bob", "moo.v1.msgpack")
-        sent = await ann.request({"type": "challenge", "opponent": "bob"})
-        offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
-        mid = (await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]}))[
-            "match_id"
-        ]
-        await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
-        await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
-        await ann.event(mid, "started")
+        ann, bob, mid = await free_match(app.port)
         ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
         assert ok["kind"] == "guess" and ok["guess"] == "5678"
 
@@ -561,16 +552,7 @@ async def test_a_failed_commit_with_the_database_up_brings_its_match_back(
                 " EXECUTE FUNCTION refuse_guess();"
                 "INSERT INTO refuse VALUES ('6789')"
             )
-            ann = await Client.hello(app.port, "ann")
-            bob = await Client.hello(app.port, "bob", "moo.v1.msgpack")
-            sent = await ann.request({"type": "challenge", "opponent": "bob"})
-            offer = await bob.expect(lambda m: m.get("challenge_id") == sent["challenge_id"])
-            mid = (await bob.request({"type": "accept", "challenge_id": offer["challenge_id"]}))[
-                "match_id"
-            ]
-            await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
-            await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
-            await ann.event(mid, "started")
+            ann, bob, mid = await free_match(app.port)
             ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
             assert ok["kind"] == "guess" and ok["guess"] == "5678"
             refused = await ann.request({"type": "guess", "match_id": mid, "guess": "6789"})
