@@ -28,6 +28,7 @@ from bots.solver.core import (
 from bots.solver.full import solve_cells, verify_paths
 from cli.main import main as moo_main
 from moo.rules import Rules, parse_response, score
+from tests.fresh_process import in_a_fresh_process
 
 DATA = Path(__file__).resolve().parents[2] / "bots" / "data"
 
@@ -229,35 +230,42 @@ def test_shipped_strongest_beats_minimum() -> None:
 
 
 @pytest.mark.parametrize("tiebreak", [False, True])
-def test_split_cells_across_processes_give_the_same_tree(
-    monkeypatch: pytest.MonkeyPatch, tiebreak: bool
-) -> None:
+def test_split_cells_across_processes_give_the_same_tree(tiebreak: bool) -> None:
     """--jobs splits big cells at their second guess (parts, then refutations of the other
     candidates); the answer must be exactly the one-process tree, not just as good a one."""
-    from bots.solver import full
+    got = in_a_fresh_process(f"""
+import json
+from bots.solver import full
+from bots.solver.core import minimum_objective
+from moo.rules import Rules
+rules = Rules(length=4, alphabet="0123456")
+objective = minimum_objective(tiebreak={tiebreak})
+one = full.solve_cells(rules, objective, jobs=1)
+full.SPLIT_MIN = 60  # split every cell of 60+ (840 secrets in all)
+two = full.solve_cells(rules, objective, jobs=2)
+print(json.dumps({{"one": one.total, "two": two.total, "paths": two.paths == one.paths,
+                  "second": [c.second_guess for c in two.cells]
+                  == [c.second_guess for c in one.cells]}}))
+""")
+    assert got == {"one": 3639, "two": 3639, "paths": True, "second": True}
 
-    rules = Rules(length=4, alphabet="0123456")
-    objective = minimum_objective(tiebreak=tiebreak)
-    one = solve_cells(rules, objective, jobs=1)
-    monkeypatch.setattr(full, "SPLIT_MIN", 60)  # split every cell of 60+ (840 secrets in all)
-    two = solve_cells(rules, objective, jobs=2)
-    assert two.total == one.total == 3639
-    assert two.paths == one.paths
-    assert [c.second_guess for c in two.cells] == [c.second_guess for c in one.cells]
 
-
-def test_split_cells_strongest_matches_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_split_cells_strongest_matches_one_process() -> None:
     """The same with the strongest objective, whose costs are far from guess counts."""
-    from bots.solver import full
-
-    rules = Rules(length=4, alphabet="012345")
-    minimum = solve_cells(rules, minimum_objective())
-    objective = strongest_objective(minimum.distribution)
-    one = solve_cells(rules, objective, jobs=1)
-    monkeypatch.setattr(full, "SPLIT_MIN", 30)
-    two = solve_cells(rules, objective, jobs=2)
-    assert two.paths == one.paths
-    assert two.score() == one.score()
+    got = in_a_fresh_process("""
+import json
+from bots.solver import full
+from bots.solver.core import minimum_objective, strongest_objective
+from moo.rules import Rules
+rules = Rules(length=4, alphabet="012345")
+minimum = full.solve_cells(rules, minimum_objective())
+objective = strongest_objective(minimum.distribution)
+one = full.solve_cells(rules, objective, jobs=1)
+full.SPLIT_MIN = 30
+two = full.solve_cells(rules, objective, jobs=2)
+print(json.dumps({"paths": two.paths == one.paths, "score": two.score() == one.score()}))
+""")
+    assert got == {"paths": True, "score": True}
 
 
 # -- engine internals that the results do not show -----------------------------------------------

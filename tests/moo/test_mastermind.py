@@ -18,6 +18,7 @@ from bots.solver.table import mastermind_solver
 from moo.errors import UnknownSymbol, WrongLength
 from moo.mastermind import MASTERMIND, MastermindRules, mastermind_score
 from moo.rules import Response
+from tests.fresh_process import in_a_fresh_process
 
 
 def test_exhaustive_4_of_6_against_independent_formulation() -> None:
@@ -190,17 +191,23 @@ def test_engines_agree_on_4_of_4() -> None:
     verify_paths(rules, fast.paths, mastermind_score)
 
 
-def test_split_gives_the_one_process_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_split_gives_the_one_process_tree() -> None:
     """--jobs plays the first and second guesses in the parent and the rest in workers, with
-    cutoffs that depend on timing; the tree must still be exactly the one-process tree."""
-    from bots.solver import mastermind
-
-    rules = MastermindRules(4, "12345")
-    one = mastermind.MastermindSolver(rules, minimum_objective()).solve()
-    monkeypatch.setattr(mastermind, "SPLIT_MIN", 20)  # split every first cell of 20+
-    two = mastermind.MastermindSolver(rules, minimum_objective()).solve(jobs=2)
-    assert two.paths == one.paths
-    assert two.first_guess == one.first_guess and two.total == one.total
+    cutoffs that depend on timing; the tree must still be exactly the one-process tree (in a
+    fresh process: the workers are forked, tests/fresh_process.py)."""
+    got = in_a_fresh_process("""
+import json
+from bots.solver import mastermind
+from bots.solver.core import minimum_objective
+from moo.mastermind import MastermindRules
+rules = MastermindRules(4, "12345")
+one = mastermind.MastermindSolver(rules, minimum_objective()).solve()
+mastermind.SPLIT_MIN = 20  # split every first cell of 20+
+two = mastermind.MastermindSolver(rules, minimum_objective()).solve(jobs=2)
+print(json.dumps({"paths": two.paths == one.paths, "first": two.first_guess == one.first_guess,
+                  "total": two.total == one.total}))
+""")
+    assert got == {"paths": True, "first": True, "total": True}
 
 
 def test_moo_and_mastermind_engines_coexist() -> None:
