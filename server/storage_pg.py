@@ -253,6 +253,10 @@ class PostgresStore(Store):
             return
         self._available = True
         log.warning("database %s is back", self.where)
+        self._recover()
+
+    def _recover(self) -> None:
+        """Run the :meth:`on_recovered` callbacks: dropped matches come back by replay."""
         for callback in self._recovered:
             asyncio.get_running_loop().create_task(callback())
 
@@ -267,8 +271,7 @@ class PostgresStore(Store):
         try:
             await asyncio.sleep(self.probe_interval_s)
             if self._available and not self._closing:  # (else the outage's probe does it)
-                for callback in self._recovered:
-                    asyncio.get_running_loop().create_task(callback())
+                self._recover()
         finally:
             self._heal = None
 
