@@ -111,7 +111,8 @@ class App:
         )
         if self.router is not None:
             self.router.lobby.host_tournaments(self.tournaments.handle,
-                                               self.tournaments.set_leading)
+                                               self.tournaments.set_leading,
+                                               self.tournaments.forget)
         self.heartbeat = Heartbeat(
             self.connections,
             idle_timeout_s=settings.idle_timeout_s,

@@ -30,6 +30,7 @@ from moo.errors import (
     MooError,
     NotAvailable,
     SchemaError,
+    StorageError,
     UnknownTournament,
     WrongPool,
 )
@@ -45,6 +46,7 @@ from moo.tourney import (
 from moo.variants import rules_from_dict
 from server.arena import Arena
 from server.background import spawn
+from server.connection import error_message
 from server.lobby import Lobby
 from server.matches import Follower, TournamentGame
 from server.storage import Store
@@ -78,6 +80,8 @@ RECENT_FINISHED = 20
 #: finished tournaments older than this are not loaded at start (ms)
 RECENT_MS = 24 * 3600 * 1000
 DEFAULT_START_IN_S = 60
+#: watches held while a new leader reads the tournaments (bounded: the oldest go first)
+_HELD_MAX = 100_000
 DEFAULT_SWISS_ROUNDS = 5
 
 
@@ -123,6 +127,10 @@ class TournamentService:
         self.active = route is None
         #: a cluster node: whether it leads the lobby now (told by :meth:`set_leading`)
         self.leading = route is None
+        #: ``tournament_watch`` requests without ``id`` that came while this node read the
+        #: tournaments to start running them: a cluster node re-sends its clients' watches so
+        #: to a new leader, and nobody would hear a refusal of one (answered once read)
+        self.held: list[tuple[Follower, dict[str, Any]]] = []
         self._task: asyncio.Task[None] | None = None
         self._flush_handle: asyncio.TimerHandle | None = None
         arena.listeners.append(self.on_events)
@@ -176,6 +184,7 @@ class TournamentService:
             spawn(self._activate())
             return
         self.active = False
+        self.held.clear()  # their nodes send them again to the next leader
         for tid in list(self.dirty):
             spawn(self._save(tid, self.tournaments.get(tid)))
         self.dirty.clear()
@@ -200,6 +209,12 @@ class TournamentService:
             return
         self.active = True
         log.info("tournaments: running them here (%d loaded)", len(self.tournaments))
+        held, self.held = self.held, []
+        for conn, msg in held:
+            try:
+                self.watch(conn, msg)
+            except MooError as exc:
+                conn.send(error_message(exc, None))
 
     # -- requests ------------------------------------------------------------------------------
     def request(self, conn: Follower, msg: dict[str, Any]) -> None:
@@ -211,9 +226,13 @@ class TournamentService:
 
     def handle(self, conn: Follower, msg: dict[str, Any]) -> None:
         """Run a ``tournament_*`` request here (a single node, or the cluster's leader)."""
-        if not self.active:
-            raise NotAvailable("the tournaments are moving to another node; try again")
         kind = msg["type"]
+        if not self.active:
+            if self.leading and kind == "tournament_watch" and msg.get("id") is None:
+                self.held.append((conn, msg))
+                del self.held[:-_HELD_MAX]
+                return
+            raise NotAvailable("the tournaments are moving to another node; try again")
         if kind == "tournament_create":
             self.create(conn, msg)
         elif kind == "tournaments":
@@ -269,8 +288,8 @@ class TournamentService:
             ends_at=starts_at + 1000 * duration if duration is not None else None,
         )
         self.tournaments[tid] = t
-        conn.send(_with_ref({"type": "tournament", "tournament": t.public()}, msg.get("id")))
-        self._changed(t)
+        self._answer_stored(conn, t, [_with_ref({"type": "tournament", "tournament": t.public()},
+                                                msg.get("id"))], created=True)
 
     def listing(self, conn: Follower, ref: Any) -> None:
         every = list(self.tournaments.values())
@@ -295,23 +314,59 @@ class TournamentService:
         if not t.has(player) and len(t.players) >= MAX_PLAYERS:
             raise NotAvailable(f"the tournament is full ({MAX_PLAYERS} players)")
         added = t.join(player)
-        conn.send(_with_ref({"type": "tournament_joined", "tournament_id": t.tournament_id},
-                            msg.get("id")))
-        if added:
-            self._changed(t)
+        reply = _with_ref({"type": "tournament_joined", "tournament_id": t.tournament_id},
+                          msg.get("id"))
+        if added or t.tournament_id in self.dirty:  # the state with them in is not stored yet
+            self._answer_stored(conn, t, [reply])
+        else:
+            conn.send(reply)
 
     def leave(self, conn: Follower, msg: dict[str, Any]) -> None:
         self._check_active()
         player = _player(conn)
         t = self._get(msg["tournament_id"])
+        reply = _with_ref({"type": "tournament_left", "tournament_id": t.tournament_id},
+                          msg.get("id"))
         if t.has(player):
             self._check_membership_change(t)
             t.leave(player)
             # the last update they get says they are out
-            conn.send({"type": "tournament", "tournament": t.public()})
+            self._answer_stored(conn, t, [{"type": "tournament", "tournament": t.public()},
+                                          reply])
+        elif t.tournament_id in self.dirty:  # the state without them is not stored yet
+            self._answer_stored(conn, t, [reply])
+        else:
+            conn.send(reply)
+
+    def _answer_stored(self, conn: Follower, t: Tournament, replies: list[dict[str, Any]],
+                       *, created: bool = False) -> None:
+        """Answer a creation, join or leave once the state with it is written (not with the
+        coalesced flush): the next leader, or a restarted server, reads the tournaments from
+        the store, so an answer sent before the write could promise what a crash then undoes."""
+        spawn(self._store_then_answer(conn, t, replies, created))
+
+    async def _store_then_answer(self, conn: Follower, t: Tournament,
+                                 replies: list[dict[str, Any]], created: bool) -> None:
+        tid = t.tournament_id
+        ref = replies[-1].get("ref")
+        if await self._save(tid, t):
+            for reply in replies:
+                conn.send(reply)
             self._changed(t)
-        conn.send(_with_ref({"type": "tournament_left", "tournament_id": t.tournament_id},
-                            msg.get("id")))
+            return
+        ours = self.active and self.tournaments.get(tid) is t
+        if created and self.tournaments.get(tid) is t:
+            del self.tournaments[tid]  # never announced: nobody knows its id
+            self.dirty.discard(tid)
+        if ours:  # a join or leave that was not written stays, and the flush writes it
+            # again; sent again, it is answered once written (both are idempotent)
+            if not created:
+                self._changed(t)
+            conn.send(error_message(StorageError(
+                "the tournament could not be stored; try again"), ref))
+        else:
+            conn.send(error_message(NotAvailable(
+                "the tournaments are moving to another node; try again"), ref))
 
     def watch(self, conn: Follower, msg: dict[str, Any]) -> None:
         t = self._get(msg["tournament_id"])
@@ -331,6 +386,7 @@ class TournamentService:
 
     def forget(self, conn: Follower) -> None:
         """The connection is gone: it watches nothing any more."""
+        self.held = [(c, m) for c, m in self.held if c is not conn]
         for tid in self.watching.pop(conn, set()):
             watchers = self.watchers.get(tid)
             if watchers is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from clients.sdk.wire import Wire
 from moo.protocol import Codec
 from server.app import App
 from server.settings import Settings
+from server.storage_sqlite import SQLiteStore
 from tests.patience import patience
 
 WAIT = 30.0  # seconds on an idle machine (see above)
@@ -187,3 +189,21 @@ async def free_match(port: int) -> tuple[Client, Client, str]:
     await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
     await ann.event(mid, "started")
     return ann, bob, mid
+
+
+# -- a single node's SQLite store made to fail (and to work again) ----------------------------
+async def break_store(app: App, how: Callable[[sqlite3.Connection], Any]) -> None:
+    """Run ``how`` on the store's own connection (the writer's: it then fails as a real disk
+    would)."""
+    store = app.store
+    assert isinstance(store, SQLiteStore)
+    await store._call(how)
+
+
+def disk_full(conn: sqlite3.Connection) -> None:
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def read_only(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA query_only = ON")

@@ -92,6 +92,8 @@ class ClusterLobby:
         #: stops leading (set by the app; None: no tournaments)
         self.on_tournament: Callable[[Follower, dict[str, Any]], None] | None = None
         self.on_leading: Callable[[bool], None] | None = None
+        #: told when a client of another node is gone here (its watches end with it)
+        self.on_gone: Callable[[Follower], None] | None = None
         #: client side: the tournaments each local client watches (conn id -> ids), watched
         #: again at the next leader
         self.watched: dict[str, set[str]] = {}
@@ -113,11 +115,21 @@ class ClusterLobby:
 
     def left(self, conn: Follower) -> None:
         """A client of another node is gone (its node said so, or died)."""
-        self.lobby.leave(conn)
+        self._gone(conn)
         self.sync()
+
+    def _gone(self, conn: Follower) -> None:
+        self.lobby.leave(conn)
+        if self.on_gone is not None:
+            self.on_gone(conn)
 
     def online_count(self) -> int:
         return self.lobby.online_count()
+
+    def local(self, player: str) -> Connection | None:
+        """``player``'s connection to this node, if they are connected here."""
+        conn = self.lobby.online.get(player)
+        return conn if isinstance(conn, Connection) else None
 
     def queue_length(self) -> int:
         return self.lobby.queue_length()
@@ -176,12 +188,14 @@ class ClusterLobby:
             self._request(conn, "rematch", msg)
 
     def host_tournaments(self, handler: Callable[[Follower, dict[str, Any]], None],
-                         on_leading: Callable[[bool], None]) -> None:
+                         on_leading: Callable[[bool], None],
+                         on_gone: Callable[[Follower], None]) -> None:
         """Run the hosted tournaments where the lobby runs: ``handler`` takes the
         ``tournament_*`` requests at the leader, ``on_leading`` is told when this node starts or
-        stops leading (server/tournaments.py)."""
+        stops leading, ``on_gone`` when another node's client is gone (server/tournaments.py)."""
         self.on_tournament = handler
         self.on_leading = on_leading
+        self.on_gone = on_gone
         if self.leader == self.node:  # already leading: the service starts now
             on_leading(True)
 
@@ -290,7 +304,7 @@ class ClusterLobby:
         if not isinstance(item, LobbyCall):
             return
         if not self.leading():
-            if item.op in ("arrive", "restore", "leave"):
+            if item.op in ("arrive", "restore", "leave") or _rewatch(item):
                 # the sender takes this node for the leader before this node does (each node
                 # sees the election at its own moment): kept, and applied if it comes to lead
                 # (it announces only once, when it learns who leads)
@@ -302,7 +316,7 @@ class ClusterLobby:
             return
         conn = self.serving.standin(sender, item.conn, item.player)
         if item.op == "leave":
-            self.lobby.leave(conn)
+            self._gone(conn)
             self.sync()
             return
         self.deferred.note_busy(item.player, item.busy)
@@ -466,6 +480,13 @@ _EARLY_MAX = 10_000
 
 #: lobby requests that would seat the player in a match
 _SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
+
+
+def _rewatch(call: LobbyCall) -> bool:
+    """A client's watch that its node re-sends to a new leader (:meth:`ClusterLobby.announce`):
+    it has no ``id``, so nobody would hear a refusal and send it again."""
+    return (call.op == "tournament" and call.msg.get("type") == "tournament_watch"
+            and call.msg.get("id") is None)
 
 
 def _refusal(call: LobbyCall) -> Message:

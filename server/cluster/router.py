@@ -54,6 +54,7 @@ from server.cluster.wire import (
     LobbyState,
     Message,
     NotHere,
+    Seated,
     Unwatch,
 )
 from server.connection import Connection, error_message
@@ -356,6 +357,8 @@ class Router:
             self._create_from(sender, item)
         elif isinstance(item, Adopted):
             self.takeover.adopted_elsewhere(item)
+        elif isinstance(item, Seated):
+            self.takeover.seated(item)
 
     def _create_from(self, sender: str, item: Create) -> None:
         conns: list[Follower | None] = []

@@ -29,7 +29,7 @@ from server.cluster.forwarding import Forwarding
 from server.cluster.leadership import ClusterLobby
 from server.cluster.leases import Leases
 from server.cluster.serving import Serving
-from server.cluster.wire import Adopted, Message
+from server.cluster.wire import Adopted, Message, Seated
 from server.connection import Connection
 from server.matches import SPECTATOR
 from server.storage import StoredMatch
@@ -126,10 +126,46 @@ class Takeover:
         if adopted:
             owner = (self.node, self.leases.epoch)
             self.broadcast(Adopted(self.node, owner[1], adopted))
+            seats = {m: p for m in adopted if (p := self._seated(m))}
+            if seats:
+                self.broadcast(Seated(self.node, owner[1], seats))
             self.directory.adopted(adopted)
             for match_id in adopted:
                 self.forwarding.moved(match_id, owner)  # this node's clients, via loopback
+            for match_id, players in seats.items():
+                spawn(self._attach(match_id, players))
         return adopted
+
+    def _seated(self, match_id: str) -> list[str | None]:
+        """The players of an adopted match a client may sit for (None: a hosted bot)."""
+        lm = self.arena.live.get(match_id)
+        if lm is None or lm.match.finished:
+            return []
+        return [None if bot is not None else name
+                for name, bot in zip(lm.match.players, lm.bots, strict=True)]
+
+    def seated(self, item: Seated) -> None:
+        """Another node adopted matches: their players connected here are attached."""
+        for match_id, players in item.matches.items():
+            spawn(self._attach(match_id, players))
+
+    async def _attach(self, match_id: str, players: list[str | None]) -> None:
+        """Attach each of ``players`` connected here that does not follow ``match_id`` (its
+        ``match`` message and events from seq 1, as for a new match): without it, a player
+        whose announcement died with the node that started the match would never hear of it,
+        and lose it by its grace window."""
+        for seat, player in enumerate(players):
+            if player is None:
+                continue
+            conn = self.lobby.local(player)
+            if conn is None or conn.closing:
+                continue
+            if self.forwarding.following(conn, match_id) is not None:
+                continue  # it heard of the match: its subscription follows it to its owner
+            if self.arena.is_live(match_id):
+                await self.arena.rejoin(conn, player, [{"match_id": match_id, "seat": seat}])
+            elif self.forwarding.following(conn, match_id) is None:
+                self.forwarding.follow(conn, match_id, seat, 0, announce=True)
 
     def let_go(self, match_id: str) -> None:
         """Another node owns ``match_id`` now: this node's followers re-attach there."""

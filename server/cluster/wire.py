@@ -230,10 +230,23 @@ class Gone(Message):
     epoch: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class Seated(Message):
+    """``node`` (in ``epoch``) adopted these matches, with these players in their seats (match
+    id -> the two names; None for a hosted bot's seat). A node where one of them is connected
+    and does not follow the match attaches them: the node that started it may have died
+    between storing it and relaying its ``match`` message, and nothing else would tell them."""
+
+    TAG: ClassVar[int] = 33
+    node: str
+    epoch: int
+    matches: dict[str, list[str | None]]
+
+
 _TYPES: dict[int, type[Message]] = {
     cls.TAG: cls
     for cls in (Act, Follow, Unwatch, Detach, Deliver, Close, Followed, NotHere, Dropped,
-                LobbyCall, LobbyState, Create, Adopted, Tick, Gone)
+                LobbyCall, LobbyState, Create, Adopted, Tick, Gone, Seated)
 }
 
 

@@ -19,7 +19,7 @@ from tests.cluster_support import Node, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
-from tests.server_support import ENCODINGS, Client
+from tests.server_support import ENCODINGS, Client, free_match
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
@@ -361,5 +361,41 @@ async def test_a_silent_leader_times_out_and_a_dead_one_is_replaced_at_once(
             queued = await ann.request({"type": "queue", "pacing": "free"})
             assert queued["type"] == "queued", queued
             await ann.close()
+    finally:
+        await broker.stop()
+
+
+async def test_a_player_who_never_heard_of_a_match_is_told_by_its_new_owner(
+    pg_url: str, broker: Broker, tmp_path: Path
+) -> None:
+    """A node may die between storing a new match and relaying its ``match`` message to a
+    player connected elsewhere: nothing the player's node holds names the match, so only the
+    node that takes it over can tell them. Made here on purpose: a match of ann's on a is
+    rewritten in the database to seat dan, connected to c, who never heard of it; a is
+    killed. dan gets the ``match`` message and the events from seq 1, as for a new match,
+    and plays it; his seat is not lost to the grace window."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=2000) as (a, b, c):
+            for n in (a, b, c):
+                await until(lambda n=n: _bus(n, "ok"), 15, f"{n.name} on the bus")
+            dan = await Client.hello(c.port, "dan")
+            ann, _bob, mid = await free_match(a.port)
+            for table, column in (("events", "body"), ("matches", "meta")):
+                await query(pg_url, f"UPDATE {table} SET {column} = replace({column},"
+                            " '\"bob\"', '\"dan\"') WHERE match_id = $1", mid)
+            a.proc.kill()
+            await a.proc.wait()
+            told = await dan.expect(lambda m: m.get("type") == "match")
+            assert told["match_id"] == mid and told["seat"] == 1 and told["opponent"] == "ann"
+            assert "ref" not in told or told["ref"] is None
+            await dan.event(mid, "started")
+            assert _seqs(dan, mid)[0] == 1
+            _check_stream(dan, mid)
+            reply = await dan.request({"type": "guess", "match_id": mid, "guess": "0123"})
+            assert reply["type"] == "event" and reply["kind"] == "guess", reply
+            assert reply["bulls"] == 4 and reply["seat"] == 1
+            for p in (dan, ann):
+                await p.close()
     finally:
         await broker.stop()

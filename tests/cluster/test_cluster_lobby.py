@@ -359,3 +359,59 @@ async def test_a_person_in_a_match_on_another_node_is_not_seated_twice(
                 await p.close()
     finally:
         await broker.stop()
+
+
+async def test_tournament_watchers_on_every_node_follow_the_next_leader(
+    pg_url: str, broker: Broker, tmp_path: Path
+) -> None:
+    """ann watches a tournament from b and carl from c while a leads (and so runs the
+    tournaments); a is killed. Each node sends its clients' watches to the new leader (b) while
+    b still reads the tournaments back: those watches are held and answered, not refused into
+    the void, so both hear the next change (a bot joining) on the connections they have."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=2000) as (a, b, c):
+            await _on_bus(a, b, c)
+            ann = await Client.hello(b.port, "ann")
+            carl = await Client.hello(c.port, "carl")
+            made: list[dict[str, Any]] = []
+
+            async def created() -> bool:  # "try again" while a reads the tournaments
+                reply = await ann.request({"type": "tournament_create", "name": "cup",
+                                           "format": "round-robin", "pool": "bots",
+                                           "start_in_s": 3600})
+                made.append(reply)
+                return bool(reply["type"] == "tournament")
+
+            await until(created, 15, "the tournaments to run at a")
+            tid = made[-1]["tournament"]["tournament_id"]
+            for watcher in (ann, carl):
+                w = await watcher.request({"type": "tournament_watch", "tournament_id": tid})
+                assert w["type"] == "tournament" and w["tournament"]["players"] == [], w
+            a.proc.kill()
+            await a.proc.wait()
+            await until(lambda: _leader_is(b, "b"), 15, "b to lead the lobby")
+            await until(lambda: _leader_is(c, "b"), 15, "c to follow b")
+            bot = await Client.hello(c.port, "bot-1", bot=True)
+
+            async def joined() -> bool:  # "try again" while b reads the tournaments
+                reply = await bot.request({"type": "tournament_join", "tournament_id": tid})
+                if reply["type"] == "error":
+                    assert reply["code"] == "not_available" and "try again" in reply["message"]
+                    return False
+                assert reply["type"] == "tournament_joined", reply
+                return True
+
+            await until(joined, 15, "the bot's join at the new leader")
+            for watcher in (ann, carl):
+                update = await watcher.expect(
+                    lambda m: m.get("type") == "tournament"
+                    and m["tournament"]["players"] == ["bot-1"])
+                assert update["tournament"]["tournament_id"] == tid and "ref" not in update
+                # no watch was refused: no error without a request of the client's own
+                assert not [m for m in watcher.seen
+                            if m.get("type") == "error" and "ref" not in m], watcher.seen
+            for p in (ann, carl, bot):
+                await p.close()
+    finally:
+        await broker.stop()

@@ -26,8 +26,14 @@ import pytest
 from bench.faults import tournament
 from bench.rawbot import Record, free_port, logged_guesses
 from server.app import App
-from server.storage_sqlite import SQLiteStore
-from tests.server_support import Client, running, server_settings
+from tests.server_support import (
+    Client,
+    break_store,
+    disk_full,
+    read_only,
+    running,
+    server_settings,
+)
 
 
 async def test_sigkill_mid_tournament_loses_no_acknowledged_guess(tmp_path: Path) -> None:
@@ -63,33 +69,20 @@ async def _pair(app: App) -> tuple[Client, Client, str]:
     return a, b, mid
 
 
-async def _break_store(app: App, how: Callable[[sqlite3.Connection], Any]) -> None:
-    store = app.store
-    assert isinstance(store, SQLiteStore)
-    await store._call(how)
-
-
-def _disk_full(conn: sqlite3.Connection) -> None:
-    pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    conn.execute(f"PRAGMA max_page_count = {pages}")
-
-
-def _read_only(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA query_only = ON")
 
 
 #: Never "4567" (bob's secret): ann guesses on without solving, one new row per guess.
 CODES = ["".join(p) for p in itertools.permutations("98763", 4)]
 
 
-@pytest.mark.parametrize("fault", [_disk_full, _read_only], ids=["disk_full", "read_only"])
+@pytest.mark.parametrize("fault", [disk_full, read_only], ids=["disk_full", "read_only"])
 async def test_guesses_are_refused_not_acknowledged_when_storage_fails(
     tmp_path: Path, fault: Callable[[sqlite3.Connection], Any]
 ) -> None:
     settings = server_settings(tmp_path, sqlite_synchronous="FULL")
     async with running(settings) as app:
         a, _, mid = await _pair(app)
-        await _break_store(app, fault)
+        await break_store(app, fault)
         acked: list[tuple[str, int, int, str]] = []
         refused = None
         for guess in CODES:  # free pacing: ann guesses on and on (never solving) until full
@@ -105,7 +98,7 @@ async def test_guesses_are_refused_not_acknowledged_when_storage_fails(
         # Nothing more is accepted for that match, and a new match is refused the same way.
         again = await a.request({"type": "guess", "match_id": mid, "guess": "5678"})
         assert again["type"] == "error", again
-        if fault is _read_only:  # a full disk may still fit a small row; read-only fits none
+        if fault is read_only:  # a full disk may still fit a small row; read-only fits none
             c = await Client.open(app.port)
             hello = await c.request({"type": "hello", "name": "cat"})
             assert hello["type"] == "error" and hello["code"] == "storage_unavailable", hello
@@ -120,7 +113,7 @@ async def test_new_match_is_refused_with_storage_unavailable(tmp_path: Path) -> 
     async with running(server_settings(tmp_path)) as app:
         a = await Client.hello(app.port, "ann")
         b = await Client.hello(app.port, "bob")
-        await _break_store(app, _read_only)
+        await break_store(app, read_only)
         sent = await a.request({"type": "challenge", "opponent": "bob"})
         ref = await b.send({"type": "accept", "challenge_id": sent["challenge_id"]})
         reply = await b.expect(lambda m: m.get("ref") == ref, timeout=3)

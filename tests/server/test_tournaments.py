@@ -14,7 +14,13 @@ from moo.tourney import Tournament
 from server.app import App
 from server.export import records
 from tests.cluster_support import until
-from tests.server_support import Client, running, server_settings
+from tests.server_support import (
+    Client,
+    break_store,
+    read_only,
+    running,
+    server_settings,
+)
 
 
 def _start_now(app: App, tid: str) -> None:
@@ -402,3 +408,28 @@ async def _update_stored(app: App, tid: str, pred: Any) -> None:
         return data is not None and bool(pred(data))
 
     await until(check, 30, f"tournament {tid} stored")
+
+
+async def test_create_join_and_leave_are_answered_once_stored(tmp_path: Path) -> None:
+    """The next leader or a restarted server reads the tournaments from the store, so their
+    answers wait for the write: each answer finds its change on disk, and when the store
+    refuses it, the client hears ``storage_unavailable`` (a creation is then undone; a join or
+    leave, both idempotent, is written with the next flush and answered when sent again)."""
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        bot = await Client.hello(app.port, "b1", bot=True)
+        tid = (await _create(ann, pool="bots"))["tournament_id"]
+        stored = await app.store.tournament(tid)
+        assert stored is not None and stored["players"] == []
+        joined = await bot.request({"type": "tournament_join", "tournament_id": tid})
+        assert joined["type"] == "tournament_joined"
+        stored = await app.store.tournament(tid)
+        assert stored is not None and stored["players"] == ["b1"]
+        await break_store(app, read_only)
+        refused = await ann.request({"type": "tournament_create", "name": "cup",
+                                     "format": "round-robin", "start_in_s": 3600})
+        assert refused["type"] == "error" and refused["code"] == "storage_unavailable", refused
+        listed = await ann.request({"type": "tournaments"})
+        assert [row["tournament_id"] for row in listed["tournaments"]] == [tid]
+        left = await bot.request({"type": "tournament_leave", "tournament_id": tid})
+        assert left["type"] == "error" and left["code"] == "storage_unavailable", left
