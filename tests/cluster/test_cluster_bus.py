@@ -377,8 +377,9 @@ async def test_a_player_who_never_heard_of_a_match_is_told_by_its_new_owner(
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=2000) as (a, b, c):
-            for n in (a, b, c):
-                await until(lambda n=n: _bus(n, "ok"), 15, f"{n.name} on the bus")
+            await until(lambda: _bus(a, "ok"), 15, "a on the bus")
+            await until(lambda: _bus(b, "ok"), 15, "b on the bus")
+            await until(lambda: _bus(c, "ok"), 15, "c on the bus")
             dan = await Client.hello(c.port, "dan")
             ann, _bob, mid = await free_match(a.port)
             for table, column in (("events", "body"), ("matches", "meta")):
