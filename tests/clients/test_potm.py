@@ -202,7 +202,7 @@ HOSTILE = [
     ("garbage.sh", "not one line of 5 upper-case letters"),
     ("lowercase.sh", "not one line of 5 upper-case letters"),
     ("spaces.sh", "not one line of 5 upper-case letters"),
-    ("hog.sh", "printed nothing"),
+    ("hog.py", "printed nothing"),
     ("litter.sh", "left 'notes.txt' in its directory"),
     ("bigtemp.sh", "more than 1 MB"),
     ("twotemps.sh", "more than 1 MB"),
