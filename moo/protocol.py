@@ -176,6 +176,7 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     "tournament_leave": {"tournament_id": _TOURNAMENT},
     "tournament_watch": {"tournament_id": _TOURNAMENT},
     "tournament_unwatch": {"tournament_id": _TOURNAMENT},
+    "tournament_start": {"tournament_id": _TOURNAMENT},
 }
 
 

@@ -294,7 +294,7 @@ _ACCOUNT_REQUESTS = frozenset(
 
 _TOURNAMENT_REQUESTS = frozenset((
     "tournament_create", "tournaments", "tournament_join", "tournament_leave",
-    "tournament_watch", "tournament_unwatch",
+    "tournament_watch", "tournament_unwatch", "tournament_start",
 ))
 
 

@@ -245,6 +245,8 @@ class TournamentService:
             self.watch(conn, msg)
         elif kind == "tournament_unwatch":
             self.unwatch(conn, msg)
+        elif kind == "tournament_start":
+            self.start_now(conn, msg)
         else:
             raise NotAvailable(f"{kind!r} is not a tournament request")
 
@@ -337,6 +339,27 @@ class TournamentService:
             self._answer_stored(conn, t, [reply])
         else:
             conn.send(reply)
+
+    def start_now(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """Its creator starts an upcoming tournament before its time (everyone is there):
+        it starts at the next tick, as if its time had come. Idempotent: one that has started
+        is answered as it is, so a retried request is not an error."""
+        self._check_active()
+        player = _player(conn)
+        t = self._get(msg["tournament_id"])
+        if t.creator != player:
+            raise NotAvailable("only the tournament's creator can start it early")
+        reply = {"type": "tournament", "tournament": t.public()}
+        if t.status != "upcoming":
+            conn.send(_with_ref(reply, msg.get("id")))
+            return
+        now = self.clock()
+        if now < t.starts_at:
+            t.starts_at = now
+            if t.duration_s is not None:
+                t.ends_at = now + 1000 * t.duration_s
+        self._answer_stored(conn, t, [_with_ref({"type": "tournament", "tournament": t.public()},
+                                                msg.get("id"))])
 
     def _answer_stored(self, conn: Follower, t: Tournament, replies: list[dict[str, Any]],
                        *, created: bool = False) -> None:

@@ -84,7 +84,7 @@ RETRY_TYPES = frozenset(
      "history", "player", "match_record", "watch", "unwatch", "resume",
      # idempotent tournament requests (a second join or watch changes nothing)
      "tournaments", "tournament_join", "tournament_leave", "tournament_watch",
-     "tournament_unwatch"}
+     "tournament_unwatch", "tournament_start"}
 )
 #: How many times :meth:`Client.request` re-sends a request refused with a retryable error.
 RETRIES = 6
@@ -843,6 +843,14 @@ class Client:
     async def watch_tournament(self, tournament_id: str) -> TournamentInfo:
         """The tournament now; its updates then arrive on the stream."""
         reply = await self._expect(TournamentUpdate, "tournament_watch",
+                                   tournament_id=tournament_id)
+        assert reply.tournament is not None
+        return reply.tournament
+
+    async def start_tournament(self, tournament_id: str) -> TournamentInfo:
+        """Start an upcoming tournament you created now rather than at its time (it begins
+        at the server's next look; a started one is answered as it is)."""
+        reply = await self._expect(TournamentUpdate, "tournament_start",
                                    tournament_id=tournament_id)
         assert reply.tournament is not None
         return reply.tournament

@@ -2219,6 +2219,7 @@ function onTourney(msg, ctx) {
   if (S.tourney && S.tourney.id === t.tournament_id) {
     S.tourney.data = t;
     S.tourney.error = "";
+    if (ctx && ctx.type === "tournament_start") S.tourney.busy = false;
     renderTourney();
   }
   if (currentView() === "tourneys") renderTourneys();
@@ -2349,6 +2350,10 @@ function renderTourney() {
   leave.hidden = !joined || !open;
   join.disabled = T.busy;
   leave.disabled = T.busy;
+  // its creator may start it before its time, once everyone is there
+  const start = $("#btn-tourney-start");
+  start.hidden = t.status !== "upcoming" || !isMe(t.creator);
+  start.disabled = T.busy;
   $("#btn-tourney-match").hidden = !mine;
   let me = "";
   if (poolShut && open) me = "Programs only: people cannot join this one (a program joins with moo bot --tournament).";
@@ -2515,6 +2520,14 @@ function wireTourneys() {
     T.busy = true;
     T.error = "";
     send({ type: "tournament_join", tournament_id: T.id }, { tournamentId: T.id });
+    renderTourney();
+  });
+  $("#btn-tourney-start").addEventListener("click", () => {
+    const T = S.tourney;
+    if (!T || !requireOnline()) return;
+    T.busy = true;
+    T.error = "";
+    send({ type: "tournament_start", tournament_id: T.id }, { tournamentId: T.id });
     renderTourney();
   });
   $("#btn-tourney-leave").addEventListener("click", () => {

@@ -433,3 +433,35 @@ async def test_create_join_and_leave_are_answered_once_stored(tmp_path: Path) ->
         assert [row["tournament_id"] for row in listed["tournaments"]] == [tid]
         left = await bot.request({"type": "tournament_leave", "tournament_id": tid})
         assert left["type"] == "error" and left["code"] == "storage_unavailable", left
+
+
+async def test_its_creator_starts_it_early_and_only_its_creator(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        b1 = await Client.hello(app.port, "b1", bot=True)
+        b2 = await Client.hello(app.port, "b2", bot=True)
+        t = await _create(ann, pool="bots", format="arena", duration_s=60)
+        tid = t["tournament_id"]
+        for bot in (b1, b2):
+            await bot.request({"type": "tournament_join", "tournament_id": tid})
+        refused = await b1.request({"type": "tournament_start", "tournament_id": tid})
+        assert refused["type"] == "error" and refused["code"] == "not_available", refused
+        assert "creator" in refused["message"]
+        before = app.arena.clock()
+        started = await ann.request({"type": "tournament_start", "tournament_id": tid})
+        assert started["type"] == "tournament", started
+        obj = started["tournament"]
+        assert obj["status"] == "upcoming" and before <= obj["starts_at"] <= app.arena.clock()
+        assert obj["ends_at"] == obj["starts_at"] + 60_000
+        stored = await app.store.tournament(tid)
+        assert stored is not None and stored["starts_at"] == obj["starts_at"]
+        # the start follows as at its time: the bots hear it running, and paired
+        begun = await _update(b1, tid, lambda o: o["status"] == "running" and o["games"])
+        assert {p for g in begun["games"] for p in g["players"]} == {"b1", "b2"}
+        again = await ann.request({"type": "tournament_start", "tournament_id": tid})
+        assert again["type"] == "tournament" and again["tournament"]["status"] == "running"
+        assert again["tournament"]["starts_at"] == obj["starts_at"]
+        unknown = await ann.request({"type": "tournament_start", "tournament_id": "tnope"})
+        assert unknown["code"] == "unknown_tournament"
+        bad = await ann.request({"type": "tournament_start"})
+        assert bad["code"] == "bad_field"
