@@ -2514,30 +2514,19 @@ function wireTourneys() {
     e.preventDefault();
     submitTourney();
   });
-  $("#btn-tourney-join").addEventListener("click", () => {
-    const T = S.tourney;
-    if (!T || !requireOnline()) return;
-    T.busy = true;
-    T.error = "";
-    send({ type: "tournament_join", tournament_id: T.id }, { tournamentId: T.id });
-    renderTourney();
-  });
-  $("#btn-tourney-start").addEventListener("click", () => {
-    const T = S.tourney;
-    if (!T || !requireOnline()) return;
-    T.busy = true;
-    T.error = "";
-    send({ type: "tournament_start", tournament_id: T.id }, { tournamentId: T.id });
-    renderTourney();
-  });
-  $("#btn-tourney-leave").addEventListener("click", () => {
-    const T = S.tourney;
-    if (!T || !requireOnline()) return;
-    T.busy = true;
-    T.error = "";
-    send({ type: "tournament_leave", tournament_id: T.id }, { tournamentId: T.id });
-    renderTourney();
-  });
+  // Join, Start now, Leave: one request each about the open tournament, the buttons held
+  // until its answer
+  for (const [button, type] of [["#btn-tourney-join", "tournament_join"],
+    ["#btn-tourney-start", "tournament_start"], ["#btn-tourney-leave", "tournament_leave"]]) {
+    $(button).addEventListener("click", () => {
+      const T = S.tourney;
+      if (!T || !requireOnline()) return;
+      T.busy = true;
+      T.error = "";
+      send({ type, tournament_id: T.id }, { tournamentId: T.id });
+      renderTourney();
+    });
+  }
   $("#btn-tourney-match").addEventListener("click", () => setTab("match"));
   $("#btn-to-tourney").addEventListener("click", () => {
     const id = S.m && S.m.tournamentId;
