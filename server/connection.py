@@ -103,6 +103,7 @@ class Connection:
         "_pending",
         "_ping_data",
         "_scheduled",
+        "_welcome_waiters",
         "binary",
         "closing",
         "codec",
@@ -112,6 +113,7 @@ class Connection:
         "player",
         "queue_max",
         "spectating",
+        "welcomed",
         "ws",
     )
 
@@ -126,6 +128,10 @@ class Connection:
         self.matches: list[str] = []
         self.spectating: list[str] = []
         self.closing = False
+        #: the seats its ``welcome`` listed are given back (server/session.py): from then on
+        #: anything that attaches it to a match sees what that did (:meth:`welcome_done`)
+        self.welcomed = False
+        self._welcome_waiters: list[asyncio.Future[None]] | None = None
         self._pending: list[Frame] = []
         self._scheduled = False
         self._closer: asyncio.Task[None] | None = None
@@ -226,6 +232,27 @@ class Connection:
         self._ping_data = None
         return False
 
+    # -- the welcome's seats ----------------------------------------------------------------------
+    def seats_given_back(self) -> None:
+        """The session gave back the seats its ``welcome`` listed (or the session is over)."""
+        self.welcomed = True
+        waiters, self._welcome_waiters = self._welcome_waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def welcome_done(self) -> None:
+        """Wait until :meth:`seats_given_back`: a match attached to a connection in the middle
+        of its ``hello`` could be given back a second time by the welcome's list, replaying its
+        events twice (the waiters list exists only while somebody waits: most never do)."""
+        if self.welcomed:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        if self._welcome_waiters is None:
+            self._welcome_waiters = []
+        self._welcome_waiters.append(waiter)
+        await waiter
+
     # -- closing ----------------------------------------------------------------------------
     def close(self, code: int, reason: str) -> None:
         """Close soon, after what is already pending; safe from sync code, repeatedly."""
@@ -251,6 +278,7 @@ class Connection:
     async def finish(self) -> None:
         """The session is over: let a close in progress send its code, then drop the rest."""
         self.closing = True
+        self.seats_given_back()  # nothing waits on a connection that is gone
         if self._closer is not None:
             with contextlib.suppress(Exception):
                 await self._closer

@@ -119,6 +119,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
         # Back into every seat at once (`match`, the events so far, then live events), outside
         # the handshake timeout: a program with many matches may take a while to replay.
         await app.matches.rejoin(conn, conn.player, listed)
+        conn.seats_given_back()
         # -- requests -----------------------------------------------------------------------------
         # The handshake is over: its headers are only memory now (~2.5 KiB a connection).
         # websockets' parser keeps the request object itself alive, so it is emptied in place.

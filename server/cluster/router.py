@@ -207,6 +207,10 @@ class Router:
             match_id = str(item["match_id"])
             if self.arena.is_live(match_id) or conn.closing:
                 continue
+            if self.forwarding.following(conn, match_id) is not None:
+                # its `match` came while the welcome was made (the match had just started):
+                # it follows the match already, from what it was sent
+                continue
             self.forwarding.follow(conn, match_id, int(item["seat"]), 0, announce=True)
 
     async def player_matches(self, player: str) -> list[dict[str, Any]]:

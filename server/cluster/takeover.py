@@ -158,7 +158,10 @@ class Takeover:
             if player is None:
                 continue
             conn = self.lobby.local(player)
-            if conn is None or conn.closing:
+            if conn is None:
+                continue
+            await conn.welcome_done()  # a welcome that lists the match gives it back itself
+            if conn.closing:
                 continue
             if self.forwarding.following(conn, match_id) is not None:
                 continue  # it heard of the match: its subscription follows it to its owner
