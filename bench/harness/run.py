@@ -151,15 +151,14 @@ class Harness:
             except (Ended, TimeoutError) as lost:
                 # the reply was lost: whether the match exists, a new welcome says
                 self.pair_failures[f"{type(lost).__name__} in room_join"] += 1
-                await p1.close()
-                welcome = await p1.open(give_up)
-                listed = welcome.get("matches", [])
-                if not listed:
-                    raise Ended() from None
-                joined = {"type": "match", "match_id": listed[0]["match_id"]}
+                joined = await self._listed(p1, give_up)
             if joined.get("type") != "match":
+                # A refusal may come although the match started: a room_join that the lobby's
+                # next leader gets again after its first sending started the match is
+                # `unknown_room`; a creation whose commit landed as the node lost the database
+                # is `storage_unavailable` (docs/cluster.md, "Status"). The welcome says.
                 self.pair_failures[f"{joined.get('code')} at room_join"] += 1
-                raise Ended()
+                joined = await self._listed(p1, give_up)
             step = "announce"
             mid = str(joined["match_id"])
             p1.me.match_id = mid
@@ -181,6 +180,16 @@ class Harness:
             for p in (p0, p1):
                 await p.close()
             return None
+
+    @staticmethod
+    async def _listed(p: DocsClient, give_up: float) -> dict[str, Any]:
+        """``p``'s match as its new welcome lists it (a ``match`` reply), or :class:`Ended`."""
+        await p.close()
+        welcome = await p.open(give_up)
+        listed = welcome.get("matches", [])
+        if not listed:
+            raise Ended()
+        return {"type": "match", "match_id": listed[0]["match_id"]}
 
     async def _slot(self, slot: int) -> None:
         n = len(self.cluster.nodes)
