@@ -51,7 +51,7 @@ from server.lobby import Lobby
 from server.matches import Follower, TournamentGame
 from server.storage import Store
 
-__all__ = ["TournamentService"]
+__all__ = ["TournamentService", "unanswered_watch"]
 
 log = logging.getLogger("moo.tournaments")
 
@@ -228,7 +228,7 @@ class TournamentService:
         """Run a ``tournament_*`` request here (a single node, or the cluster's leader)."""
         kind = msg["type"]
         if not self.active:
-            if self.leading and kind == "tournament_watch" and msg.get("id") is None:
+            if self.leading and unanswered_watch(msg):
                 self.held.append((conn, msg))
                 del self.held[:-_HELD_MAX]
                 return
@@ -349,17 +349,17 @@ class TournamentService:
         t = self._get(msg["tournament_id"])
         if t.creator != player:
             raise NotAvailable("only the tournament's creator can start it early")
-        reply = {"type": "tournament", "tournament": t.public()}
-        if t.status != "upcoming":
-            conn.send(_with_ref(reply, msg.get("id")))
-            return
-        now = self.clock()
-        if now < t.starts_at:
-            t.starts_at = now
-            if t.duration_s is not None:
-                t.ends_at = now + 1000 * t.duration_s
-        self._answer_stored(conn, t, [_with_ref({"type": "tournament", "tournament": t.public()},
-                                                msg.get("id"))])
+        if t.status == "upcoming":
+            now = self.clock()
+            if now < t.starts_at:
+                t.starts_at = now
+                if t.duration_s is not None:
+                    t.ends_at = now + 1000 * t.duration_s
+        reply = _with_ref({"type": "tournament", "tournament": t.public()}, msg.get("id"))
+        if t.status == "upcoming":
+            self._answer_stored(conn, t, [reply])
+        else:
+            conn.send(reply)
 
     def _answer_stored(self, conn: Follower, t: Tournament, replies: list[dict[str, Any]],
                        *, created: bool = False) -> None:
@@ -409,7 +409,8 @@ class TournamentService:
 
     def forget(self, conn: Follower) -> None:
         """The connection is gone: it watches nothing any more."""
-        self.held = [(c, m) for c, m in self.held if c is not conn]
+        if self.held:
+            self.held = [(c, m) for c, m in self.held if c is not conn]
         for tid in self.watching.pop(conn, set()):
             watchers = self.watchers.get(tid)
             if watchers is not None:
@@ -770,6 +771,13 @@ class TournamentService:
             t = self.tournaments[tid] = Tournament.from_dict(data)
             self.dirty.discard(tid)
             self._announce(t)
+
+
+def unanswered_watch(msg: dict[str, Any]) -> bool:
+    """A ``tournament_watch`` without ``id``, as a cluster node re-sends its clients' watches
+    to a new leader (server/cluster/leadership.py): nobody would hear a refusal of it and send
+    it again, so it is held, not refused, while the tournaments cannot take it yet."""
+    return msg.get("type") == "tournament_watch" and msg.get("id") is None
 
 
 def _player(conn: Follower) -> str:

@@ -191,7 +191,7 @@ async def free_match(port: int) -> tuple[Client, Client, str]:
     return ann, bob, mid
 
 
-# -- a single node's SQLite store made to fail (and to work again) ----------------------------
+# -- a single node's SQLite store made to fail --------------------------------------------------
 async def break_store(app: App, how: Callable[[sqlite3.Connection], Any]) -> None:
     """Run ``how`` on the store's own connection (the writer's: it then fails as a real disk
     would)."""

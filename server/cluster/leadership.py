@@ -42,6 +42,7 @@ from server.cluster.wire import Deliver, LobbyCall, LobbyState, Message
 from server.connection import CLOSE_REPLACED, Connection, error_message
 from server.lobby import Lobby
 from server.matches import Follower, MatchService
+from server.tournaments import unanswered_watch
 
 __all__ = ["ClusterLobby"]
 
@@ -304,7 +305,9 @@ class ClusterLobby:
         if not isinstance(item, LobbyCall):
             return
         if not self.leading():
-            if item.op in ("arrive", "restore", "leave") or _rewatch(item):
+            if item.op in ("arrive", "restore", "leave") or (
+                item.op == "tournament" and unanswered_watch(item.msg)
+            ):
                 # the sender takes this node for the leader before this node does (each node
                 # sees the election at its own moment): kept, and applied if it comes to lead
                 # (it announces only once, when it learns who leads)
@@ -480,13 +483,6 @@ _EARLY_MAX = 10_000
 
 #: lobby requests that would seat the player in a match
 _SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
-
-
-def _rewatch(call: LobbyCall) -> bool:
-    """A client's watch that its node re-sends to a new leader (:meth:`ClusterLobby.announce`):
-    it has no ``id``, so nobody would hear a refusal and send it again."""
-    return (call.op == "tournament" and call.msg.get("type") == "tournament_watch"
-            and call.msg.get("id") is None)
 
 
 def _refusal(call: LobbyCall) -> Message:

@@ -127,13 +127,13 @@ class Takeover:
             owner = (self.node, self.leases.epoch)
             self.broadcast(Adopted(self.node, owner[1], adopted))
             seats = {m: p for m in adopted if (p := self._seated(m))}
-            if seats:
-                self.broadcast(Seated(self.node, owner[1], seats))
             self.directory.adopted(adopted)
             for match_id in adopted:
                 self.forwarding.moved(match_id, owner)  # this node's clients, via loopback
-            for match_id, players in seats.items():
-                spawn(self._attach(match_id, players))
+            if seats:
+                told = Seated(self.node, owner[1], seats)
+                self.broadcast(told)
+                self.seated(told)  # and this node's own clients
         return adopted
 
     def _seated(self, match_id: str) -> list[str | None]:
@@ -145,7 +145,8 @@ class Takeover:
                 for name, bot in zip(lm.match.players, lm.bots, strict=True)]
 
     def seated(self, item: Seated) -> None:
-        """Another node adopted matches: their players connected here are attached."""
+        """Matches were adopted (here or elsewhere): their players connected here are
+        attached."""
         for match_id, players in item.matches.items():
             spawn(self._attach(match_id, players))
 
@@ -167,7 +168,7 @@ class Takeover:
                 continue  # it heard of the match: its subscription follows it to its owner
             if self.arena.is_live(match_id):
                 await self.arena.rejoin(conn, player, [{"match_id": match_id, "seat": seat}])
-            elif self.forwarding.following(conn, match_id) is None:
+            else:
                 self.forwarding.follow(conn, match_id, seat, 0, announce=True)
 
     def let_go(self, match_id: str) -> None:
