@@ -188,6 +188,7 @@ def _write(out_dir: Path, name: str, decisions: dict[OwnKey, dict[int, int]]) ->
         f"adaptive decisions against a {name} model: start depth {START_DEPTH}, plan from "
         f"{PLAN_FROM} codes, options tree+{o.k_cand} candidates+{o.k_info} others, "
         f"{o.wide_cand}+{o.wide_info} from {o.wide_from} codes"
+        + (f", every candidate+{o.all_info} from {o.all_from} codes" if o.all_from else "")
     )
     write_table(out, decisions, header)
     count = sum(len(v) for v in decisions.values())

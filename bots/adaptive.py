@@ -77,6 +77,9 @@ K_CAND = 2
 WIDE_FROM = 20
 WIDE_INFO = 6
 WIDE_CAND = 6
+#: From this many codes on: every candidate and ALL_INFO other guesses (issue 21).
+ALL_FROM = 100
+ALL_INFO = 20
 #: Largest own candidate set planned on the spot when a state is not in the shipped table.
 LIVE_PLAN_LIMIT = 6
 #: The trees the bot can model, in order of preference when both fit what it saw.
@@ -195,7 +198,13 @@ class Options:
 
 #: The options of the shipped policy (see docs/strategies.md for how they were chosen).
 OPTIONS = Options(
-    k_info=K_INFO, k_cand=K_CAND, wide_from=WIDE_FROM, wide_info=WIDE_INFO, wide_cand=WIDE_CAND
+    k_info=K_INFO,
+    k_cand=K_CAND,
+    wide_from=WIDE_FROM,
+    wide_info=WIDE_INFO,
+    wide_cand=WIDE_CAND,
+    all_from=ALL_FROM,
+    all_info=ALL_INFO,
 )
 
 Vector = npt.NDArray[np.float64]
