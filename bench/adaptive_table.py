@@ -181,15 +181,24 @@ def run(true_name: str) -> dict[OwnKey, dict[int, int]]:
     return Adaptive.recording.get(true_name, {})
 
 
+def describe(o: adaptive.Options) -> str:
+    """The policy in words, for the table's header line (as the widths apply, not as set)."""
+    info, cand = o.widths(o.wide_from - 1)
+    small = "every candidate" if cand >= o.wide_from - 1 else f"{cand} candidates"
+    wide_info, wide_cand = o.widths(o.wide_from)
+    text = (
+        f"start depth {START_DEPTH}, plan from {PLAN_FROM} codes, options the tree's guess + "
+        f"below {o.wide_from} codes {small}+{info} others, from {o.wide_from} codes "
+        f"{wide_cand}+{wide_info}"
+    )
+    if o.all_from:
+        text += f", from {o.all_from} codes every candidate+{o.all_info}"
+    return text
+
+
 def _write(out_dir: Path, name: str, decisions: dict[OwnKey, dict[int, int]]) -> None:
     out = out_dir / f"adaptive-{name}.txt.gz"
-    o = OPTIONS
-    header = (
-        f"adaptive decisions against a {name} model: start depth {START_DEPTH}, plan from "
-        f"{PLAN_FROM} codes, options tree+{o.k_cand} candidates+{o.k_info} others, "
-        f"{o.wide_cand}+{o.wide_info} from {o.wide_from} codes"
-        + (f", every candidate+{o.all_info} from {o.all_from} codes" if o.all_from else "")
-    )
+    header = f"adaptive decisions against a {name} model: {describe(OPTIONS)}"
     write_table(out, decisions, header)
     count = sum(len(v) for v in decisions.values())
     print(f"{name}: {len(decisions)} histories, {count} decisions -> {out}", flush=True)

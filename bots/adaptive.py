@@ -22,11 +22,11 @@ How this bot plays (all in the bot's own relabelled frame, see :mod:`bots.relabe
   its codes end where), so nodes are merged by a *signature* (250 classes for ``strongest``),
   and V(S, ·) is computed for every signature at once (:class:`Planner`).
   The choice of ``g`` is restricted (:class:`Options`): the ``strongest`` tree's guess while
-  ``S`` is still one of its nodes (so the policy can only improve on the fixed point); while
-  ``S`` holds at least :data:`WIDE_FROM` codes, the :data:`WIDE_CAND` candidates leaving the
-  smallest Σ|part|² and the :data:`WIDE_INFO` best other guesses; below that, the
-  :data:`K_CAND` best candidates and the :data:`K_INFO` best other guesses. Guesses that split
-  ``S`` the same way are one option.
+  ``S`` is still one of its nodes (so the policy can only improve on the fixed point); below
+  :data:`WIDE_FROM` codes every candidate and the :data:`K_INFO` best other guesses; from
+  there on the :data:`K_CAND` candidates leaving the smallest Σ|part|² and the
+  :data:`WIDE_INFO` best other guesses. Guesses that split ``S`` the same way are one
+  option.
 * The model tree is ``strongest`` unless the opponent's visible guesses show it is ``minimum``
   (consistent with that tree under some relabelling, and not with ``strongest``). A model is
   used only while the opponent's responses are a path of its tree; otherwise the bot falls
@@ -72,13 +72,15 @@ START_DEPTH = 2
 PLAN_FROM = 240
 #: Options per decision besides the base tree's guess (see :class:`Options`).
 K_INFO = 2
-K_CAND = 2
 #: Own candidate sets at least this large (the early decisions) get wider options.
 WIDE_FROM = 20
+#: Below WIDE_FROM codes every candidate is an option (K_CAND >= the set's size): choosing
+#: which code to try matters in a race (issue 21: +0.00009 against either model tree).
+K_CAND = WIDE_FROM
 WIDE_INFO = 6
 WIDE_CAND = 6
 #: From this many codes on: every candidate and ALL_INFO other guesses (issue 21).
-ALL_FROM = 100
+ALL_FROM = 0
 ALL_INFO = 20
 #: Largest own candidate set planned on the spot when a state is not in the shipped table.
 LIVE_PLAN_LIMIT = 6
@@ -172,11 +174,12 @@ class Options:
 
     Always the base tree's guess while the set is one of its nodes (so the policy can only
     improve on the fixed point). Below ``wide_from`` codes: the ``k_cand`` candidates leaving
-    the smallest Σ|part|² and the ``k_info`` best other guesses (deeper down more options no
-    longer pay: up to 60 + 60 gave the same value). From ``wide_from`` codes on (the early
-    decisions, where they do pay): the ``wide_cand`` best candidates and the ``wide_info`` best
-    other guesses (every candidate when ``wide_cand >= n``). Guesses splitting the set the same
-    way (the same parts, the same code solved) are one option.
+    the smallest Σ|part|² (every one when ``k_cand >= n``, as shipped: which code to try
+    matters in a race, while more non-candidates there no longer pay) and the ``k_info`` best
+    other guesses. From ``wide_from`` codes on (the early decisions): the larger of ``k_cand``
+    and ``wide_cand`` best candidates and the ``wide_info`` best other guesses; from
+    ``all_from`` codes on (if set) every candidate and ``all_info`` others. Guesses splitting
+    the set the same way (the same parts, the same code solved) are one option.
     """
 
     k_info: int = K_INFO
