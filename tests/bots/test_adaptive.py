@@ -155,6 +155,20 @@ def test_option_tiers_by_set_size() -> None:
     assert Options(2, 2, 20, 6, 6).widths(5000) == (6, 6)
 
 
+def test_the_shipped_policy_weighs_every_candidate_of_a_small_set(strongest: OpponentTree) -> None:
+    """Which code to try is the choice that pays in a race (docs/strategies.md), so below
+    wide_from codes the shipped options keep every candidate, not only the best splitters."""
+    planner = Planner(strongest, strongest)
+    narrow = Planner(strongest, strongest, Options(2, 2, 20, 6, 6))
+    small = sorted(k for k in strongest.codes if 8 <= len(strongest.codes[k]) < 20)
+    for key in random.Random(7).sample(small, 5):
+        s = np.array(sorted(strongest.codes[key]), dtype=np.int16)
+        got = set(planner.option_guesses(s, s.tobytes()).tolist())
+        cands = {int(planner.as_guess[int(c)]) for c in s}
+        assert cands <= got
+        assert not cands <= set(narrow.option_guesses(s, s.tobytes()).tolist())
+
+
 def test_closed_forms_at_the_end(strongest: OpponentTree) -> None:
     planner = Planner(strongest, strongest)
     one = next(k for k in strongest.codes if len(strongest.codes[k]) == 1)
