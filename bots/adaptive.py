@@ -74,8 +74,9 @@ PLAN_FROM = 240
 K_INFO = 2
 #: Own candidate sets at least this large (the early decisions) get wider options.
 WIDE_FROM = 20
-#: Below WIDE_FROM codes every candidate is an option (K_CAND >= the set's size): choosing
-#: which code to try matters in a race (issue 21: +0.00009 against either model tree).
+#: Below WIDE_FROM codes every candidate is an option (K_CAND >= the set's size), and from
+#: there the K_CAND best (Options.widths takes the larger of K_CAND and WIDE_CAND): which code
+#: to try matters in a race (issue 21: +0.00009 against either model tree).
 K_CAND = WIDE_FROM
 WIDE_INFO = 6
 WIDE_CAND = 6
