@@ -132,6 +132,9 @@ class TournamentService:
         #: to a new leader, and nobody would hear a refusal of one (answered once read)
         self.held: list[tuple[Follower, dict[str, Any]]] = []
         self._task: asyncio.Task[None] | None = None
+        #: set by stop(): a leadership taken while the server shuts down loads nothing (the
+        #: store is about to close under it; the next leader reads the tournaments)
+        self._stopped = False
         self._flush_handle: asyncio.TimerHandle | None = None
         arena.listeners.append(self.on_events)
 
@@ -155,6 +158,7 @@ class TournamentService:
             self._task = spawn(self._run())
 
     async def stop(self) -> None:
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -196,15 +200,17 @@ class TournamentService:
 
     async def _activate(self) -> None:
         await asyncio.sleep(HANDOVER_S)
-        if self.active or not self.leading:  # led again already, or no longer
+        if self.active or not self.leading or self._stopped:  # led again, or no longer
             return
         try:
             await self.load()
         except MooError as exc:
+            if self._stopped:  # the store closed under the read: the server is stopping
+                return
             log.error("tournaments: cannot read them (%s); retrying", exc)
             spawn(self._activate())
             return
-        if not self.leading:  # it stopped leading while it read
+        if not self.leading or self._stopped:  # it stopped leading while it read
             self.tournaments.clear()
             return
         self.active = True
