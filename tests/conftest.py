@@ -30,7 +30,7 @@ from clients.web_harness import chromium_problem
 from tests import cluster_support, mqtt_support, pg_server, pg_support
 from tests.cluster_support import haproxy
 from tests.mqtt_support import broker, mosquitto
-from tests.patience import FACTOR
+from tests.patience import FACTOR, factor_for
 from tests.pg_server import private_postgres
 from tests.pg_support import pg_url, postgres
 
@@ -70,7 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     pg = f"MOO_TEST_PG={pg_support.EXTERNAL}" if pg_support.EXTERNAL else "a private initdb"
-    lines = [f"services: pg = {pg}; safety nets x{FACTOR:.1f} (MOO_TEST_PATIENCE)"]
+    workers = getattr(config.option, "numprocesses", None)
+    factor = factor_for(workers) if isinstance(workers, int) and workers > 0 else FACTOR
+    lines = [f"services: pg = {pg}; safety nets x{factor:.1f} (MOO_TEST_PATIENCE)"]
     if config.getoption("quick"):
         lines.append("--quick: the tests that need pg, mqtt, cluster or browser are left out")
     else:

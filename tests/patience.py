@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 
 
-def _factor() -> float:
+def factor_for(workers: int) -> float:
+    """The multiplier of a test process in a session of ``workers`` xdist workers."""
     given = os.environ.get("MOO_TEST_PATIENCE")
     if given:
         try:
@@ -28,10 +29,6 @@ def _factor() -> float:
             raise SystemExit(f"MOO_TEST_PATIENCE={given!r} is not a number") from None
     cores = os.cpu_count() or 1
     try:
-        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    except ValueError:
-        workers = 1
-    try:
         load = os.getloadavg()[0]
     except OSError:
         load = 0.0
@@ -39,7 +36,14 @@ def _factor() -> float:
 
 
 #: the multiplier for every safety net of this test process (fixed when it starts)
-FACTOR = _factor()
+def _workers() -> int:
+    try:
+        return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    except ValueError:
+        return 1
+
+
+FACTOR = factor_for(_workers())
 
 
 def patience(seconds: float) -> float:
