@@ -296,8 +296,7 @@ class TournamentService:
             ends_at=starts_at + 1000 * duration if duration is not None else None,
         )
         self.tournaments[tid] = t
-        self._answer_stored(conn, t, [_with_ref({"type": "tournament", "tournament": t.public()},
-                                                msg.get("id"))], created=True)
+        self._answer_stored(conn, t, [_state(t, msg.get("id"))], created=True)
 
     def listing(self, conn: Follower, ref: Any) -> None:
         every = list(self.tournaments.values())
@@ -339,8 +338,7 @@ class TournamentService:
             self._check_membership_change(t)
             t.leave(player)
             # the last update they get says they are out
-            self._answer_stored(conn, t, [{"type": "tournament", "tournament": t.public()},
-                                          reply])
+            self._answer_stored(conn, t, [_state(t, None), reply])
         elif t.tournament_id in self.dirty:  # the state without them is not stored yet
             self._answer_stored(conn, t, [reply])
         else:
@@ -361,7 +359,7 @@ class TournamentService:
                 t.starts_at = now
                 if t.duration_s is not None:
                     t.ends_at = now + 1000 * t.duration_s
-        reply = _with_ref({"type": "tournament", "tournament": t.public()}, msg.get("id"))
+        reply = _state(t, msg.get("id"))
         if t.status == "upcoming":
             self._answer_stored(conn, t, [reply])
         else:
@@ -404,7 +402,7 @@ class TournamentService:
             raise NotAvailable(f"you watch {MAX_WATCHED} tournaments already; unwatch one first")
         mine.add(t.tournament_id)
         self.watchers.setdefault(t.tournament_id, set()).add(conn)
-        conn.send(_with_ref({"type": "tournament", "tournament": t.public()}, msg.get("id")))
+        conn.send(_state(t, msg.get("id")))
 
     def unwatch(self, conn: Follower, msg: dict[str, Any]) -> None:
         tid = msg["tournament_id"]
@@ -789,6 +787,11 @@ def unanswered_watch(msg: dict[str, Any]) -> bool:
 def _player(conn: Follower) -> str:
     assert conn.player is not None
     return conn.player
+
+
+def _state(t: Tournament, ref: Any) -> dict[str, Any]:
+    """The ``tournament`` message with its state now (the answer to a request when ``ref``)."""
+    return _with_ref({"type": "tournament", "tournament": t.public()}, ref)
 
 
 def _with_ref(msg: dict[str, Any], ref: Any) -> dict[str, Any]:

@@ -35,7 +35,6 @@ def factor_for(workers: int) -> float:
     return max(1.0, load / cores, 2.0 * workers / cores)
 
 
-#: the multiplier for every safety net of this test process (fixed when it starts)
 def _workers() -> int:
     try:
         return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
@@ -43,6 +42,7 @@ def _workers() -> int:
         return 1
 
 
+#: the multiplier for every safety net of this test process (fixed when it starts)
 FACTOR = factor_for(_workers())
 
 
