@@ -1,6 +1,8 @@
-"""A proven upper bound on what any adaptive player scores against a fixed tree.
+"""A proven upper bound on what any adaptive player scores against a fixed tree, with a verifier.
 
-    .venv/bin/python -m bench.adaptive_bound            # ~15 min of CPU on the loaded 2 cores
+    .venv/bin/python -m bench.adaptive_bound [--jobs 2]   # solve, print, store (40 s idle)
+    .venv/bin/python -m bench.adaptive_bound --verify     # re-solve; exit 1 unless the file agrees
+    .venv/bin/python -m bench.adaptive_bound --json       # the stored figures, as data
 
 Relaxation: give the adaptive player the opponent's secret before the first guess. The
 opponent's play is then fixed, and only the round ``K`` in which it solves matters, so the best
@@ -14,46 +16,197 @@ set of solves serves ``strongest`` and ``minimum``. The first guess is 0123 with
 first guess is the same up to relabelling, and the opponent's play does not depend on ours);
 each first-response cell is solved exactly by the solver's engine with the per-guess costs
 0 (before k), 1 (at k), 2 (after k), plus the guess number as a tie-break far below one unit.
+Only the k with q(k) > 0 enter, so B is solved for k = 2 .. the opponents' deepest guess
+(B(1) = ½: only the first guess's own secret can be solved in round 1).
+
+Why the bound is not tighter, measured: revealing the secret later (after round m) gives a
+relaxation whose value U_m is at least what the player scores in it by following
+``strongest``'s first m guesses and then the best tree for the revealed K. That figure,
+``reveal_floor[m]``, is computed here too (B^m(k) per k, the same solves on ``strongest``'s
+depth-m cells): no relaxation that tells the secret after round m can prove less.
+A bound is needed only to be valid, so both computations are exact integer counts (scores
+doubled) and every figure is an exact fraction; the file stores them as strings.
 """
 
 from __future__ import annotations
 
+import argparse
+import array
+import hashlib
+import json
+import sys
 import time
+from collections import defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from fractions import Fraction
+from pathlib import Path
 
 from bots.evaluate import evaluate
 from bots.solver import core
-from moo.rules import DEFAULT_RULES
+from bots.tree import DATA_DIR
+from moo.rules import DEFAULT_RULES, score
 
 SHIFT = 1 << 20
+OPPONENTS = ("strongest", "minimum")
+#: The reveal rounds reported beside the bound (round 1 is the bound itself).
+REVEAL_ROUNDS = (2, 3, 4, 5)
+DATA_FILE = Path(__file__).resolve().parent / "data" / "adaptive-bound.json"
+#: The tree whose first m guesses the reveal floors follow.
+FLOOR_TREE = DATA_DIR / "strongest.txt.gz"
 
 
-def twice_best(k: int) -> int:
-    """max over trees of 2·#(T < k) + #(T = k), the first guess's own secret excluded."""
+def _race_solver(k: int) -> core.Solver:
     costs = [(0 if j < k else (1 if j == k else 2)) * SHIFT + j for j in range(core.NCOSTS)]
-    solver = core.Solver(DEFAULT_RULES, core.Objective(f"race{k}", tuple(costs)), tt_log2=21)
-    total = 0
-    for response, cand in solver.cells().items():
-        if response == DEFAULT_RULES.solved:
-            continue
-        n = len(cand) // 2
-        total += 2 * n - solver.value(cand, [0]) // SHIFT
-    return total
+    return core.Solver(DEFAULT_RULES, core.Objective(f"race{k}", tuple(costs)), tt_log2=21)
 
 
-def main() -> int:
+def twice_best(k: int, m: int) -> int:
+    """max of 2·#(T < k) + #(T = k) over trees that follow ``strongest`` for the first m guesses.
+
+    m = 1 is the bound's B(k): the first guess is the same for every tree up to relabelling.
+    Secrets the fixed part solves count as they fall; every depth-m cell is then solved exactly.
+    """
+    paths = core.load_tree(FLOOR_TREE)
+    twice = 0
+    cells: dict[tuple[tuple[str, ...], tuple[object, ...]], list[str]] = defaultdict(list)
+    for secret, path in paths.items():
+        if len(path) <= m:
+            j = len(path)
+            twice += 2 if j < k else (1 if j == k else 0)
+        else:
+            head = tuple(path[:m])
+            cells[(head, tuple(score(secret, g) for g in head))].append(secret)
+    if k <= m:  # every secret left is solved after round k: it scores 0 whatever the tree
+        return twice
+    solver = _race_solver(k)
+    for (head, _responses), members in cells.items():
+        cand = array.array("H", sorted(solver.index[s] for s in members)).tobytes()
+        twice += 2 * len(members) - solver.value(cand, [solver.index[g] for g in head]) // SHIFT
+    return twice
+
+
+def _job(args: tuple[int, int]) -> tuple[int, int, int, float]:
+    k, m = args
     started = time.perf_counter()
-    best: dict[int, Fraction] = {}
-    for k in range(1, 9):
-        first = Fraction(1, 2) if k == 1 else Fraction(1)  # the secret 0123 itself, T = 1
-        best[k] = first + (Fraction(twice_best(k), 2) if k > 1 else 0)
-        print(f"B({k}) = {best[k]}  ({time.perf_counter() - started:.0f} s)", flush=True)
-    for name in ("strongest", "minimum"):
-        q = evaluate(name, show_progress=False).distribution
-        if max(q) > 8:
-            raise SystemExit(f"{name} needs more than 8 guesses: extend the range of k")
-        bound = sum(c * best[k] for k, c in q.items()) / Fraction(5040 * 5040)
-        print(f"ceiling against {name} <= {float(bound):.7f} ({bound})")
+    return k, m, twice_best(k, m), time.perf_counter() - started
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha256()
+    for name in OPPONENTS:
+        digest.update((DATA_DIR / f"{name}.txt.gz").read_bytes())
+    return digest.hexdigest()
+
+
+def compute(jobs: int = 1, log: bool = True) -> dict[str, object]:
+    """Every figure of the data file, solved from scratch."""
+    dists = {name: evaluate(name, show_progress=False).distribution for name in OPPONENTS}
+    deepest = max(max(d) for d in dists.values())
+    work = [(k, m) for m in (1, *REVEAL_ROUNDS) for k in range(2, deepest + 1) if k > m]
+    twice: dict[tuple[int, int], int] = {}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for k, m, value, seconds in pool.map(_job, work):
+            twice[(k, m)] = value
+            if log:
+                print(f"round {m} reveal, k={k}: 2B = {value}  ({seconds:.1f} s)", flush=True)
+
+    def best(k: int, m: int) -> Fraction:
+        if k == 1:
+            return Fraction(1, 2)  # the first guess's own secret, a draw against K = 1
+        if k <= m:
+            return Fraction(twice_best(k, m), 2)  # fixed by the followed tree: no solve
+        return Fraction(twice[(k, m)], 2)
+
+    pairs = 5040 * 5040
+    out: dict[str, object] = {
+        "fingerprint": _fingerprint(),
+        "B": {str(k): str(best(k, 1)) for k in range(1, deepest + 1)},
+        "reveal_B": {
+            str(m): {str(k): str(best(k, m)) for k in range(1, deepest + 1)} for m in REVEAL_ROUNDS
+        },
+        "opponents": {},
+    }
+    for name, q in dists.items():
+        bound = sum((c * best(k, 1) for k, c in q.items()), Fraction(0)) / pairs
+        floors = {
+            str(m): str(sum((c * best(k, m) for k, c in q.items()), Fraction(0)) / pairs)
+            for m in REVEAL_ROUNDS
+        }
+        out["opponents"][name] = {  # type: ignore[index]
+            "distribution": {str(k): c for k, c in sorted(q.items())},
+            "bound": str(bound),
+            "reveal_floor": floors,
+        }
+    return out
+
+
+def disagreements(stored: object, fresh: dict[str, object]) -> list[str]:
+    """The top-level keys whose stored value differs from the fresh solve (all, if unreadable)."""
+    if not isinstance(stored, dict):
+        return sorted(fresh)
+    return sorted(key for key in fresh if stored.get(key) != fresh[key])
+
+
+def _table(data: dict[str, object]) -> str:
+    lines = [
+        "| opponent | bound (reveal before round 1) | "
+        + " | ".join(f"floor, reveal after round {m}" for m in REVEAL_ROUNDS)
+        + " |"
+    ]
+    lines.append("| --- | ---: |" + " ---: |" * len(REVEAL_ROUNDS))
+    for name, entry in data["opponents"].items():  # type: ignore[attr-defined]
+        bound = Fraction(entry["bound"])
+        cells = [f"{float(Fraction(entry['reveal_floor'][str(m)])):.7f}" for m in REVEAL_ROUNDS]
+        lines.append(f"| `{name}` | {float(bound):.7f} ({bound}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="solve again and compare with the stored file (exit 1 on any difference)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the stored figures as JSON")
+    parser.add_argument("--jobs", type=int, default=1, help="solver processes (default 1)")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if args.json:
+        try:
+            print(DATA_FILE.read_text(), end="")
+        except OSError as exc:
+            print(f"adaptive_bound: cannot read {DATA_FILE}: {exc.strerror}", file=sys.stderr)
+            return 1
+        return 0
+    started = time.perf_counter()
+    data = compute(args.jobs)
+    if args.verify:
+        try:
+            stored = json.loads(DATA_FILE.read_text())
+        except (OSError, ValueError) as exc:
+            print(f"adaptive_bound: cannot read {DATA_FILE}: {exc}", file=sys.stderr)
+            return 1
+        wrong = disagreements(stored, data)
+        if wrong:
+            print(
+                f"adaptive_bound: {DATA_FILE.name} disagrees with the solves in: "
+                f"{', '.join(wrong)}",
+                file=sys.stderr,
+            )
+            return 1
+        print(_table(data))
+        print(
+            f"verified: {DATA_FILE.name} matches every solve and today's trees "
+            f"({time.perf_counter() - started:.0f} s)"
+        )
+        return 0
+    DATA_FILE.parent.mkdir(exist_ok=True)
+    DATA_FILE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(_table(data))
+    print(f"wrote {DATA_FILE} ({time.perf_counter() - started:.0f} s)")
     return 0
 
 

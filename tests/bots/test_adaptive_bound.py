@@ -1,0 +1,72 @@
+"""The stored upper bound on adaptive play is proven again, and it brackets the shipped policy.
+
+The bound's figures (``bench/data/adaptive-bound.json``) were once left stale by a new tree:
+docs quoted a bound computed from an older guess-count distribution. The verifier re-solves
+every B(k) with the exact engine and recomputes the bound from today's trees, so a changed tree,
+a changed engine or an edited number fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+from bench.adaptive_bound import DATA_FILE, disagreements
+from bots.evaluate import cached_races
+
+ROOT = Path(__file__).resolve().parents[2]
+STRATEGIES = ROOT / "docs" / "strategies.md"
+
+
+def stored() -> dict[str, dict[str, object]]:
+    data: dict[str, dict[str, object]] = json.loads(DATA_FILE.read_text())["opponents"]
+    return data
+
+
+def test_the_verifier_re_solves_every_figure_and_agrees() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.adaptive_bound", "--verify"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "verified: adaptive-bound.json matches every solve" in done.stdout
+
+
+def test_the_bound_lies_above_the_shipped_policy_and_below_full_knowledge_of_the_draw() -> None:
+    races = cached_races()
+    assert races, "bots/data/races.json does not match today's trees and tables"
+    for name, entry in stored().items():
+        race = races[f"adaptive|{name}"]
+        policy = Fraction(str(race["win"])) + Fraction(str(race["draw"])) / 2
+        bound = Fraction(str(entry["bound"]))
+        assert policy < bound < Fraction(51, 100)
+        floors = {int(m): Fraction(str(v)) for m, v in entry["reveal_floor"].items()}  # type: ignore[attr-defined]
+        # Telling the secret later can only lower what the player scores with it.
+        assert all(floors[m] >= floors[m + 1] for m in floors if m + 1 in floors)
+        assert bound >= floors[min(floors)]
+
+
+def test_docs_quote_the_stored_bound_as_an_exact_fraction() -> None:
+    text = STRATEGIES.read_text(encoding="utf-8")
+    for name, entry in stored().items():
+        bound = Fraction(str(entry["bound"]))
+        row = re.search(rf"^\| `{name}` \| [^\n]*$", text.split("### The ceiling", 1)[1], re.M)
+        assert row is not None, name
+        assert f"{float(bound):.7f} ({bound})" in row.group(0)
+
+
+def test_a_changed_figure_or_tree_is_named_by_the_comparison() -> None:
+    fresh = json.loads(DATA_FILE.read_text())
+    assert disagreements(fresh, fresh) == []
+    tampered = json.loads(DATA_FILE.read_text())
+    tampered["B"]["5"] = "2013"
+    tampered["fingerprint"] = "0" * 64
+    assert disagreements(tampered, fresh) == ["B", "fingerprint"]
+    assert disagreements([], fresh) == sorted(fresh)
