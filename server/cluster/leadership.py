@@ -50,6 +50,8 @@ log = logging.getLogger("moo.cluster")
 
 #: a forwarded lobby request unanswered this long gets not_available ("try again")
 LOBBY_PATIENCE_S = 5.0
+#: a match the leader asked another node to start, unconfirmed this long: not_available
+START_PATIENCE_S = 3 * LOBBY_PATIENCE_S
 
 
 class ClusterLobby:
@@ -88,6 +90,9 @@ class ClusterLobby:
         #: client side: forwarded requests not answered yet: (conn id, ref) -> the call, when
         #: (client, ref) -> (call, last sent, first sent): monotonic times
         self.pending: dict[tuple[str, Any], tuple[LobbyCall, float, float]] = {}
+        #: leader side: local clients whose request started a match on another node, until
+        #: that node's answer comes back: (conn id, ref) -> (the node, when it was asked)
+        self.starting: dict[tuple[str, Any], tuple[str, float]] = {}
         #: hosted tournaments (server/tournaments.py), run where the lobby is: the leader's
         #: handler of a ``tournament_*`` request, and who is told when this node starts or
         #: stops leading (set by the app; None: no tournaments)
@@ -151,6 +156,8 @@ class ClusterLobby:
             self.watched.pop(cid, None)
             for key in [k for k in self.pending if k[0] == cid]:
                 del self.pending[key]
+            for key in [k for k in self.starting if k[0] == cid]:
+                del self.starting[key]
             if not self.leading():
                 self._call(conn, "leave", {}, track=False)
 
@@ -274,10 +281,19 @@ class ClusterLobby:
         self.send(leader, call)
 
     def note_reply(self, cid: str, msg: dict[str, Any]) -> None:
-        """A message from the leader for a local client: a reply ends a pending request."""
+        """A message from another node for a local client: a reply ends a pending request
+        (forwarded to the leader, or a match this node, leading, asked another node to start)."""
         ref = msg.get("ref")
         if ref is not None:
             self.pending.pop((cid, ref), None)
+            self.starting.pop((cid, ref), None)
+
+    def awaiting_start(self, conn: Connection, ref: Any, node: str) -> None:
+        """This node leads, and a local client's request (``room_join``, ``accept``...) started
+        a match on ``node``, whose ``match`` (or error) answers it. If ``node`` dies with the
+        request, or its answer is lost, :meth:`expire` answers instead: every request is
+        answered (docs/protocol.md)."""
+        self.starting[(self.forwarding.cid(conn), ref)] = (node, time.monotonic())
 
     def expire(self) -> None:
         """Requests the leader did not answer in time: the client hears "try again"."""
@@ -291,6 +307,18 @@ class ClusterLobby:
                 if conn is not None and not conn.closing:
                     conn.send(error_message(
                         NotAvailable(f"the lobby (node {self.leader}) did not answer; try again"),
+                        key[1],
+                    ))
+        for key, (node, asked) in list(self.starting.items()):
+            # the match's node persists the match before it answers: more patience than for
+            # the lobby's own answers, so that a slow commit does not read as a lost request
+            if now - asked > START_PATIENCE_S:
+                del self.starting[key]
+                conn = self.forwarding.local.get(key[0])
+                if conn is not None and not conn.closing:
+                    conn.send(error_message(
+                        NotAvailable(f"the match could not start: node {node} did not answer; "
+                                     "try again"),
                         key[1],
                     ))
 

@@ -291,6 +291,10 @@ class Router:
                 tournament.tournament_id, tournament.match_id,
                 None if tournament.secrets is None else list(tournament.secrets)],
         ))
+        for conn, ref in zip(conns, refs, strict=True):
+            if isinstance(conn, Connection) and ref is not None:
+                # a request of this node's own client: no other node tracks its answer
+                self.lobby.awaiting_start(conn, ref, target)
 
     def _create_here(
         self, players: tuple[str, str], conns: tuple[Follower | None, Follower | None],

@@ -8,6 +8,7 @@ Real components throughout: PostgreSQL, a Mosquitto broker and ``moo serve`` nod
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,46 @@ async def test_challenges_and_rooms_survive_the_lobby_leaders_death(
             assert sum(1 for x in ann.seen if x.get("type") == "room") == 2
             assert sum(1 for x in carl.seen if x.get("type") == "room") == 1
             for p in (ann, bob, carl, dan):
+                await p.close()
+    finally:
+        await broker.stop()
+
+
+async def test_a_join_whose_match_node_dies_with_the_request_is_still_answered(
+    pg_url: str, broker: Broker, tmp_path: Path
+) -> None:
+    """carl (on b) opens a room; b is paused, and ann joins from a, the lobby leader. The
+    leader starts the match on b (the room owner's node) and b is killed before it could read
+    that request. ann is still answered (every request is answered, docs/protocol.md): a
+    ``not_available`` error naming b, and nothing else with that ref. Before the leader
+    tracked its own clients' starts on other nodes, ann waited for ever (the fault harness's
+    unanswered ``room_join``)."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=2000) as (a, b):
+            await _on_bus(a, b)
+            await until(lambda: _leader_is(a, "a"), 15, "a to lead the lobby")
+            await until(lambda: _leader_is(b, "a"), 15, "b to follow a")
+            carl = await Client.hello(b.port, "carl", bot=True)
+            room = await carl.request({"type": "room_create", "pacing": "free"})
+            ann = await Client.hello(a.port, "ann")
+            os.kill(b.proc.pid, signal.SIGSTOP)
+            ref = await ann.send({"type": "room_join", "code": room["code"]})
+            # a client's requests are handled in order, and a room_create is answered by the
+            # lobby at once: its answer means the join was handled (the match sent to b) ...
+            mine = await ann.request({"type": "room_create", "pacing": "free"})
+            assert mine["type"] == "room", mine
+            b.proc.kill()  # ... and b dies without reading it (SIGKILL ends a stopped process)
+            await b.proc.wait()
+            reply = await ann.expect(lambda m: m.get("ref") == ref, 60)
+            assert reply["type"] == "error" and reply["code"] == "not_available", reply
+            assert "node b did not answer" in reply["message"], reply
+            # the lobby goes on: dan joins ann's new room, on a
+            dan = await Client.hello(a.port, "dan")
+            joined = await dan.request({"type": "room_join", "code": mine["code"]})
+            assert joined["type"] == "match" and joined["opponent"] == "ann", joined
+            assert sum(1 for m in ann.seen if m.get("ref") == ref) == 1
+            for p in (ann, dan):
                 await p.close()
     finally:
         await broker.stop()
