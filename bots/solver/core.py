@@ -159,6 +159,10 @@ class Solver:
         parts = _native.partition(_as_set(range(len(self.codes))), g)
         return {self.response_of(rid): data for rid, data in parts.items()}
 
+    def partition(self, cand: bytes, guess: int) -> dict[int, bytes]:
+        """``cand`` split by the responses to ``guess`` (response id -> candidate set)."""
+        return _native.partition(cand, guess)
+
     def value(self, cand: bytes, history: Sequence[int], beta: int | None = None) -> int:
         value, _guess, _exact = _native.solve(cand, list(history), beta)
         return int(value)
