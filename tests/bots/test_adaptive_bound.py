@@ -29,7 +29,7 @@ def stored() -> dict[str, dict[str, object]]:
 
 def test_the_verifier_re_solves_every_figure_and_agrees() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.adaptive_bound", "--verify"],
+        [sys.executable, "-m", "bench.adaptive_bound", "--verify", "--jobs", "2"],
         cwd=ROOT,
         capture_output=True,
         text=True,
