@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import functools
 import hashlib
 import itertools
 import json
@@ -64,7 +65,7 @@ DATA_FILE = Path(__file__).resolve().parent / "data" / "adaptive-bound.json"
 FLOOR_TREE = DATA_DIR / "strongest.txt.gz"
 
 
-def _race_solver(k: int) -> core.Solver:
+def race_solver(k: int) -> core.Solver:
     costs = [(0 if j < k else (1 if j == k else 2)) * SHIFT + j for j in range(core.NCOSTS)]
     return core.Solver(DEFAULT_RULES, core.Objective(f"race{k}", tuple(costs)), tt_log2=21)
 
@@ -87,33 +88,36 @@ def twice_best(k: int, m: int) -> int:
             cells[(head, tuple(score(secret, g) for g in head))].append(secret)
     if k <= m:  # every secret left is solved after round k: it scores 0 whatever the tree
         return twice
-    solver = _race_solver(k)
+    solver = race_solver(k)
     for (head, _responses), members in cells.items():
         cand = array.array("H", sorted(solver.index[s] for s in members)).tobytes()
         twice += 2 * len(members) - solver.value(cand, [solver.index[g] for g in head]) // SHIFT
     return twice
 
 
-def second_guesses() -> list[str]:
-    """One second guess per class under the relabellings that fix 0123 (20 classes).
+def second_class(code: str) -> str:
+    """A name of ``code``'s class under the relabellings that fix 0123.
 
     Such a relabelling permutes the positions and, with them, the digits 0-3 alike (digit i
     goes where position i goes), and the digits 4-9 freely; it maps every first-response cell
     to itself, so two second guesses of one class split each cell into parts of the same
     values."""
-    def key(code: str) -> str:
-        forms = []
-        for perm in itertools.permutations(range(4)):
-            out = [""] * 4
-            for i, ch in enumerate(code):
-                d = int(ch)
-                out[perm[i]] = str(perm[d]) if d < 4 else "n"
-            forms.append("".join(out))
-        return min(forms)
+    forms = []
+    for perm in itertools.permutations(range(4)):
+        out = [""] * 4
+        for i, ch in enumerate(code):
+            d = int(ch)
+            out[perm[i]] = str(perm[d]) if d < 4 else "n"
+        forms.append("".join(out))
+    return min(forms)
 
+
+@functools.cache
+def second_guesses() -> list[str]:
+    """One second guess per class (:func:`second_class`): 20 classes."""
     first: dict[str, str] = {}
     for code in DEFAULT_RULES.secrets:
-        first.setdefault(key(code), code)
+        first.setdefault(second_class(code), code)
     return sorted(first.values())
 
 
@@ -121,7 +125,7 @@ def second_round(k: int) -> dict[str, int]:
     """For each first-response cell of 0123 and each second guess (one per class), the most
     2·#(T < k) + #(T = k) over the cell's secrets when K = k is known from the third guess
     on: the parts' exact solves. Keyed "cell|guess"."""
-    solver = _race_solver(k)
+    solver = race_solver(k)
     first = solver.index["0123"]
     out: dict[str, int] = {}
     for response, cand in solver.cells("0123").items():
@@ -147,7 +151,7 @@ def _job(args: tuple[str, int, int]) -> tuple[str, int, int, object, float]:
     return kind, k, m, value, time.perf_counter() - started
 
 
-def _second_value(
+def second_value(
     q: dict[int, int], cell: str, guess: str, values: dict[int, dict[str, int]]
 ) -> int:
     """Twice the score over ``cell`` with this second guess, summed over the opponent's secrets
@@ -172,11 +176,11 @@ def round_two_bound(name: str, values: dict[int, dict[str, int]]) -> Fraction:
     for q in by_cell.values():
         twice += sum(c * (2 if k > 1 else 1) for k, c in q.items())  # our 0123 itself
         for cell in cells:
-            twice += max(_second_value(q, cell, guess, values) for guess in guesses)
+            twice += max(second_value(q, cell, guess, values) for guess in guesses)
     return Fraction(twice, 2 * 5040 * 5040)
 
 
-def _fingerprint() -> str:
+def fingerprint() -> str:
     digest = hashlib.sha256()
     for name in OPPONENTS:
         digest.update((DATA_DIR / f"{name}.txt.gz").read_bytes())
@@ -215,7 +219,7 @@ def compute(jobs: int = 1, log: bool = True) -> dict[str, object]:
 
     pairs = 5040 * 5040
     out: dict[str, object] = {
-        "fingerprint": _fingerprint(),
+        "fingerprint": fingerprint(),
         "B": {str(k): str(best(k, 1)) for k in range(1, deepest + 1)},
         "reveal_B": {
             str(m): {str(k): str(best(k, m)) for k in range(1, deepest + 1)} for m in REVEAL_ROUNDS
