@@ -1,6 +1,6 @@
 """The adaptive ceiling with the opponent's secret told after round 3 (a tighter bound).
 
-    .venv/bin/python -m bench.adaptive_bound_round3 [--jobs 2]   # solve, store (CPU-hours scale)
+    .venv/bin/python -m bench.adaptive_bound_round3 [--jobs 2]   # solve, store (4 min idle)
 
 The player chooses its second guess knowing its own and the opponent's first responses, its
 third knowing both players' first two, and from the fourth guess on plays the best tree for
@@ -14,8 +14,10 @@ is not solved in full is counted with its round-2 value (bench.adaptive_bound's:
 told one round earlier), which can only be higher, so the figure stays an upper bound. Which
 second guesses are solved: `strongest`'s, then every one whose round-2 value beats the solved
 ones' round-3 value for some opponent cell by a margin that matters.
-Results go to bench/data/adaptive-bound-round3.json with every per-(cell, guess) value needed
-to recompute the sum; ``--verify`` solves them all again.
+Results go to bench/data/adaptive-bound-round3.json (the bounds and which pairs were
+solved); ``--verify`` solves them all again. Every run first checks its machinery:
+`strongest`'s own second and third guesses, forced, must give back the round-3 floor that
+bench.adaptive_bound computes from other solves (:func:`floor_check`).
 """
 
 from __future__ import annotations
@@ -153,6 +155,15 @@ def value3(qs: npt.NDArray[np.int64], cell: str, second: str,
     return twice
 
 
+def _counts(q1: dict[str, dict[int, int]]) -> npt.NDArray[np.int64]:
+    """K counts (rows K = 1 .. 7) per opponent depth-2 node (columns)."""
+    qs = np.zeros((7, len(q1)), dtype=np.int64)
+    for j, q in enumerate(q1.values()):
+        for k, c in q.items():
+            qs[k - 1, j] = c
+    return qs
+
+
 def combine(name: str, solved: dict[tuple[str, str], dict[str, dict[str, list[int]]]],
             values: dict[int, dict[str, int]]) -> tuple[Fraction, dict[str, list[str]]]:
     """The bound, and per own cell the second guesses whose round-2 value was used but could
@@ -162,10 +173,7 @@ def combine(name: str, solved: dict[tuple[str, str], dict[str, dict[str, list[in
     twice = 0
     gain: dict[tuple[str, str], int] = defaultdict(int)
     for q1 in opponent_cells(name).values():
-        qs = np.zeros((7, len(q1)), dtype=np.int64)
-        for j, q in enumerate(q1.values()):
-            for k, c in q.items():
-                qs[k - 1, j] = c
+        qs = _counts(q1)
         q_all = {k + 1: int(c) for k, c in enumerate(qs.sum(axis=1)) if c}
         twice += sum(c * (2 if k > 1 else 1) for k, c in q_all.items())  # our 0123 itself
         for cell in cells:
@@ -196,6 +204,34 @@ def star_guesses() -> dict[str, str]:
         str(score(secret, path[0])): reps[second_class(path[1])]
         for secret, path in paths.items() if len(path) >= 2
     }
+
+
+def floor_check(solved: dict[tuple[str, str], dict[str, dict[str, list[int]]]]) -> None:
+    """The same machinery with `strongest`'s own second and third guesses forced must give back
+    the round-3 floor of bench.adaptive_bound (computed there by other solves: `strongest`'s
+    depth-3 cells). `strongest`'s second and third guesses are their classes' representatives,
+    so they are among the solved rows."""
+    paths = core.load_tree(DATA_DIR / "strongest.txt.gz")
+    star = star_guesses()
+    third: dict[tuple[str, str], str] = {}
+    for secret, path in paths.items():
+        if len(path) >= 3:
+            third[(str(score(secret, path[0])), str(score(secret, path[1])))] = path[2]
+    floors = json.loads(DATA_FILE.read_text())["opponents"]
+    for name in OPPONENTS:
+        twice = 0
+        for q1 in opponent_cells(name).values():
+            qs = _counts(q1)
+            twice += sum(int(c) * (2 if k > 0 else 1) for k, c in enumerate(qs.sum(axis=1)))
+            for cell, second in star.items():
+                parts = solved[(cell, second)]
+                forced = [np.array([rows[third[(cell, r2)]]], dtype=np.int64)
+                          for r2, rows in parts.items()]
+                twice += value3(qs, cell, second, forced)
+        got = Fraction(twice, 2 * 5040 * 5040)
+        want = Fraction(floors[name]["reveal_floor"]["3"])
+        if got != want:
+            raise SystemExit(f"{name}: strongest's own guesses give {got}, the floor is {want}")
 
 
 def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, object]:
@@ -232,6 +268,7 @@ def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, objec
         todo = more - set(solved)
         if not todo:
             break
+    floor_check(solved)
     return {
         "fingerprint": fingerprint(),
         "margin": MARGIN,
