@@ -250,6 +250,21 @@ def disagreements(stored: object, fresh: dict[str, object]) -> list[str]:
     return sorted(key for key in fresh if stored.get(key) != fresh[key])
 
 
+def matches_stored(path: Path, fresh: dict[str, object], prog: str) -> bool:
+    """Whether the file at ``path`` holds exactly ``fresh``; if not, one line on stderr says
+    which keys differ (or why the file cannot be read)."""
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"{prog}: cannot read {path}: {exc}", file=sys.stderr)
+        return False
+    wrong = disagreements(stored, fresh)
+    if wrong:
+        print(f"{prog}: {path.name} disagrees with the solves in: {', '.join(wrong)}",
+              file=sys.stderr)
+    return not wrong
+
+
 def _table(data: dict[str, object]) -> str:
     head = "| opponent | proven bound (reveal after round 2) | reveal before round 1 | "
     lines = [head + " | ".join(f"floor after round {m}" for m in REVEAL_ROUNDS) + " |"]
@@ -286,18 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     data = compute(args.jobs)
     if args.verify:
-        try:
-            stored = json.loads(DATA_FILE.read_text())
-        except (OSError, ValueError) as exc:
-            print(f"adaptive_bound: cannot read {DATA_FILE}: {exc}", file=sys.stderr)
-            return 1
-        wrong = disagreements(stored, data)
-        if wrong:
-            print(
-                f"adaptive_bound: {DATA_FILE.name} disagrees with the solves in: "
-                f"{', '.join(wrong)}",
-                file=sys.stderr,
-            )
+        if not matches_stored(DATA_FILE, data, "adaptive_bound"):
             return 1
         print(_table(data))
         print(

@@ -39,6 +39,7 @@ from bench.adaptive_bound import (
     DATA_FILE,
     SHIFT,
     fingerprint,
+    matches_stored,
     race_solver,
     second_class,
     second_guesses,
@@ -293,15 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         b = Fraction(bound)
         print(f"ceiling against {name} <= {float(b):.7f} ({b})")
     if args.verify:
-        try:
-            stored = json.loads(OUT_FILE.read_text())
-        except (OSError, ValueError) as exc:
-            print(f"adaptive_bound_round3: cannot read {OUT_FILE}: {exc}", file=sys.stderr)
-            return 1
-        wrong = sorted(k for k in data if stored.get(k) != data[k])
-        if wrong:
-            print(f"adaptive_bound_round3: {OUT_FILE.name} disagrees with the solves in: "
-                  f"{', '.join(wrong)}", file=sys.stderr)
+        if not matches_stored(OUT_FILE, data, "adaptive_bound_round3"):
             return 1
         print(f"verified: {OUT_FILE.name} matches every solve "
               f"({time.perf_counter() - started:.0f} s)")

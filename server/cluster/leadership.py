@@ -303,24 +303,19 @@ class ClusterLobby:
             # but never more than three in all: a lobby that keeps moving still answers
             if now - sent > LOBBY_PATIENCE_S or now - first > 3 * LOBBY_PATIENCE_S:
                 del self.pending[key]
-                conn = self.forwarding.local.get(key[0])
-                if conn is not None and not conn.closing:
-                    conn.send(error_message(
-                        NotAvailable(f"the lobby (node {self.leader}) did not answer; try again"),
-                        key[1],
-                    ))
+                self._unanswered(key, f"the lobby (node {self.leader}) did not answer")
         for key, (node, asked) in list(self.starting.items()):
             # the match's node persists the match before it answers: more patience than for
             # the lobby's own answers, so that a slow commit does not read as a lost request
             if now - asked > START_PATIENCE_S:
                 del self.starting[key]
-                conn = self.forwarding.local.get(key[0])
-                if conn is not None and not conn.closing:
-                    conn.send(error_message(
-                        NotAvailable(f"the match could not start: node {node} did not answer; "
-                                     "try again"),
-                        key[1],
-                    ))
+                self._unanswered(key, f"the match could not start: node {node} did not answer")
+
+    def _unanswered(self, key: tuple[str, Any], why: str) -> None:
+        """Answer a local client's request (conn id, ref) that nobody else will answer."""
+        conn = self.forwarding.local.get(key[0])
+        if conn is not None and not conn.closing:
+            conn.send(error_message(NotAvailable(f"{why}; try again"), key[1]))
 
     # -- the leader's side -----------------------------------------------------------------------
     def received(self, sender: str, item: Message) -> None:
