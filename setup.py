@@ -12,6 +12,7 @@ SIMD = ["-mssse3", "-mpopcnt"] if platform.machine().lower() in ("x86_64", "amd6
 NATIVE = [
     ("bots.solver._native", ["bots/solver/_native.c"]),
     ("bots.solver._table", ["bots/solver/_table.c"]),
+    ("bots.solver._race", ["bots/solver/_race.c"]),
     ("bots.solver._mastermind", ["bots/solver/_mastermind.c"]),
     ("bots.judge._search", ["bots/judge/_search.c"]),
 ]
