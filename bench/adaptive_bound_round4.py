@@ -20,13 +20,23 @@ candidate sets after two and three guesses. Then the value is, doubled and summe
                     + sum_{S3} sum_{o3 in o2} max over all 5040 g4 of sum_k q_o3(k) V(S3, g4, k)
 
 where V(S3, g4, k) is the best doubled score of S3 when g4 is asked and K = k is known from the
-fifth guess on (:mod:`bots.solver.race` enumerates it for every g4 at once, k = 4 .. 7; both
-trees solve every secret by guess 7). Third guesses are taken one per class under the
-relabellings that fix 0123 and the second guess (they map S2 onto itself); every fourth guess
-is tried. Second guesses: every one of the 20 classes could be solved so, but only `strongest`'s
-own are by default; any other is counted with a value it cannot exceed, the same guess's value
-with the secret told after round 3 (``bench.adaptive_bound_round3``'s solves, or after round 2
-where that file has none), so the figure stays an upper bound.
+fifth guess on (:mod:`bots.solver.race` enumerates it for every g4 at once, k = 4 .. 7;
+`strongest` solves every secret by guess 7). Only the undominated vectors V(S3, g4, .) matter.
+Every shortcut below replaces a value by one it cannot exceed, so the figure stays a bound:
+
+- third guesses one per class under the relabellings that fix 0123 and the second guess (they
+  map S2 onto itself); each one's value with the secret told after round 3 (the exact
+  engine's, ``bench.adaptive_bound_round3.solve_pair``) bounds its round-4 value, so
+  `strongest`'s is solved first, the others in decreasing round-3 value, and one whose round-3
+  value beats the best so far by at most SKIP in all is counted at its round-3 value (the
+  amounts so taken are stored as ``slack``);
+- fourth guesses: every one, exactly at S3 sets of up to EXACT7_MAX codes; above, the K = 7
+  entry (and above EXACT6_MAX the K = 6 one) of every vector is raised to the set's own best
+  for that K, the engine's exact solve;
+- second guesses: `strongest`'s are solved after round 4; any other counts with its round-2
+  value (bench/data/adaptive-bound.json), its round-3 value once that one could beat the
+  solved ones by more than MARGIN, and is solved after round 4 once its round-3 value still
+  could.
 
 Checks on every run: with `strongest`'s own second, third and fourth guesses forced, the same
 sums give back the round-4 floor that ``bench.adaptive_bound`` computes with the exact engine
