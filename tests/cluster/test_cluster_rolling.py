@@ -3,13 +3,13 @@
 Three real nodes on one PostgreSQL database and one broker; ``moo tournament`` plays through
 them with the list of the three URLs. Each node in turn (at least once) gets SIGTERM (it
 drains: its matches move to the other nodes before its clients are told to reconnect), is
-started again on its port, and must be back on the bus before the next one goes. The tournament plays on through
-all of it (it is sized never to end by itself, so that no machine is too slow for it to
-outlast the restarts), and once it has finished more matches on the restarted cluster it is
-stopped. Every match it finished, those in flight at a drain first, must have ended normally
-(no ``disconnect``, ``resign`` or ``timeout`` in the database, not only in the tournament's
-records: a resigned and replayed match would hide there), and every guess it recorded must be
-in the log, in order.
+started again on its port, and must be back on the bus before the next one goes. The
+tournament plays on through all of it (it is sized never to end by itself, so that no machine
+is too slow for it to outlast the restarts), and once it has finished more matches on the
+restarted cluster it is stopped. Every match it finished, those in flight at a drain first,
+must have ended normally (no ``disconnect``, ``resign`` or ``timeout`` in the database, not
+only in the tournament's records: a resigned and replayed match would hide there), and every
+guess it recorded must be in the log, in order.
 """
 
 from __future__ import annotations
