@@ -15,8 +15,6 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
-import pytest
-
 from bench.adaptive_bound import DATA_FILE, disagreements
 from bots.evaluate import cached_races
 
@@ -29,7 +27,6 @@ def stored() -> dict[str, dict[str, object]]:
     return data
 
 
-@pytest.mark.slow
 def test_the_verifier_re_solves_every_figure_and_agrees() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.adaptive_bound", "--verify", "--jobs", "2"],

@@ -16,8 +16,6 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
-import pytest
-
 from bench.adaptive_bound import DATA_FILE, fingerprint
 from bench.adaptive_bound_round4 import OUT_FILE
 from bots.evaluate import cached_races
@@ -58,7 +56,6 @@ def test_docs_quote_the_round_4_bound_as_an_exact_fraction() -> None:
         assert f"{float(bound):.7f} ({bound})" in text
 
 
-@pytest.mark.slow
 def test_the_verifier_solves_everything_again_and_agrees() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.adaptive_bound_round4", "--verify", "--jobs", "2"],
