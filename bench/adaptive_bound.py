@@ -46,7 +46,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from fractions import Fraction
 from pathlib import Path
@@ -263,6 +263,36 @@ def matches_stored(path: Path, fresh: dict[str, object], prog: str) -> bool:
         print(f"{prog}: {path.name} disagrees with the solves in: {', '.join(wrong)}",
               file=sys.stderr)
     return not wrong
+
+
+def relaxation_main(argv: Sequence[str] | None, doc: str, out_file: Path, prog: str,
+                    run: Callable[[int, Path | None], dict[str, object]]) -> int:
+    """The command line of a later-reveal bound script (bench.adaptive_bound_round3 and
+    _round4): ``run(jobs, checkpoint)`` solves; print the bounds, then store them or, with
+    --verify, solve from scratch and compare with ``out_file``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1, help="solver processes (default 1)")
+    parser.add_argument("--verify", action="store_true",
+                        help="solve everything again and compare with the stored file")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="keep what is solved here, and resume from it")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    started = time.perf_counter()
+    data = run(args.jobs, None if args.verify else args.checkpoint)
+    for name, bound in data["bound"].items():  # type: ignore[attr-defined]
+        b = Fraction(bound)
+        print(f"ceiling against {name} <= {float(b):.7f} ({b})")
+    if args.verify:
+        if not matches_stored(out_file, data, prog):
+            return 1
+        print(f"verified: {out_file.name} matches every solve "
+              f"({time.perf_counter() - started:.0f} s)")
+        return 0
+    out_file.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {out_file} ({time.perf_counter() - started:.0f} s)")
+    return 0
 
 
 def _table(data: dict[str, object]) -> str:

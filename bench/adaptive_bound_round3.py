@@ -22,7 +22,6 @@ bench.adaptive_bound computes from other solves (:func:`floor_check`).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import sys
@@ -39,8 +38,8 @@ from bench.adaptive_bound import (
     DATA_FILE,
     SHIFT,
     fingerprint,
-    matches_stored,
     race_solver,
+    relaxation_main,
     second_class,
     second_guesses,
     second_value,
@@ -279,29 +278,7 @@ def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, objec
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=1, help="solver processes (default 1)")
-    parser.add_argument("--verify", action="store_true",
-                        help="solve everything again and compare with the stored file")
-    parser.add_argument("--checkpoint", type=Path, default=None,
-                        help="keep the solved (cell, second guess) values here, and resume")
-    args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error("--jobs must be at least 1")
-    started = time.perf_counter()
-    data = run(args.jobs, None if args.verify else args.checkpoint)
-    for name, bound in data["bound"].items():  # type: ignore[attr-defined]
-        b = Fraction(bound)
-        print(f"ceiling against {name} <= {float(b):.7f} ({b})")
-    if args.verify:
-        if not matches_stored(OUT_FILE, data, "adaptive_bound_round3"):
-            return 1
-        print(f"verified: {OUT_FILE.name} matches every solve "
-              f"({time.perf_counter() - started:.0f} s)")
-        return 0
-    OUT_FILE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUT_FILE} ({time.perf_counter() - started:.0f} s)")
-    return 0
+    return relaxation_main(argv, __doc__ or "", OUT_FILE, "adaptive_bound_round3", run)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,6 @@ sums give back the round-4 floor that ``bench.adaptive_bound`` computes with the
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -64,8 +63,8 @@ from bench.adaptive_bound import (
     DATA_FILE,
     SHIFT,
     fingerprint,
-    matches_stored,
     race_solver,
+    relaxation_main,
     second_guesses,
     second_value,
 )
@@ -87,10 +86,9 @@ MARGIN = 50
 #: at sets of up to EXACT6_MAX; up to K = 5 beyond (the rest raised to the set's best)
 EXACT7_MAX = 30
 EXACT6_MAX = 120
-#: a third guess is not solved in full when a bound of its value (capacity, then round-3)
-#: exceeds the best so far by at most this much in all (doubled units, summed over the
-#: opponent's depth-2 nodes): the bound takes that bound's value there instead, and the
-#: amounts taken are reported (``slack``)
+#: a third guess is not solved in full when its round-3 value exceeds the best so far by at
+#: most this much in all (doubled units, summed over the opponent's depth-2 nodes): the bound
+#: takes that value there instead, and the amounts taken are reported (``slack``)
 SKIP = 20
 
 IntArray = npt.NDArray[np.int64]
@@ -132,12 +130,6 @@ def parts(cand: IntArray, guess: int) -> dict[int, IntArray]:
 def sc(j: int) -> IntArray:
     """Doubled score, per K = 1 .. 7, of a secret solved by our j-th guess."""
     return np.array([2 if j < k else (1 if j == k else 0) for k in range(1, 8)], dtype=np.int64)
-
-
-def capacity(n: int) -> IntArray:
-    """Upper bounds of the doubled score of n codes after three guesses, K = 4 .. 7 (one draw
-    at guess 4; then :mod:`bots.solver.race`'s capacity bounds)."""
-    return np.array([1, min(n + 1, 15), min(2 * n, n + 14), min(2 * n, n + 196)], np.int64)
 
 
 @dataclass(frozen=True)
@@ -269,6 +261,13 @@ def told3_of(rows: Rows) -> tuple[list[str], IntArray]:
     return thirds, m @ opp.q2[2:7]                            # K = 3: a hit draws
 
 
+def part_set(unit: Unit) -> IntArray:
+    """The own candidate set S2 of ``unit`` (cell, second guess, second response)."""
+    cell, second, _rounds, r2 = unit
+    rid2 = next(r for r, n in response_names().items() if n == r2)
+    return parts(own_cells()[cell], INDEX[second])[rid2]
+
+
 def solve_part(args: tuple[Unit, Rows]) -> PartResult:
     """Every third guess (one per class under the relabellings that fix 0123 and the second
     guess) and every fourth guess for one own part S2, the secret told after round 4.
@@ -286,8 +285,7 @@ def solve_part(args: tuple[Unit, Rows]) -> PartResult:
     sc3 = sc(3) @ opp.q2                   # a third-guess hit, per depth-2 node
     q3k = opp.q3[3:7]                      # K = 4 .. 7
     names = response_names()
-    rid2 = next(r for r, n in names.items() if n == r2)
-    s2 = parts(own_cells()[cell], INDEX[second])[rid2]
+    s2 = part_set(unit)
     star_third, star_fourth = strongest_guesses()
     star = star_guesses().get(cell) == second
     star3 = star_third[(cell, r2)] if star else ""
@@ -441,7 +439,7 @@ def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, objec
                 say(f"round-3 values of cell {cell}, second guess {second}: {secs:.0f} s")
             todo = [(u, rows[f"{u[0]}|{u[1]}"][u[3]]) for (c, g), m in sorted(want.items())
                     if m == 4 for u in units(c, g, 4) if "|".join(map(str, u)) not in done]
-            todo.sort(key=lambda t: -_size(t[0]))
+            todo.sort(key=lambda t: -len(part_set(t[0])))
             for res in pool.map(solve_part, todo):
                 done["|".join(map(str, res.unit))] = {
                     "best": res.best, "forced4": res.forced4, "forced3": res.forced3,
@@ -488,35 +486,8 @@ def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, objec
     }
 
 
-def _size(unit: Unit) -> int:
-    rid2 = next(r for r, n in response_names().items() if n == unit[3])
-    return len(parts(own_cells()[unit[0]], INDEX[unit[1]])[rid2])
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=1, help="solver processes (default 1)")
-    parser.add_argument("--verify", action="store_true",
-                        help="solve everything again and compare with the stored file")
-    parser.add_argument("--checkpoint", type=Path, default=None,
-                        help="keep the solved parts here, and resume from them")
-    args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error("--jobs must be at least 1")
-    started = time.perf_counter()
-    data = run(args.jobs, None if args.verify else args.checkpoint)
-    for name, bound in data["bound"].items():  # type: ignore[attr-defined]
-        b = Fraction(bound)
-        print(f"ceiling against {name} <= {float(b):.7f} ({b})")
-    if args.verify:
-        if not matches_stored(OUT_FILE, data, "adaptive_bound_round4"):
-            return 1
-        print(f"verified: {OUT_FILE.name} matches every solve "
-              f"({time.perf_counter() - started:.0f} s)")
-        return 0
-    OUT_FILE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUT_FILE} ({time.perf_counter() - started:.0f} s)")
-    return 0
+    return relaxation_main(argv, __doc__ or "", OUT_FILE, "adaptive_bound_round4", run)
 
 
 if __name__ == "__main__":

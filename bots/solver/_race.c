@@ -109,6 +109,19 @@ static int cap_of(int n, int j) {
 
 static int h(const uint16_t *S, int n, int j);
 
+/* S split by guess g's responses into buf (parts contiguous: part k at buf + start[k], count[k]
+ * codes); returns whether g is in S. */
+static int split(const uint16_t *S, int n, int g, uint16_t *buf, int *count, int *start) {
+    const uint8_t *r = resp + (size_t)g * N;
+    int fill[NRMAX], pos = 0;
+    memset(count, 0, sizeof(int) * (size_t)NR);
+    for (int i = 0; i < n; i++) count[r[S[i]]]++;
+    for (int k = 0; k < NR; k++) { start[k] = pos; pos += count[k]; }
+    memcpy(fill, start, sizeof(int) * (size_t)NR);
+    for (int i = 0; i < n; i++) buf[fill[r[S[i]]]++] = S[i];
+    return count[SOLVED] > 0;
+}
+
 /* 2 [g in S] + sum over g's other parts of h_{j-1}; parts are written to buf (n entries).
  * Returns -2 without solving any part when the parts' capacity bounds cannot beat `floor`. */
 static int guess_value(const uint16_t *S, int n, int j, int g, uint16_t *buf, int floor) {
@@ -123,17 +136,12 @@ static int guess_value(const uint16_t *S, int n, int j, int g, uint16_t *buf, in
         if (j == 2) return 2 * hit + nparts;
         if (hit + n + nparts <= floor) return -2;
     }
-    int count[NRMAX] = {0}, start[NRMAX];
-    for (int i = 0; i < n; i++) count[r[S[i]]]++;
-    int hit = count[SOLVED] > 0, pos = 0;
+    int count[NRMAX], start[NRMAX];
+    int hit = split(S, n, g, buf, count, start);
     int ub = 2 * hit;
     for (int k = 0; k < NR; k++)
         if (k != SOLVED && count[k]) ub += count[k] == 1 ? (j - 1 == 1 ? 1 : 2) : cap_of(count[k], j - 1);
     if (ub <= floor) return -2;
-    for (int k = 0; k < NR; k++) { start[k] = pos; pos += count[k]; }
-    int fill[NRMAX];
-    memcpy(fill, start, sizeof(int) * (size_t)NR);
-    for (int i = 0; i < n; i++) buf[fill[r[S[i]]]++] = S[i];
     int v = 2 * hit;
     for (int k = 0; k < NR; k++) {
         if (k == SOLVED || !count[k]) continue;
@@ -263,6 +271,24 @@ static int get_set(PyObject *obj, Py_buffer *view, const uint16_t **S, int *n) {
     return 0;
 }
 
+/* The vector of one guess (row of vectors()); buf holds n codes, out J values. */
+static int guess_vector(const uint16_t *S, int n, int J, int g, uint16_t *buf, int32_t *out) {
+    int count[NRMAX], start[NRMAX];
+    int hit = split(S, n, g, buf, count, start);
+    out[0] = hit;
+    for (int j = 2; j <= J; j++) {
+        int total = 2 * hit;
+        for (int k = 0; k < NR; k++) {
+            if (k == SOLVED || !count[k]) continue;
+            int x = h(buf + start[k], count[k], j - 1);
+            if (x < 0) return -1;
+            total += x;
+        }
+        out[j - 1] = total;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(vectors_doc,
 "vectors(set, horizons) -> bytes\n\n"
 "For every guess g (0..n-1, in order) the int32 vector V_g(1..horizons): the doubled race\n"
@@ -286,55 +312,13 @@ static PyObject *py_vectors(PyObject *self, PyObject *args) {
     int32_t *v = (int32_t *)PyBytes_AS_STRING(out);
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (int g = 0; g < N && !failed; g++) {
-        const uint8_t *r = resp + (size_t)g * N;
-        int count[NRMAX] = {0}, start[NRMAX], fill[NRMAX];
-        for (int i = 0; i < n; i++) count[r[S[i]]]++;
-        int hit = count[SOLVED] > 0, pos = 0;
-        for (int k = 0; k < NR; k++) { start[k] = pos; pos += count[k]; }
-        memcpy(fill, start, sizeof(int) * (size_t)NR);
-        for (int i = 0; i < n; i++) buf[fill[r[S[i]]]++] = S[i];
-        int32_t *row = v + (size_t)g * J;
-        row[0] = hit;
-        for (int j = 2; j <= J; j++) {
-            int total = 2 * hit;
-            for (int k = 0; k < NR; k++) {
-                if (k == SOLVED || !count[k]) continue;
-                int x = h(buf + start[k], count[k], j - 1);
-                if (x < 0) { failed = 1; break; }
-                total += x;
-            }
-            row[j - 1] = total;
-        }
-    }
+    for (int g = 0; g < N && !failed; g++)
+        failed = guess_vector(S, n, J, g, buf, v + (size_t)g * J) < 0;
     Py_END_ALLOW_THREADS
     free(buf);
     PyBuffer_Release(&view);
     if (failed) { Py_DECREF(out); return PyErr_NoMemory(); }
     return out;
-}
-
-/* The vector of one guess (row of vectors()); buf holds n codes, out J values. */
-static int guess_vector(const uint16_t *S, int n, int J, int g, uint16_t *buf, int32_t *out) {
-    const uint8_t *r = resp + (size_t)g * N;
-    int count[NRMAX] = {0}, start[NRMAX], fill[NRMAX];
-    for (int i = 0; i < n; i++) count[r[S[i]]]++;
-    int hit = count[SOLVED] > 0, pos = 0;
-    for (int k = 0; k < NR; k++) { start[k] = pos; pos += count[k]; }
-    memcpy(fill, start, sizeof(int) * (size_t)NR);
-    for (int i = 0; i < n; i++) buf[fill[r[S[i]]]++] = S[i];
-    out[0] = hit;
-    for (int j = 2; j <= J; j++) {
-        int total = 2 * hit;
-        for (int k = 0; k < NR; k++) {
-            if (k == SOLVED || !count[k]) continue;
-            int x = h(buf + start[k], count[k], j - 1);
-            if (x < 0) return -1;
-            total += x;
-        }
-        out[j - 1] = total;
-    }
-    return 0;
 }
 
 PyDoc_STRVAR(pareto_doc,

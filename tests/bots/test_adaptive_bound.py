@@ -27,17 +27,18 @@ def stored() -> dict[str, dict[str, object]]:
     return data
 
 
-def test_the_verifier_re_solves_every_figure_and_agrees() -> None:
-    done = subprocess.run(
-        # at low priority: pure CPU for minutes, it must not starve the timing-sensitive
-        # tests beside it (a conformance test's net fired so in stop 28)
-        ["nice", "-n", "10", sys.executable, "-m", "bench.adaptive_bound",
-         "--verify", "--jobs", "2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+def verify(module: str) -> subprocess.CompletedProcess[str]:
+    """``python -m module --verify --jobs 2`` from the checkout, at low priority: pure CPU for
+    minutes, it must not starve the timing-sensitive tests beside it (a conformance test's
+    net fired so in stop 28)."""
+    return subprocess.run(
+        ["nice", "-n", "10", sys.executable, "-m", module, "--verify", "--jobs", "2"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
     )
+
+
+def test_the_verifier_re_solves_every_figure_and_agrees() -> None:
+    done = verify("bench.adaptive_bound")
     assert done.returncode == 0, done.stderr
     assert "verified: adaptive-bound.json matches every solve" in done.stdout
 

@@ -11,14 +11,13 @@ floors that bench.adaptive_bound computes with the engine alone.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
 from bench.adaptive_bound import DATA_FILE, fingerprint
 from bench.adaptive_bound_round4 import OUT_FILE
 from bots.evaluate import cached_races
+from tests.bots.test_adaptive_bound import verify
 
 ROOT = Path(__file__).resolve().parents[2]
 STRATEGIES = ROOT / "docs" / "strategies.md"
@@ -57,15 +56,6 @@ def test_docs_quote_the_round_4_bound_as_an_exact_fraction() -> None:
 
 
 def test_the_verifier_solves_everything_again_and_agrees() -> None:
-    done = subprocess.run(
-        # at low priority: pure CPU for minutes, it must not starve the timing-sensitive
-        # tests beside it (a conformance test's net fired so in stop 28)
-        ["nice", "-n", "10", sys.executable, "-m", "bench.adaptive_bound_round4",
-         "--verify", "--jobs", "2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = verify("bench.adaptive_bound_round4")
     assert done.returncode == 0, done.stderr
     assert "verified: adaptive-bound-round4.json matches every solve" in done.stdout
