@@ -23,6 +23,8 @@ change meaning once released; new situations get new subclasses.
     │   ├── NotYourSeat                      code="not_your_seat"
     │   ├── NotYourTurn                      code="not_your_turn"
     │   ├── AlreadySet                       code="already_set"
+    │   ├── GuessTaken                       code="guess_taken"
+    │   ├── GuessAhead                       code="guess_ahead"
     │   ├── MatchFinished                    code="match_finished"
     │   ├── UnknownMatch                     code="unknown_match"
     │   ├── NoSuchMatch                      code="no_such_match"
@@ -62,6 +64,8 @@ __all__ = [
     "BadToken",
     "BotUnsupported",
     "DecodeError",
+    "GuessAhead",
+    "GuessTaken",
     "InMatch",
     "InvalidCode",
     "InvalidName",
@@ -176,6 +180,32 @@ class NotYourTurn(MatchError):
 
 class AlreadySet(MatchError):
     code = "already_set"
+
+
+class GuessTaken(MatchError):
+    """A ``guess`` numbered ``n`` where the seat's guess ``n`` was already made with another
+    code. Numbers make a retried guess safe (the same number and code again is answered with
+    the original event); a different code under a taken number is a client that lost count,
+    and playing it would be a guess the player never meant to make twice. ``expected`` is the
+    number the next guess takes."""
+
+    code = "guess_taken"
+
+    def __init__(self, message: str, expected: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+
+
+class GuessAhead(MatchError):
+    """A ``guess`` numbered past the seat's next guess: an earlier one never arrived (or was
+    refused), so this one is refused rather than counted under a number it does not have.
+    ``expected`` is the number the next guess takes."""
+
+    code = "guess_ahead"
+
+    def __init__(self, message: str, expected: int) -> None:
+        super().__init__(message)
+        self.expected = expected
 
 
 class MatchFinished(MatchError):

@@ -46,6 +46,9 @@ from typing import Any, Literal
 from moo.commitment import commit
 from moo.errors import (
     AlreadySet,
+    GuessAhead,
+    GuessTaken,
+    InvalidCode,
     MatchFinished,
     NotYourSeat,
     NotYourTurn,
@@ -333,7 +336,15 @@ class Match:
             out.append(self._emit("started", now, commitments=[s.commitment for s in self.seats]))
         return out
 
-    def guess(self, seat: int, code: str, now: int) -> list[Event]:
+    def guess(self, seat: int, code: str, now: int, n: int | None = None) -> list[Event]:
+        """Play ``code`` as the seat's next guess.
+
+        ``n``, when given, is the number the client gives this guess (1 for its first): it
+        must be exactly the next one. A taken number is :class:`GuessTaken`, even with the
+        same code, so that nothing can make a guess count twice (a retry is recognised by
+        :meth:`repeat_of` before this is called); a number past the next is
+        :class:`GuessAhead`.
+        """
         self._check_seat(seat)
         if self.phase == "secrets":
             raise WrongPhase("play has not started: both secrets must be set first")
@@ -342,6 +353,17 @@ class Match:
         me = self.seats[seat]
         config = self.config
         count = len(me.guesses)
+        if n is not None and n != count + 1:
+            if n <= count:
+                raise GuessTaken(
+                    f"guess {n} is already made ({me.guesses[n - 1][0]}); "
+                    f"your next guess is number {count + 1}",
+                    expected=count + 1,
+                )
+            raise GuessAhead(
+                f"expected guess number {count + 1}, got {n}: guess {count + 1} was never "
+                "made", expected=count + 1,
+            )
         lockstep = config.pacing == "lockstep"
         if me.solved_at is not None:
             raise NotYourTurn("you have already solved; waiting for your opponent")
@@ -362,6 +384,32 @@ class Match:
             out.append(self._emit("round", now, n=n, results=results))
         out.extend(self._settle(now))
         return out
+
+    def repeat_of(self, seat: int, code: str, n: int) -> bool:
+        """Whether a ``guess`` numbered ``n`` is a retry of one the seat already made.
+
+        True when guess ``n`` of ``seat`` was ``code`` (compared as the rules write it, so a
+        hex guess retried in lower case is the same guess): the caller answers with that
+        guess's event from the log and changes nothing. A different code under a taken
+        number raises :class:`GuessTaken`. False when ``n`` is not taken yet: the request is
+        a new guess for :meth:`guess`, which checks the number against the next one. Works on
+        a finished match too, so that the guess that ended it can be retried.
+        """
+        self._check_seat(seat)
+        made = self.seats[seat].guesses if self.seats else []
+        if not 1 <= n <= len(made):
+            return False
+        taken = made[n - 1][0]
+        try:
+            same = self.config.rules.check_guess(code) == taken
+        except InvalidCode:
+            same = False
+        if same:
+            return True
+        raise GuessTaken(
+            f"guess {n} was {taken}, a different guess: a number is one guess; your next "
+            f"guess is number {len(made) + 1}", expected=len(made) + 1,
+        )
 
     def resign(self, seat: int, now: int) -> list[Event]:
         self._check_seat(seat)

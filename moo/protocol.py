@@ -131,7 +131,11 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
         "assist": _ASSIST,
     },
     "secret": {"match_id": _MATCH, "secret": _CODE},
-    "guess": {"match_id": _MATCH, "guess": _CODE},
+    # n: the guess's number in the match (1 for the first), which makes a retry safe; the
+    # largest guess cap is 10000 (moo.match.MatchConfig)
+    "guess": {
+        "match_id": _MATCH, "guess": _CODE, "n": Field(int, required=False, min=1, max=10_000),
+    },
     "resign": {"match_id": _MATCH},
     "resume": {"match_id": _MATCH, "last_seq": Field(int, required=False)},
     "watch": {"match_id": _MATCH, "last_seq": Field(int, required=False)},

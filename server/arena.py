@@ -61,7 +61,7 @@ from server.review_worker import MatchAnalysis
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
 
-__all__ = ["Arena", "FollowerAt", "LiveMatch", "bot_player_name", "match_config"]
+__all__ = ["Arena", "FollowerAt", "LiveMatch", "Retry", "bot_player_name", "match_config"]
 
 log = logging.getLogger("moo.arena")
 
@@ -128,10 +128,25 @@ class LiveMatch:
     deadline: int | None = None
     #: dropped from this node (a failed write, or the match moved): late commits are ignored
     broken: bool = False
+    #: retried guesses whose original was still being committed: answered once it is
+    #: (see Arena.repeated); None while there is none (most matches never have one)
+    retries: list[Retry] | None = None
 
     @property
     def id(self) -> str:
         return self.match.match_id
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A ``guess`` retried with its number: who asked, for which guess, and the seq up to which
+    the log must be durable before the original's event can be read back from it."""
+
+    conn: Follower
+    seat: int
+    n: int
+    ref: Any
+    seq: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +447,8 @@ class Arena:
         if exc is not None:
             self._failed(lm, exc, actor, askers)
             return
+        if lm.retries is not None:
+            self._durable_retries(lm, events[-1]["seq"])
         if lm.broken:
             # Durable, but the match left this node meanwhile: its followers are being
             # attached elsewhere from their cursors, and the replay there includes this.
@@ -471,6 +488,9 @@ class Arena:
         # (an earlier write of it failed, or another node took it over while this one was in
         # flight): every request is answered.
         requesters = [*askers, *([actor] if actor is not None else [])]
+        # a retry waiting for this commit shares its fate: "try again" once it is restored
+        requesters.extend((r.conn, r.ref) for r in lm.retries or ())
+        lm.retries = None
         for conn, ref in requesters:
             msg = error_message(err, ref)
             if lm.durable_seq:  # a match nobody was ever told about has no id to quote
@@ -660,16 +680,18 @@ class Arena:
 
         ``received`` (perf_counter) is when its frame arrived, for the ack-latency figures.
         """
+        kind = msg["type"]
+        if kind == "guess" and "n" in msg and self.repeated(conn, msg):
+            return
         lm = self.get(msg["match_id"])
         seat = self.seat_of(lm, conn)
         now = self.clock()
-        kind = msg["type"]
         # The action is validated (and raises, changing nothing) before a re-connected seat is
         # re-attached: a refused request must not even log the seat's return.
         if kind == "secret":
             events = lm.match.set_secret(seat, msg["secret"], new_salt(), now)
         elif kind == "guess":
-            events = lm.match.guess(seat, msg["guess"], now)
+            events = lm.match.guess(seat, msg["guess"], now, msg.get("n"))
         else:
             events = lm.match.resign(seat, now)
         if lm.conns[seat] is not conn:
@@ -681,6 +703,62 @@ class Arena:
             actor=(conn, msg.get("id")),
             received=time.perf_counter() if received is None else received,
         )
+
+    def repeated(self, conn: Follower, msg: dict[str, Any]) -> bool:
+        """Answer a ``guess`` whose number ``n`` the seat already played with that very guess
+        (a retry after a lost answer) with the original's event and the retry's ``ref``; True
+        if it was one. A different guess under a taken number raises ``guess_taken``. A match
+        that ended recently still knows its guesses, so the guess that ended it can be
+        retried too; an older one is refused as before (its ``resume`` replays the end).
+
+        The event is read back from the log, the one place it is kept (a live match holds no
+        events in memory); while the original is still being committed, the answer waits for
+        that commit (and shares its failure), so a retry is never told more than the log holds.
+        """
+        match_id = msg["match_id"]
+        lm = self.live.get(match_id)
+        if lm is None or lm.broken:
+            lm = self.recent.get(match_id)
+            if lm is None:
+                return False
+        seat = self.seat_of(lm, conn)
+        n = msg["n"]
+        if not lm.match.repeat_of(seat, msg["guess"], n):
+            return False
+        retry = Retry(conn, seat, n, msg.get("id"), lm.match.seq)
+        if lm.durable_seq >= retry.seq:
+            spawn(self._answer_retry(lm, retry))
+        else:
+            if lm.retries is None:
+                lm.retries = []
+            lm.retries.append(retry)
+        return True
+
+    def _durable_retries(self, lm: LiveMatch, durable: int) -> None:
+        """Answer the retries waiting for a commit that has now reached ``durable``."""
+        waiting = lm.retries or []
+        lm.retries = [r for r in waiting if r.seq > durable] or None
+        for retry in waiting:
+            if retry.seq <= durable:
+                spawn(self._answer_retry(lm, retry))
+
+    async def _answer_retry(self, lm: LiveMatch, retry: Retry) -> None:
+        try:
+            events = await self.store.match_events(lm.id)
+            original = next(
+                (e for e in events or () if e["kind"] == "guess" and e["seat"] == retry.seat
+                 and e["n"] == retry.n), None,
+            )
+            if original is None:
+                raise StorageError(f"the log of {lm.id} cannot be read back; try again")
+        except MooError as exc:
+            reply = error_message(exc, retry.ref)
+            reply["match_id"] = lm.id
+            retry.conn.send(reply)
+            return
+        view = lm.match.view(original, retry.seat)
+        assert view is not None
+        retry.conn.send(_with_ref(_event_message(lm.id, view), retry.ref))
 
     def _attach(self, lm: LiveMatch, seat: int, conn: Follower) -> None:
         old = lm.conns[seat]

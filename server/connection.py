@@ -286,11 +286,15 @@ class Connection:
 
 
 def error_message(exc: MooError, ref: Any = None) -> dict[str, Any]:
-    """The error reply; an error about a particular match (``in_match``) names it."""
+    """The error reply; an error about a particular match (``in_match``) names it, and one
+    about a guess's number (``guess_taken``, ``guess_ahead``) says which number comes next."""
     msg: dict[str, Any] = {"type": "error", "code": exc.code, "message": exc.message}
     if ref is not None:
         msg["ref"] = ref
     match_id = getattr(exc, "match_id", None)
     if match_id is not None:
         msg["match_id"] = match_id
+    expected = getattr(exc, "expected", None)
+    if expected is not None:
+        msg["expected"] = expected
     return msg

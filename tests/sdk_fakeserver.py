@@ -253,7 +253,16 @@ class FakeServer:
             await self.bot_moves(msg["match_id"])
         elif kind == "guess":
             hosted, seat = self.hosted(name, msg["match_id"])
-            events = hosted.match.guess(seat, msg["guess"], now_ms())
+            n = msg.get("n")
+            if n is not None and hosted.match.repeat_of(seat, msg["guess"], n):
+                # a retry: the original event again (docs/protocol.md, "Retrying safely")
+                original = next(e for e in hosted.match.events if e["kind"] == "guess"
+                                and e["seat"] == seat and e["n"] == n)
+                view = hosted.match.view(original, seat)
+                assert view is not None
+                await reply({"type": "event", "match_id": msg["match_id"], **view})
+                return
+            events = hosted.match.guess(seat, msg["guess"], now_ms(), n)
             await self.emit(msg["match_id"], events, name, ref)
             await self.bot_moves(msg["match_id"])
         elif kind == "resign":

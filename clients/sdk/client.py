@@ -667,12 +667,17 @@ class Client:
 
         The match is resumed (a request: its ``match`` reply comes before the replayed events,
         which a ``ping`` round trip then lets arrive) so :attr:`states` shows what the server
-        stored. A ``guess`` is re-sent only if our number of guesses is still what it was
-        before the first try: an unacknowledged guess that the server did store (a forwarded
-        request whose answer was lost) is not played twice. ``secret`` and ``resign`` are safe
-        (the server refuses a second one); lobby and read-only requests are idempotent.
+        stored. A numbered ``guess`` (``n``, as :meth:`guess` sends it) is always safe: the
+        server answers the same number and guess again with the original event, never a
+        second guess. An unnumbered one is re-sent only if our number of guesses is still what
+        it was before the first try: an unacknowledged guess that the server did store (a
+        forwarded request whose answer was lost) is not played twice. ``secret`` and
+        ``resign`` are safe (the server refuses a second one); lobby and read-only requests
+        are idempotent.
         """
         match_id = fields.get("match_id")
+        if type == "guess" and "n" in fields:
+            return True
         if type in ("guess", "secret", "resign") and isinstance(match_id, str) \
                 and match_id in self.states:
             with contextlib.suppress(ServerError, ConnectionLost, TimeoutError):
@@ -862,9 +867,22 @@ class Client:
     async def set_secret(self, match_id: str, secret: str) -> Message:
         return await self.request("secret", match_id=match_id, secret=secret)
 
-    async def guess(self, match_id: str, guess: str) -> Message:
-        """Returns our own ``guess`` event (free pacing: with the response already in it)."""
-        return await self.request("guess", match_id=match_id, guess=guess)
+    async def guess(self, match_id: str, guess: str, n: int | None = None) -> Message:
+        """Returns our own ``guess`` event (free pacing: with the response already in it).
+
+        The guess is numbered (``n``: by default one more than the guesses of ours that the
+        match state holds), and the number is fixed before the first try, so a retry after a
+        lost answer is the same guess and gets its original event back: it can never count
+        twice (docs/protocol.md, "Retrying safely"). Only a match this client knows nothing
+        of is guessed in without a number.
+        """
+        if n is None:
+            state = self.states.get(match_id)
+            if state is not None and state.seat is not None:
+                n = len(state.mine()) + 1
+        if n is None:
+            return await self.request("guess", match_id=match_id, guess=guess)
+        return await self.request("guess", match_id=match_id, guess=guess, n=n)
 
     async def resign(self, match_id: str) -> Message:
         return await self.request("resign", match_id=match_id)

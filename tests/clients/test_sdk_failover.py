@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
@@ -106,6 +107,7 @@ class _Refusing:
     def __init__(self, code: str, message: str, *, stored: bool) -> None:
         self.code, self.message, self.stored = code, message, stored
         self.guesses: list[str] = []
+        self.received: list[dict[str, Any]] = []
         self.events: list[dict[str, object]] = []
         self.refused = False
 
@@ -118,6 +120,7 @@ class _Refusing:
     async def handler(self, ws: ServerConnection) -> None:
         async for frame in ws:
             msg = json.loads(frame)
+            self.received.append(msg)
             ref, kind = msg.get("id"), msg["type"]
             if kind == "hello":
                 await ws.send(json.dumps({"type": "welcome", "name": msg["name"], "ref": ref,
@@ -129,8 +132,11 @@ class _Refusing:
                 self._event("started", commitments=["a", "b"])
             elif kind == "guess":
                 self.guesses.append(msg["guess"])
-                stored_n = sum(1 for e in self.events if e["kind"] == "guess") + 1
-                event = self._event("guess", seat=0, n=stored_n, guess=msg["guess"],
+                made = [e for e in self.events if e["kind"] == "guess"]
+                if "n" in msg and msg["n"] <= len(made):  # a numbered retry: the original
+                    await ws.send(json.dumps({**made[msg["n"] - 1], "ref": ref}))
+                    continue
+                event = self._event("guess", seat=0, n=len(made) + 1, guess=msg["guess"],
                                     bulls=0, cows=1) if self.stored or self.refused else None
                 if not self.refused:
                     self.refused = True
@@ -165,7 +171,25 @@ async def test_a_refused_unstored_guess_is_sent_again(code: str, message: str) -
             assert [t.guess for t in client.states["m1"].mine()] == ["0123"]
 
 
-async def test_a_refused_guess_that_was_stored_is_not_played_twice() -> None:
+async def test_a_refused_numbered_guess_that_was_stored_gets_its_event_on_retry() -> None:
+    """The SDK numbers every guess: the retry of one whose answer was lost although it was
+    stored is the same guess, and the server answers it with the original event."""
+    script = _Refusing("not_available", "node b did not answer; try again", stored=True)
+    async with serve(script.handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with Client(f"ws://127.0.0.1:{port}/", "ann", backoff_initial=0.01,
+                          rate_per_s=None) as client:
+            await client.play_bot("random")
+            reply = await client.guess("m1", "0123")
+            assert isinstance(reply, GuessMade) and reply.n == 1 and reply.guess == "0123"
+            assert script.guesses == ["0123", "0123"]  # sent twice, stored once
+            assert [e["n"] for e in script.events if e["kind"] == "guess"] == [1]
+            assert [t.guess for t in client.states["m1"].mine()] == ["0123"]
+            sent = [m for m in script.received if m["type"] == "guess"]
+            assert [m.get("n") for m in sent] == [1, 1]
+
+
+async def test_a_refused_unnumbered_guess_that_was_stored_is_not_played_twice() -> None:
     script = _Refusing("not_available", "node b did not answer; try again", stored=True)
     async with serve(script.handler, "127.0.0.1", 0) as server:
         port = server.sockets[0].getsockname()[1]
@@ -173,7 +197,7 @@ async def test_a_refused_guess_that_was_stored_is_not_played_twice() -> None:
                           rate_per_s=None) as client:
             await client.play_bot("random")
             with pytest.raises(ServerError) as refused:
-                await client.guess("m1", "0123")
+                await client.request("guess", match_id="m1", guess="0123")
             assert refused.value.code == "not_available"
             assert script.guesses == ["0123"]  # the replay showed it stored: not re-sent
             assert [t.guess for t in client.states["m1"].mine()] == ["0123"]

@@ -9,6 +9,8 @@ import pytest
 from moo.commitment import commit, verify
 from moo.errors import (
     AlreadySet,
+    GuessAhead,
+    GuessTaken,
     InvalidCode,
     MatchFinished,
     NotYourSeat,
@@ -17,6 +19,7 @@ from moo.errors import (
     WrongPhase,
 )
 from moo.match import Match, MatchConfig
+from moo.variants import rules_from_dict
 
 SECRETS = ("0123", "4567")
 
@@ -302,3 +305,56 @@ def test_config_round_trips() -> None:
     assert MatchConfig.from_dict(c.to_dict()) == c
     with pytest.raises(ValueError):
         MatchConfig(pacing="turbo")
+
+
+@pytest.mark.parametrize("pacing", ["lockstep", "free"])
+def test_numbered_guesses_take_their_numbers_once(pacing: str) -> None:
+    m = started(MatchConfig(pacing=pacing))
+    assert not m.repeat_of(0, "5678", 1)  # not taken yet: a new guess
+    m.guess(0, "5678", 1, n=1)
+    before = snapshot(m)
+    assert m.repeat_of(0, "5678", 1)  # the same guess again: a retry, answered, not played
+    with pytest.raises(GuessTaken, match=r"guess 1 was 5678.*next guess is number 2") as taken:
+        m.repeat_of(0, "5679", 1)
+    assert taken.value.expected == 2
+    with pytest.raises(GuessTaken, match="guess 1 is already made") as again:
+        m.guess(0, "5678", 2, n=1)  # guess() itself never plays a taken number, even the same
+    assert again.value.expected == 2
+    with pytest.raises(GuessTaken):
+        m.repeat_of(0, "x", 1)  # not even a code: not the guess that was made
+    assert snapshot(m) == before
+    m.guess(1, "0129", 3, n=1)  # the other seat numbers its own guesses
+    with pytest.raises(GuessAhead, match="expected guess number 2, got 3") as ahead:
+        m.guess(0, "8901", 4, n=3)
+    assert ahead.value.expected == 2
+    assert not m.repeat_of(0, "8901", 3)  # ahead is not taken: guess() refuses it
+    m.guess(0, "8901", 5, n=2)
+    assert [len(s.guesses) for s in m.seats] == [2, 1]
+
+
+def test_without_a_number_guesses_are_played_as_before() -> None:
+    m = started(MatchConfig(pacing="free"))
+    m.guess(0, "5678", 1)
+    m.guess(0, "5678", 2)  # the same code twice, unnumbered: two guesses, as ever
+    assert m.seats[0].count == 2
+
+
+def test_the_guess_that_ended_a_match_can_be_retried() -> None:
+    m = started()
+    m.guess(0, "4567", 1, n=1)
+    m.guess(1, "8901", 2, n=1)
+    assert m.finished
+    assert m.repeat_of(0, "4567", 1) and m.repeat_of(1, "8901", 1)
+    with pytest.raises(GuessTaken):
+        m.repeat_of(0, "4568", 1)
+    with pytest.raises(MatchFinished):
+        m.guess(0, "4568", 3, n=2)
+
+
+def test_a_retry_is_recognised_as_the_rules_write_it() -> None:
+    rules = {"game": "moo", "length": 4, "alphabet": "0123456789ABCDEF",
+             "repeats_in_guess": False}
+    m = started(MatchConfig(rules=rules_from_dict(rules)))
+    m.guess(0, "abcd", 1, n=1)
+    assert m.seats[0].guesses[0][0] == "ABCD"
+    assert m.repeat_of(0, "aBcD", 1)

@@ -50,11 +50,25 @@ def test_valid_messages_round_trip(codec: Codec) -> None:
         ({"type": "ping", "id": "x" * 65}, SchemaError, "'id'"),
         ({"type": "play_bot", "strategy": "random", "rated": 0}, SchemaError, "true or false"),
         ({"type": "room_cancel", "code": 5}, SchemaError, "must be a string"),
+        ({"type": "guess", "match_id": "m", "guess": "0123", "n": 0}, SchemaError, "between 1"),
+        ({"type": "guess", "match_id": "m", "guess": "0123", "n": 10_001}, SchemaError,
+         "between 1 and 10000"),
+        ({"type": "guess", "match_id": "m", "guess": "0123", "n": "1"}, SchemaError, "integer"),
+        ({"type": "guess", "match_id": "m", "guess": "0123", "n": 1.0}, SchemaError, "integer"),
+        ({"type": "guess", "match_id": "m", "guess": "0123", "n": True}, SchemaError, "integer"),
+        ({"type": "guess", "match_id": "m", "guess": "0123", "n": None}, SchemaError, "integer"),
     ],
 )
 def test_rejections_are_specific(codec: Codec, message: Any, error: type, text: str) -> None:
     with pytest.raises(error, match=text):
         decode_client(codec, frame(codec, message))
+
+
+@pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])
+def test_guess_numbers_at_the_bounds_are_accepted(codec: Codec) -> None:
+    for n in (1, 10_000):
+        msg = {"type": "guess", "match_id": "m", "guess": "0123", "n": n}
+        assert decode_client(codec, frame(codec, msg)) == msg
 
 
 @pytest.mark.parametrize("codec", [JSON, MSGPACK], ids=["json", "msgpack"])

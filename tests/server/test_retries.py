@@ -1,0 +1,128 @@
+"""Numbered guesses make a retry safe (docs/protocol.md, "Retrying safely").
+
+The case every test here builds: the guess is committed, its answer never reaches the client
+(the connection is gone before it reads it), the client comes back and sends the same guess
+under the same number. The log must hold one guess, and the retry must get the original event
+(same ``seq``, same fields) with its own ``ref``. Lockstep and free pacing, JSON and
+MessagePack, through a real server on a real SQLite file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from moo.rules import score
+from server.app import App
+from tests.server_support import ENCODINGS, Client, running, server_settings
+
+PACINGS = ["lockstep", "free"]
+
+
+async def _match(app: App, pacing: str, enc: str) -> tuple[Client, Client, str]:
+    """ann (``enc``) and bob (JSON) in a started match of ``pacing``: ann's secret 0123, bob's
+    4567."""
+    ann = await Client.hello(app.port, "ann", enc)
+    bob = await Client.hello(app.port, "bob")
+    sent = await ann.request({"type": "challenge", "opponent": "bob", "pacing": pacing})
+    reply = await bob.request({"type": "accept", "challenge_id": sent["challenge_id"]})
+    assert reply["type"] == "match", reply
+    mid = reply["match_id"]
+    await ann.request({"type": "secret", "match_id": mid, "secret": "0123"})
+    await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
+    await ann.event(mid, "started")
+    return ann, bob, mid
+
+
+async def _logged(app: App, mid: str, seat: int) -> list[dict[str, Any]]:
+    events = await app.store.match_events(mid)
+    assert events is not None
+    return [e for e in events if e["kind"] == "guess" and e["seat"] == seat]
+
+
+async def _lost_answer(app: App, ann: Client, bob: Client, mid: str, guess: str, n: int,
+                       enc: str) -> tuple[Client, dict[str, Any]]:
+    """ann's guess ``n`` is committed (bob sees it) but ann's connection is gone before she
+    reads the answer; she comes back with her token. Her new client, and the event bob saw."""
+    await ann.send({"type": "guess", "match_id": mid, "guess": guess, "n": n})
+    seen = await bob.event(mid, "guess", seat=0, n=n)
+    await ann.close()  # the answer is in the dropped connection's buffer, never read
+    back = await Client.hello(app.port, "ann", enc, token=ann.token)
+    return back, seen
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+@pytest.mark.parametrize("pacing", PACINGS)
+async def test_a_retried_guess_is_answered_with_the_original_event(
+    tmp_path: Any, pacing: str, enc: str
+) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann, bob, mid = await _match(app, pacing, enc)
+        ann, seen = await _lost_answer(app, ann, bob, mid, "5678", 1, enc)
+        reply = await ann.request({"type": "guess", "match_id": mid, "guess": "5678", "n": 1})
+        assert reply["type"] == "event" and reply["kind"] == "guess", reply
+        (logged,) = await _logged(app, mid, 0)  # one guess in the log, not two
+        assert reply["seq"] == seen["seq"] == logged["seq"]
+        assert reply["at"] == logged["at"] and reply["n"] == 1 and reply["guess"] == "5678"
+        if pacing == "free":  # the outcome itself: bulls and cows as first answered
+            expected = tuple(score("4567", "5678"))
+            assert (reply["bulls"], reply["cows"]) == (logged["bulls"], logged["cows"]) == expected
+        else:  # lockstep: as ann first saw it, the response comes with the round
+            assert "bulls" not in reply and "cows" not in reply
+        # a different guess under the taken number: refused, nothing changes
+        taken = await ann.request({"type": "guess", "match_id": mid, "guess": "5679", "n": 1})
+        assert taken["type"] == "error" and taken["code"] == "guess_taken", taken
+        assert taken["expected"] == 2 and taken["match_id"] == mid
+        assert "guess 1 was 5678" in taken["message"]
+        # a number that skips ahead: refused, and says which number comes next
+        ahead = await ann.request({"type": "guess", "match_id": mid, "guess": "5679", "n": 3})
+        assert ahead["type"] == "error" and ahead["code"] == "guess_ahead", ahead
+        assert ahead["expected"] == 2 and "expected guess number 2, got 3" in ahead["message"]
+        assert len(await _logged(app, mid, 0)) == 1
+        if pacing == "lockstep":  # the round goes on with bob's guess
+            await bob.request({"type": "guess", "match_id": mid, "guess": "0129", "n": 1})
+        second = await ann.request({"type": "guess", "match_id": mid, "guess": "5679", "n": 2})
+        assert second["type"] == "event" and second["n"] == 2, second
+        assert [e["n"] for e in await _logged(app, mid, 0)] == [1, 2]
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+@pytest.mark.parametrize("pacing", PACINGS)
+async def test_a_retry_sent_before_the_commit_waits_for_it(
+    tmp_path: Any, pacing: str, enc: str
+) -> None:
+    """The same numbered guess twice in a row, the second before the first is durable: one
+    guess, both answered with its event (the second only once the log holds it)."""
+    async with running(server_settings(tmp_path)) as app:
+        ann, _, mid = await _match(app, pacing, enc)
+        msg = {"type": "guess", "match_id": mid, "guess": "5678", "n": 1}
+        first, second = await ann.send(msg), await ann.send(msg)
+        one = await ann.expect(lambda m: m.get("ref") == first)
+        two = await ann.expect(lambda m: m.get("ref") == second)
+        assert one["type"] == two["type"] == "event", (one, two)
+        assert {**one, "ref": None} == {**two, "ref": None}
+        assert len(await _logged(app, mid, 0)) == 1
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+async def test_the_guess_that_ended_the_match_can_be_retried(tmp_path: Any, enc: str) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann, bob, mid = await _match(app, "lockstep", enc)
+        await bob.request({"type": "guess", "match_id": mid, "guess": "9876", "n": 1})
+        ann, seen = await _lost_answer(app, ann, bob, mid, "4567", 1, enc)
+        await bob.event(mid, "finished")
+        reply = await ann.request({"type": "guess", "match_id": mid, "guess": "4567", "n": 1})
+        assert reply["type"] == "event" and reply["seq"] == seen["seq"], reply
+        late = await ann.request({"type": "guess", "match_id": mid, "guess": "4568", "n": 2})
+        assert late["code"] == "match_finished", late
+        assert len(await _logged(app, mid, 0)) == 1
+
+
+async def test_unnumbered_guesses_keep_todays_behaviour(tmp_path: Any) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann, _, mid = await _match(app, "free", "moo.v1.json")
+        for _ in range(2):
+            reply = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            assert reply["type"] == "event", reply
+        assert [e["n"] for e in await _logged(app, mid, 0)] == [1, 2]
