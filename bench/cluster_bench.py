@@ -128,7 +128,7 @@ async def _start_node(db: str, bus: str, name: str, cpus: str | None,
     cmd = [
         sys.executable, "-m", "cli", "serve", "--port", "0", "--db", db, "--cluster", bus,
         "--node", name, "--rate-per-s", "10000", "--rate-burst", "10000",
-        "--max-connections", "20000",
+        "--max-connections", "20000", "--new-names-per-address", "1000000",
     ]
     if cpus is not None:
         cmd = ["taskset", "-c", cpus, *cmd]

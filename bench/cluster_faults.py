@@ -102,7 +102,7 @@ class Cluster:
         args = [
             "--db", self.db, "--cluster", f"mqtt://127.0.0.1:{port}",
             "--lease-ms", str(self.lease_ms), "--grace-ms", str(self.grace_ms),
-            "--max-connections", "20000",
+            "--max-connections", "20000", "--new-names-per-address", "1000000",
         ]
         for name in NAMES:
             node = _node(name, free_port(), args)

@@ -111,7 +111,7 @@ async def start(
             sys.executable, "-m", "cli", "serve", "--port", "0",
             "--db", db or str(Path(tmp.name) / "bench.sqlite3"),
             "--rate-per-s", "10000", "--rate-burst", "10000", "--max-connections", "20000",
-            "--sqlite-synchronous", synchronous,
+            "--new-names-per-address", "1000000", "--sqlite-synchronous", synchronous,
         ]
         env.update(MOO_GUESS_CAP="10000", MOO_SECRET_MS="0")
     else:

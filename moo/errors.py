@@ -39,6 +39,7 @@ change meaning once released; new situations get new subclasses.
     │   ├── BadToken                         code="bad_token"
     │   ├── BadCredentials                   code="bad_credentials"
     │   ├── TooManyAttempts                  code="too_many_attempts"
+    │   ├── TooManyNames                     code="too_many_names"
     │   ├── InMatch                          code="in_match"
     │   ├── NoRoom                           code="no_room"
     │   ├── WrongPool                        code="wrong_pool"
@@ -90,6 +91,7 @@ __all__ = [
     "SchemaError",
     "StorageError",
     "TooManyAttempts",
+    "TooManyNames",
     "UnknownMatch",
     "UnknownMessage",
     "UnknownPlayer",
@@ -273,6 +275,17 @@ class TooManyAttempts(LobbyError):
     """Too many failed sign-ins for this name or from this address; retry later."""
 
     code = "too_many_attempts"
+
+    def __init__(self, message: str, retry_after_ms: int) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+
+
+class TooManyNames(LobbyError):
+    """Too many new names registered from this client address lately (each ``hello`` without
+    a token or password asks for one); retry later, or ``hello`` with a token you have."""
+
+    code = "too_many_names"
 
     def __init__(self, message: str, retry_after_ms: int) -> None:
         super().__init__(message)

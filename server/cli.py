@@ -54,6 +54,10 @@ _FLAGS: dict[str, tuple[str, type, str]] = {
     "--rate-per-s": ("rate_per_s", float, "allowed messages per second per connection"),
     "--rate-burst": ("rate_burst", int, "allowed burst of messages per connection"),
     "--max-connections": ("max_connections", int, "connections accepted at once"),
+    "--new-names-per-address": (
+        "new_names_per_address", int,
+        "new names one client address may register per new_names_window_s (default 100)",
+    ),
     "--sqlite-synchronous": ("sqlite_synchronous", str, "FULL (default), NORMAL, ..."),
     "--commit-window-ms": ("commit_window_ms", float, "group-commit window in ms"),
     "--mqtt": ("mqtt_url", str, "publish the event stream to mqtt://HOST:PORT (docs/mqtt.md)"),

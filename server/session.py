@@ -33,6 +33,7 @@ from moo.errors import (
     RateLimited,
     SchemaError,
     TooManyAttempts,
+    TooManyNames,
 )
 from moo.protocol import (
     JSON_SUBPROTOCOL,
@@ -190,6 +191,7 @@ async def _hello(
             raise InvalidName("a name is 1-24 letters, digits, '_', '-' or '.'")
         if name.casefold() in app.reserved_names:
             raise NameTaken(f"the name {name!r} is reserved for a hosted bot")
+        await app.accounts.spend_new_name(_address(app, conn))
         new_token_ = new_token()
         try:
             record = await app.store.register_player(name, hash_token(new_token_), bot)
@@ -372,7 +374,7 @@ def _error_reply(exc: MooError, raw: Any) -> dict[str, Any]:
         if isinstance(mid, str) and len(mid) <= 40:
             match_id = mid
     reply = error_message(exc, ref)
-    if isinstance(exc, TooManyAttempts):
+    if isinstance(exc, TooManyAttempts | TooManyNames):
         reply["retry_after_ms"] = exc.retry_after_ms
     if match_id is not None and "match_id" not in reply:  # in_match names the live one
         reply["match_id"] = match_id

@@ -82,6 +82,10 @@ class Settings:
     signin_failures_per_name: int = 5
     signin_failures_per_address: int = 20
     signin_window_s: float = 900.0
+    #: new names (``hello`` without a token or password) per client address per window,
+    #: draining continuously; docs/protocol.md, "Session"
+    new_names_per_address: int = 100
+    new_names_window_s: float = 3600.0
     # [mqtt] -- see docs/mqtt.md
     mqtt_url: str = ""  # "" = no MQTT event stream; mqtt://HOST:PORT[?encoding=msgpack]
     # [cluster] -- see docs/cluster.md
@@ -143,6 +147,8 @@ class Settings:
             or self.signin_window_s <= 0
         ):
             problems.append("sign-in limits must be >= 1 and signin_window_s > 0")
+        if self.new_names_per_address < 1 or self.new_names_window_s <= 0:
+            problems.append("new_names_per_address must be >= 1 and new_names_window_s > 0")
         if not self.variants:
             problems.append("variants must list at least one rules spec")
         for spec in self.variants:
@@ -206,6 +212,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "accounts": (
         "argon2_time_cost", "argon2_memory_kib", "argon2_parallelism",
         "signin_failures_per_name", "signin_failures_per_address", "signin_window_s",
+        "new_names_per_address", "new_names_window_s",
     ),
     "mqtt": ("mqtt_url",),
     "cluster": ("cluster_url", "node", "lease_ms"),

@@ -83,7 +83,9 @@ async def start_node(
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "cli", "serve", "--port", "0", "--db", db,
         "--cluster", bus, "--node", name, "--lease-ms", str(lease_ms),
-        "--bot-delay-ms", "0", "--grace-ms", "60000", *extra,
+        "--bot-delay-ms", "0", "--grace-ms", "60000",
+        # the tests' players all register their names from 127.0.0.1
+        "--new-names-per-address", "1000000", *extra,
         cwd=ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None

@@ -59,6 +59,7 @@ class InProcessFuzzer:
             commit_window_ms=0.0,
             rate_per_s=1e9,
             rate_burst=10**9,
+            new_names_per_address=10**9,
             secret_ms=0,
             grace_ms=10**9,
             idle_timeout_s=10**6,

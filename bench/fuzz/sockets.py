@@ -43,6 +43,7 @@ async def fuzz_sockets(frames: int, seed: int, reply_timeout: float = 5.0) -> St
             sqlite_synchronous="OFF",
             rate_per_s=1e9,
             rate_burst=10**9,
+            new_names_per_address=10**9,
             secret_ms=0,
             bot_delay_ms=10**9,
             argon2_time_cost=1,  # fuzzed set_password frames: hash cheaply

@@ -178,6 +178,8 @@ class Cluster:
                 "--cluster", f"mqtt://127.0.0.1:{mq.port}",
                 "--lease-ms", str(self.lease_ms), "--grace-ms", str(self.grace_ms),
                 "--max-connections", "20000",
+                # every player's first hello registers a name, all from 127.0.0.1
+                "--new-names-per-address", "1000000",
             ]
             self.nodes.append(Node(name, free_port(), args, self.log_dir))
         for node in self.nodes:

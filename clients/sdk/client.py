@@ -72,7 +72,7 @@ NO_RETRY_CODES = frozenset({4001, 4003})
 #: hello errors that no amount of retrying fixes.
 FATAL_HELLO_CODES = frozenset(
     {"bad_token", "name_taken", "invalid_name", "bad_field", "bad_credentials",
-     "too_many_attempts"}
+     "too_many_attempts", "too_many_names"}
 )
 
 #: Requests that may be sent again after a retryable refusal (see :func:`retryable`): each is

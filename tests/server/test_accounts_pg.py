@@ -71,6 +71,23 @@ async def test_failed_sign_ins_count_across_nodes(pg_url: str, tmp_path: Path) -
         assert rows == [("name:ann", 3.0)], rows  # one row for both nodes
 
 
+async def test_the_new_names_budget_is_one_for_all_nodes(pg_url: str, tmp_path: Path) -> None:
+    """New names per address (docs/protocol.md, "Session") are counted in the database too:
+    registering on another node gains nothing."""
+    settings = dataclasses.replace(
+        server_settings(tmp_path, new_names_per_address=2), db=pg_url
+    )
+    async with running(settings) as one, running(settings) as two:
+        replies = []
+        for port, name in ((one.port, "n1"), (two.port, "n2"), (two.port, "n3"),
+                           (one.port, "n4")):
+            client = await Client.open(port)
+            replies.append(await client.request({"type": "hello", "name": name}))
+        codes = [r.get("code", r["type"]) for r in replies]
+        assert codes == ["welcome", "welcome", "too_many_names", "too_many_names"], replies
+        assert replies[2]["retry_after_ms"] > 0
+
+
 async def _accounts_rows(db: str) -> list[tuple[str, float]]:
     import asyncpg
 
