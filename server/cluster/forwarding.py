@@ -186,7 +186,7 @@ class Forwarding:
     def _follow(self, sub: Subscription, *, announce: bool = False, ref: Any = None) -> None:
         carried = False
         if announce:
-            sub.owed = (ref,)
+            sub.owed = (ref, sub.gen + 1)
         elif sub.owed is not None:  # the client's own follow is not answered yet: go on
             announce, ref, carried = True, sub.owed[0], True
         sub.tries = sub.tries + 1 if sub.joining is not None else 0
@@ -321,6 +321,10 @@ class Forwarding:
             sub.announced.discard(gen)
             sub.carried.discard(gen)
             if client_asked and owed:
+                assert sub.owed is not None
+                # answered: the request's own follow may still be answered after a carried one
+                # that overtook it (it waited for the directory): that is not a second reply
+                sub.announced.discard(sub.owed[1])
                 sub.owed = None
             if sub.joining is not None and gen == sub.joining:
                 # the marker: the owner's replay of the events after join_cursor follows

@@ -64,9 +64,10 @@ class Subscription:
     #: generations of follows in flight that the client asked for (their markers are replies)
     announced: set[int] = field(default_factory=set)
     #: the client asked to follow (``resume``/``watch``, or its seats after ``hello``) and has
-    #: not had its reply yet: ``(ref,)``. A re-attachment meanwhile carries the request on, so
-    #: the reply comes from wherever the match runs now
-    owed: tuple[Any] | None = None
+    #: not had its reply yet: ``(ref, gen)``, ``gen`` being the request's own follow. A
+    #: re-attachment meanwhile carries the request on, so the reply comes from wherever the
+    #: match runs now; whichever of the two markers comes first is the one reply
+    owed: tuple[Any, int] | None = None
     #: generations of follows that carry such a request on
     carried: set[int] = field(default_factory=set)
     acts: deque[PendingAct] = field(default_factory=deque)

@@ -422,3 +422,43 @@ def test_the_clients_resume_is_answered_by_the_new_owner_after_a_takeover() -> N
     assert [m.get("ref") for m in ann.sent if m["type"] == "match"] == [3]
     net.fw.lost("c")  # answered: a later re-attachment is quiet again
     assert net.follows()[-1].announce is False
+
+
+class SlowNet(Net):
+    """:class:`Net` whose directory answers only when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[Callable[[Placement], None]] = []
+
+    def locate(self, match_id: str, then: Callable[[Placement], None]) -> None:
+        self.pending.append(then)
+
+    def answer(self) -> None:
+        for then in self.pending:
+            then(self.placement)
+        self.pending.clear()
+
+
+def test_a_watch_overtaken_by_its_own_reattachment_is_answered_once() -> None:
+    """The fault harness saw a ``watch`` answered by two ``watching`` replies 1-40 ms apart
+    (issue 31), once before any fault. The cause: a watch waiting for the directory (its
+    owner not known yet) is carried on by a re-attachment (the periodic check learns the
+    owner first) that reaches the owner before the watch's own follow, which the directory's
+    answer sends after it; the owner answers both, and both markers carried the client's ref.
+    The request is answered once: by whichever marker comes first."""
+    net, ann = SlowNet(), FakeConn()
+    net.fw.follow(ann, "m1", "spectator", 0, announce=True, ref=7)  # type: ignore[arg-type]
+    cid = net.fw.cid(ann)  # type: ignore[arg-type]
+    assert net.follows() == []  # waiting for the directory
+    net.fw.check({"m1": ("b", 1)})  # the periodic check knows the owner first
+    net.answer()  # then the directory answers: the watch's own follow goes out after
+    carried, own = net.follows()
+    assert carried.ref == own.ref == 7 and carried.gen > own.gen
+    for follow in (carried, own):  # the owner answers them in the order they came
+        net.deliver(cid, {"type": "watching", "match_id": "m1", "players": ["a", "b"],
+                          "ref": 7, "_gen": follow.gen})
+    assert [m.get("ref") for m in ann.sent if m["type"] == "watching"] == [7]
+    # answered: a later re-attachment is quiet
+    net.fw.lost("b")
+    assert net.follows()[-1].announce is False
