@@ -236,6 +236,8 @@ class Forwarding:
             self._forward(sub, sub.owner[0], item)
 
     def _forward(self, sub: Subscription, node: str, item: Message) -> None:
+        if isinstance(item, Act) and item.msg.get("id") is not None:
+            sub.forwarded(item.msg["id"])
         self.forwarded += 1
         self.contacted.setdefault(sub.cid, set()).add(node)
         self._send(node, item)
@@ -391,7 +393,8 @@ class Forwarding:
             else:  # not followable at all (e.g. not your seat): the client heard why
                 self.subs.get(sub.cid, {}).pop(sub.match_id, None)
             return
-        for act in sub.unapplied(item.gen, item.seen):
+        unsent = {i.msg.get("id") for i in sub.waiting if isinstance(i, Act)}
+        for act in sub.unapplied(item.gen, item.seen, unsent):
             # sent before this follow and never received by the owner, nor acknowledged in
             # its replay: it was not applied
             sub.conn.send(error_message(

@@ -115,12 +115,21 @@ class Subscription:
                 return act
         return None
 
-    def unapplied(self, gen: int, seen: list[Any]) -> list[PendingAct]:
+    def forwarded(self, ref: Any) -> None:
+        """The move ``ref``, which waited for an owner to be known, goes out now: after every
+        follow sent so far, so only a later follow's answer can tell whether it arrived."""
+        for act in self.acts:
+            if act.ref == ref:
+                act.gen = self.gen
+
+    def unapplied(self, gen: int, seen: list[Any], unsent: set[Any]) -> list[PendingAct]:
         """The owner answered follow ``gen`` after its replay, listing the moves it received
         (``seen``): a pending move sent before that follow and not among them was never
-        applied (and is no longer pending)."""
+        applied (and is no longer pending). A move still waiting for an owner (``unsent``)
+        was not sent at all: it is neither judged nor answered here."""
         received = set(seen)
-        out = [a for a in self.acts if a.gen < gen and a.ref not in received]
+        out = [a for a in self.acts
+               if a.gen < gen and a.ref not in received and a.ref not in unsent]
         for act in out:
             self.acts.remove(act)
         return out

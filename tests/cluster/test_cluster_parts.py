@@ -462,3 +462,30 @@ def test_a_watch_overtaken_by_its_own_reattachment_is_answered_once() -> None:
     # answered: a later re-attachment is quiet
     net.fw.lost("b")
     assert net.follows()[-1].announce is False
+
+
+def test_a_move_waiting_for_the_directory_is_answered_once() -> None:
+    """A move whose owner this node did not know yet waits for the directory; a re-attachment
+    meanwhile (the periodic check learned the owner first) is answered before the move is
+    even sent. The move is not judged "never applied" by that answer (which would tell the
+    client "try again" and then, once the move reaches the owner, its real answer too: one
+    request, two answers, e.g. `match_finished` after a "try again")."""
+    net, ann = SlowNet(), FakeConn()
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 5})  # type: ignore[arg-type]
+    cid = net.fw.cid(ann)  # type: ignore[arg-type]
+    net.fw.check({"m1": ("b", 1)})  # the re-attachment goes out first
+    (follow,) = net.follows()
+    net.deliver(cid, _marker(follow.gen))
+    net.fw.received("b", 1, Followed(cid, "m1", follow.gen, 0))  # the move is not there
+    assert [m for m in ann.sent if m.get("ref") == 5] == []  # not refused: it was not sent
+    net.answer()  # the directory answers: the move goes to b, after the follow
+    assert [type(i).__name__ for _, i in net.out] == ["Follow", "Act"]
+    later = net.fw.following(ann, "m1")  # type: ignore[arg-type]
+    assert later is not None
+    net.fw.lost("b")  # another re-attachment, sent after the move: its answer judges it
+    refollow = net.follows()[-1]
+    net.deliver(cid, {"type": "error", "code": "match_finished", "message": "the match is over",
+                      "ref": 5, "match_id": "m1"})
+    net.deliver(cid, _marker(refollow.gen))
+    net.fw.received("b", 1, Followed(cid, "m1", refollow.gen, 0, [5]))
+    assert [m["code"] for m in ann.sent if m.get("ref") == 5] == ["match_finished"]
