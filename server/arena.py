@@ -721,6 +721,11 @@ class Arena:
             lm = self.recent.get(match_id)
             if lm is None:
                 return False
+        return self.repeated_in(lm, conn, msg)
+
+    def repeated_in(self, lm: LiveMatch, conn: Follower, msg: dict[str, Any]) -> bool:
+        """:meth:`repeated` for ``lm``, which may also be a finished match read back from its
+        log (:meth:`finished_match`: a cluster node answering for a match whose node died)."""
         seat = self.seat_of(lm, conn)
         n = msg["n"]
         if not lm.match.repeat_of(seat, msg["guess"], n):

@@ -205,19 +205,31 @@ class Serving:
             if exc.code == "unknown_match" and not self.arena.is_live(match_id):
                 # the directory found no live owner: unknown, or between two owners (a
                 # takeover under way): the log tells which
-                spawn(self._refuse_unknown(s, match_id, ref, exc))
+                spawn(self._refuse_unknown(s, msg, exc))
                 return
             reply = error_message(exc, ref)
             reply.setdefault("match_id", match_id)
             s.send(reply)
 
-    async def _refuse_unknown(self, s: StandIn, match_id: str, ref: Any, exc: MooError) -> None:
+    async def _refuse_unknown(self, s: StandIn, msg: dict[str, Any], exc: MooError) -> None:
+        match_id = msg["match_id"]
+        ref = msg.get("id")
         try:
-            await self.arena.finished_match(match_id)  # the log: finished, unfinished, none
+            lm = await self.arena.finished_match(match_id)  # the log: finished, unfinished, none
         except Moving as moving:  # unfinished, and no node runs it: between two owners
             exc = moving
         except MooError:
             pass
+        else:
+            # a numbered guess retried after the match ended (its node died with the answer):
+            # the original event, as on the node that ran it (docs/protocol.md, "Retrying
+            # safely")
+            if msg["type"] == "guess" and "n" in msg:
+                try:
+                    if self.arena.repeated_in(lm, s, msg):
+                        return
+                except MooError as refused:
+                    exc = refused
         reply = error_message(exc, ref)
         reply.setdefault("match_id", match_id)
         s.send(reply)
