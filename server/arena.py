@@ -709,7 +709,8 @@ class Arena:
         (a retry after a lost answer) with the original's event and the retry's ``ref``; True
         if it was one. A different guess under a taken number raises ``guess_taken``. A match
         that ended recently still knows its guesses, so the guess that ended it can be
-        retried too; an older one is refused as before (its ``resume`` replays the end).
+        retried too; an older one is read back from its log first (:meth:`_late_retry`; on a
+        cluster the node answering from the log does it).
 
         The event is read back from the log, the one place it is kept (a live match holds no
         events in memory); while the original is still being committed, the answer waits for
@@ -720,8 +721,28 @@ class Arena:
         if lm is None or lm.broken:
             lm = self.recent.get(match_id)
             if lm is None:
-                return False
+                if self.settings.cluster_url or match_id in self.parked:
+                    # a cluster node: the refusal tells the client's node to look elsewhere,
+                    # and the node that answers from the log checks the retry there
+                    # (server/cluster/serving.py); parked: "being restored, try again"
+                    return False
+                spawn(self._late_retry(conn, msg))
+                return True
         return self.repeated_in(lm, conn, msg)
+
+    async def _late_retry(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A numbered guess for a match neither live nor recently finished here (the server
+        restarted since it ended, or 1000 others ended since): its log says whether it is
+        the retry of a guess the match has; anything else is refused as before."""
+        match_id = msg["match_id"]
+        try:
+            lm = await self.finished_match(match_id)
+            if not self.repeated_in(lm, conn, msg):
+                raise MatchFinished("the match is over")
+        except MooError as exc:
+            reply = error_message(exc, msg.get("id"))
+            reply["match_id"] = match_id
+            conn.send(reply)
 
     def repeated_in(self, lm: LiveMatch, conn: Follower, msg: dict[str, Any]) -> bool:
         """:meth:`repeated` for ``lm``, which may also be a finished match read back from its

@@ -126,3 +126,35 @@ async def test_unnumbered_guesses_keep_todays_behaviour(tmp_path: Any) -> None:
             reply = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
             assert reply["type"] == "event", reply
         assert [e["n"] for e in await _logged(app, mid, 0)] == [1, 2]
+
+
+@pytest.mark.parametrize("enc", ENCODINGS)
+async def test_the_final_guess_can_be_retried_after_a_restart(tmp_path: Any, enc: str) -> None:
+    """The server restarted after the guess that ended the match (it no longer remembers the
+    match as recently finished): the retry is checked against the log and answered with the
+    original event, not ``unknown_match``; a different guess there is ``guess_taken``, a new
+    number ``match_finished``."""
+    settings = server_settings(tmp_path)
+    async with running(settings) as app:
+        ann, bob, mid = await _match(app, "lockstep", enc)
+        await bob.request({"type": "guess", "match_id": mid, "guess": "9876", "n": 1})
+        ann, seen = await _lost_answer(app, ann, bob, mid, "4567", 1, enc)
+        await bob.event(mid, "finished")
+        token = ann.token
+    async with running(settings) as app:
+        assert mid not in app.arena.recent
+        ann = await Client.hello(app.port, "ann", enc, token=token)
+        reply = await ann.request({"type": "guess", "match_id": mid, "guess": "4567", "n": 1})
+        assert reply["type"] == "event" and reply["seq"] == seen["seq"], reply
+        (logged,) = await _logged(app, mid, 0)
+        shown = {k: v for k, v in reply.items() if k not in ("type", "match_id", "ref")}
+        # lockstep: the guesser's own view of its guess event, the response comes with round
+        assert shown == {k: v for k, v in logged.items() if k not in ("bulls", "cows")}
+        taken = await ann.request({"type": "guess", "match_id": mid, "guess": "4568", "n": 1})
+        assert taken["code"] == "guess_taken" and taken["match_id"] == mid, taken
+        late = await ann.request({"type": "guess", "match_id": mid, "guess": "4568", "n": 2})
+        assert late["code"] == "match_finished" and late["match_id"] == mid, late
+        unknown = await ann.request(
+            {"type": "guess", "match_id": "m000000000000", "guess": "4568", "n": 1}
+        )
+        assert unknown["code"] == "unknown_match", unknown
