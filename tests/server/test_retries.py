@@ -9,13 +9,23 @@ MessagePack, through a real server on a real SQLite file.
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.rawbot import logged_guesses
 from moo.rules import score
 from server.app import App
-from tests.server_support import ENCODINGS, Client, running, server_settings
+from tests.server_support import (
+    ENCODINGS,
+    Client,
+    break_store,
+    read_only,
+    running,
+    server_settings,
+)
 
 PACINGS = ["lockstep", "free"]
 
@@ -33,6 +43,10 @@ async def _match(app: App, pacing: str, enc: str) -> tuple[Client, Client, str]:
     await bob.request({"type": "secret", "match_id": mid, "secret": "4567"})
     await ann.event(mid, "started")
     return ann, bob, mid
+
+
+def _answers(ref: Any, msg: dict[str, Any]) -> bool:
+    return bool(msg.get("ref") == ref)
 
 
 async def _logged(app: App, mid: str, seat: int) -> list[dict[str, Any]]:
@@ -158,3 +172,21 @@ async def test_the_final_guess_can_be_retried_after_a_restart(tmp_path: Any, enc
             {"type": "guess", "match_id": "m000000000000", "guess": "4568", "n": 1}
         )
         assert unknown["code"] == "unknown_match", unknown
+
+
+async def test_a_retry_shares_the_fate_of_a_commit_that_fails(tmp_path: Any) -> None:
+    """The store refuses the guess: the original and its retry (sent before the refusal is
+    known) each get one ``storage_unavailable``, and nothing is in the log."""
+    settings = server_settings(tmp_path)
+    async with running(settings) as app:
+        ann, _, mid = await _match(app, "free", "moo.v1.json")
+        await break_store(app, read_only)
+        msg = {"type": "guess", "match_id": mid, "guess": "5678", "n": 1}
+        first, second = await ann.send(msg), await ann.send(msg)
+        for ref in (first, second):
+            reply = await ann.expect(partial(_answers, ref))
+            assert reply["code"] == "storage_unavailable" and reply["match_id"] == mid, reply
+        pong = await ann.request({"type": "ping"})  # nothing more was sent for either
+        assert pong["type"] == "pong"
+        assert [m for m in ann.inbox if m.get("ref") in (first, second)] == []
+    assert not any(m == mid for m, *_ in logged_guesses(Path(settings.db)))
