@@ -50,9 +50,11 @@ async def test_the_harness_catches_a_state_change(monkeypatch: pytest.MonkeyPatc
 
     real = Match.guess
 
-    def leaky(self: Match, seat: int, code: str, now: int) -> list[dict[str, object]]:
+    def leaky(
+        self: Match, seat: int, code: str, now: int, n: int | None = None
+    ) -> list[dict[str, object]]:
         try:
-            return real(self, seat, code, now)
+            return real(self, seat, code, now, n)
         except InvalidCode:
             self.seats[seat].guesses.append((code, 0, 0))
             raise
