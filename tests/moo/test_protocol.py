@@ -119,6 +119,18 @@ def test_schema_covers_documented_types() -> None:
         assert f"`{kind}`" in doc, f"{kind} is not documented in docs/protocol.md"
 
 
+def test_retrying_safely_names_every_request() -> None:
+    """docs/protocol.md says, for every request, whether it is safe to send again."""
+    with open("docs/protocol.md", encoding="utf-8") as f:
+        doc = f.read()
+    section = doc.split("## Retrying safely", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    named = {name for cell in rows for name in cell.replace(",", " ").split()
+             if name.startswith("`")}
+    for kind in CLIENT_MESSAGES:
+        assert f"`{kind}`" in named, f"{kind} is missing from 'Retrying safely'"
+
+
 def test_deep_msgpack_nesting_is_a_decode_error() -> None:
     deep = b"\x91" * 4000 + b"\xc0"
     with pytest.raises(DecodeError):
