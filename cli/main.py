@@ -49,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyse": ("clients.analyse",
                 "analyse a finished match's guesses (a record file or a MATCH_ID)"),
     "potm": ("clients.potm.cli", "referee word-guessing programs as in the May 1999 POTM"),
+    "words": ("bots.words_cli",
+              "print word MOO's answer list (--answers) or its accepted guesses"),
     "export": ("server.export", "write every finished match as one JSON line (docs/export.md)"),
 }
 

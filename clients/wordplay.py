@@ -1,11 +1,12 @@
 """``moo play --words N``: word MOO for a person at a terminal, offline.
 
-The computer picks an English word of N letters from the dictionary (``moo.words``) and the
-player guesses it, scored either as the UNIX game's bulls and cows or as the 1999 POTM's hits
-and misses (``--scoring``). Any N letters may be guessed, as in the contest (a guess need not
-be a word); a guess that is not N letters A-Z is refused and not counted. Commands start
+The computer picks a common English word of N letters from the answer list (the words every
+word-MOO secret is drawn from: ``bots.answers``) and the player guesses it, scored either as
+the UNIX game's bulls and cows or as the 1999 POTM's hits and misses (``--scoring``). Any N
+letters may be guessed, as in the contest (a guess need not be a word: every dictionary word
+is a guess); a guess that is not N letters A-Z is refused and not counted. Commands start
 with ``?`` (``?left``, ``?hint``, ``?rules``, ``?quit``) because any bare word of N letters,
-LEFT or QUIT included, is a guess.
+LEFT or QUIT included, is a guess. ``?left`` counts the answers still possible.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import random
 import sys
 from collections.abc import Callable
 
-from bots.dictionary import load_words
+from bots.dictionary import load_answers
 from moo.errors import InvalidCode
 from moo.words import MAX_LENGTH, MIN_LENGTH, WordRules
 
@@ -41,7 +42,7 @@ def _rules_page(rules: WordRules) -> str:
     else:
         how = ("A BULL IS A LETTER IN THE RIGHT PLACE. A COW IS A LETTER OF THE WORD IN THE\n"
                "WRONG PLACE, EACH LETTER COUNTED AT MOST AS OFTEN AS IT IS IN BOTH WORDS.")
-    return (f"I THINK OF AN ENGLISH WORD OF {rules.length} LETTERS (LETTERS MAY REPEAT).\n"
+    return (f"I THINK OF A COMMON ENGLISH WORD OF {rules.length} LETTERS (LETTERS MAY REPEAT).\n"
             f"{how}\nCOMMANDS START WITH ? (A WORD LIKE LEFT IS A GUESS): ?LEFT FOR THE NUMBER "
             "OF\nWORDS STILL POSSIBLE, ?HINT FOR A WORD TO TRY, ?RULES, ?QUIT TO STOP.")
 
@@ -52,11 +53,11 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
     if not MIN_LENGTH <= n <= MAX_LENGTH:
         return _fail(f"--words takes a length of {MIN_LENGTH}-{MAX_LENGTH} letters, got {n}")
     try:
-        words = load_words(n)
+        words = load_answers(n)
     except OSError as exc:
         return _fail(str(exc))
     if not words:
-        return _fail(f"the dictionary has no {n}-letter words")
+        return _fail(f"the answer list has no {n}-letter words")
     rules = WordRules(n, args.scoring, words)
     rng = random.Random(args.seed)
     say("WORD MOO\n" + _rules_page(rules))

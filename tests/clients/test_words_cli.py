@@ -39,7 +39,7 @@ def test_solo_with_word_rules_is_the_offline_word_game() -> None:
     typed = iter(["?quit"])
     args = argparse.Namespace(seed=4, helper=False, rules=WordRules(6, "hits_misses"))
     assert play_solo(args, lambda _prompt: next(typed, None), said.append) == 0
-    assert said[0].startswith("WORD MOO\nI THINK OF AN ENGLISH WORD OF 6 LETTERS")
+    assert said[0].startswith("WORD MOO\nI THINK OF A COMMON ENGLISH WORD OF 6 LETTERS")
     assert "MISS IS A GUESSED LETTER" in said[0]
     assert any(line.startswith("THE WORD WAS ") for line in said)
 

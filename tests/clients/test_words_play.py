@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bots.dictionary import load_words
+from bots.dictionary import load_answers, load_words
 from clients.wordplay import describe_answer, play_words
 from moo.words import WordRules, score_bulls_cows, score_hits_misses
 
@@ -38,7 +38,8 @@ def _play(lines: list[str], **kw: object) -> tuple[int, str]:
 
 
 def _secret(seed: int, n: int = 5) -> str:
-    return random.Random(seed).choice(load_words(n))
+    """The game's first secret: the seed's first draw from the answer list."""
+    return random.Random(seed).choice(load_answers(n))
 
 
 def test_describe_answer() -> None:
@@ -55,7 +56,7 @@ def test_a_game_to_the_end(scoring: str) -> None:
     scorer = score_hits_misses if scoring == "hits_misses" else score_bulls_cows
     answer = (scorer(secret, "GUPPY")[0], scorer(secret, "GUPPY")[1])
     assert f"-> {describe_answer(rules, answer)}" in text
-    left = rules.consistent(load_words(5), "GUPPY", answer)
+    left = rules.consistent(load_answers(5), "GUPPY", answer)
     assert f"{len(left)} WORDS STILL POSSIBLE." in text
     assert "YOU GOT IT IN 2 GUESSES." in text
     assert "1 WORDS, AVERAGE 2.00 GUESSES." in text
@@ -67,7 +68,7 @@ def test_bad_guesses_are_not_counted_and_quit_reveals() -> None:
     assert rc == 0
     assert "expected 5 letters, got 2: not counted" in text
     assert "only letters A-Z" in text
-    assert f"{len(load_words(5))} WORDS STILL POSSIBLE." in text
+    assert f"{len(load_answers(5))} WORDS STILL POSSIBLE." in text
     assert f"THE WORD WAS {secret}." in text
 
 
@@ -91,7 +92,23 @@ def test_hint_suggests_a_possible_word() -> None:
     assert rc == 0
     secret = _secret(11)
     answer = score_bulls_cows(secret, "GUPPY")
-    left = WordRules(5).consistent(load_words(5), "GUPPY", (answer[0], answer[1]))
+    left = WordRules(5).consistent(load_answers(5), "GUPPY", (answer[0], answer[1]))
     line = next(x for x in text.splitlines() if x.startswith("TRY "))
     assert line.endswith(f"({len(left)} WORDS STILL POSSIBLE).")
     assert line.split()[1] in left
+
+
+@pytest.mark.parametrize("n", [4, 5, 9])
+def test_secrets_come_only_from_the_answer_list(n: int) -> None:
+    """Each word of a session (revealed by ?quit, or solved and ANOTHER WORD) is an answer,
+    over many seeds; and a dictionary word that is no answer is still a counted guess."""
+    answers = set(load_answers(n))
+    outside = sorted(set(load_words(n)) - answers)
+    assert outside  # the dictionary is larger: otherwise this test proves nothing
+    for seed in range(40):
+        rc, text = _play([outside[seed % len(outside)], "?quit"], words=n, seed=seed)
+        assert rc == 0
+        assert "  -> " in text and "not counted" not in text  # the guess was scored
+        word = text.rsplit("THE WORD WAS ", 1)[1].split(".")[0]
+        assert word in answers, (seed, word)
+        assert word == _secret(seed, n)
