@@ -30,6 +30,7 @@ lists to the rules (``install``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -66,12 +67,15 @@ VOWELS = frozenset("aeiouy")
 #: A Roman numeral (1-4999), written out: no word of the dictionary of 4 letters or more is one.
 ROMAN = re.compile(r"m{0,4}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})")
 #: Endings an inflected or derived form adds to the word it comes from (:func:`stems`).
-SUFFIXES = ("s", "es", "ed", "d", "ing", "er", "ers", "est", "y", "ier", "iest", "ish", "ly")
+SUFFIXES = ("s", "es", "ed", "d", "ing", "er", "ers", "r", "rs", "est", "st", "y", "ier", "iest",
+            "ish", "ly")
 #: Of them, the endings that may double a last consonant (``hum`` -> ``humming``), and those
-#: that take the place of a final ``e`` (``rape`` -> ``raping``; ``-ed`` keeps it: ``rape-d``)
+#: that take the place of a final ``e`` (``rape`` -> ``raping``; ``-ed`` keeps it: ``rape-d``,
+#: as ``-er`` and ``-est`` do: ``-r``, ``-st``)
 DOUBLING = frozenset({"ed", "ing", "er", "ers", "est", "y", "ier", "iest", "ish"})
 E_SUFFIXES = frozenset({"ing", "y", "ier", "iest", "ish"})
-#: First line of the cache file; the rest of it is filled in by :func:`_header`.
+#: First line of the cache file, completed by :func:`header`; its number goes up whenever the
+#: rule changes in a way its parameters (:func:`header`'s ``rule=``) do not show.
 _HEADER = "# moo-arena answers 1:"
 
 
@@ -149,10 +153,12 @@ def answer_words(lines: Iterable[str], frequency: Callable[[str], float],
 
 
 def header(source: Path) -> str:
-    """The cache file's first line: the dictionary file, both tools' versions and the floor;
-    a cache with another first line is derived again."""
+    """The cache file's first line: the dictionary file, both tools' versions, the floor and
+    a fingerprint of the rule's parameters; a cache with another first line is derived again."""
     named = " ".join(f"{k}={v}" for k, v in tools().items())
-    return f"{_HEADER} {source} {named} floor={FLOOR}"
+    rule = repr((SUFFIXES, sorted(DOUBLING), sorted(E_SUFFIXES), sorted(VOWELS), ROMAN.pattern))
+    digest = hashlib.sha256(rule.encode()).hexdigest()[:12]
+    return f"{_HEADER} {source} {named} floor={FLOOR} rule={digest}"
 
 
 def build_answers(source: Path, dest: Path) -> tuple[str, ...]:
