@@ -73,6 +73,8 @@ HOW: dict[str, tuple[str, ...]] = {
     "moo play --solo": ("input", "QUIT"),
     "moo play --solo --assist": ("input", "QUIT"),
     "moo play --words 5": ("input", "QUIT"),
+    "moo words --length 5 --answers": ("as written",),
+    "moo words --length 5": ("as written",),
     "moo play --create-room": ("help",),
     "moo play --room CODE": ("help",),
     "moo play --set-password": ("help",),

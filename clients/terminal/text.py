@@ -104,8 +104,9 @@ def _word_page(rules: WordRules) -> str:
         win = f"{rules.length} bulls"
     return f"""
 THE RULES OF WORD MOO
-  Each secret is an English word of {rules.length} letters from the dictionary (letters may
-  repeat). A guess is any {rules.length} letters A-Z, a word or not (EEEEE is a fine probe).
+  Each secret is a common English word of {rules.length} letters from the answer list (letters
+  may repeat; moo words --answers prints it). A guess is any {rules.length} letters A-Z, a word
+  or not (EEEEE is a fine probe).
 {how}
   {win} wins. Mistyped guesses (not {rules.length} letters A-Z) are explained and NOT counted.
 COMMANDS start with ? (any {rules.length} letters, LEFT or QUIT too, are a guess)
