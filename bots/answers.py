@@ -30,13 +30,11 @@ lists to the rules (``install``).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable
 from functools import cache
-from importlib.metadata import version
 from pathlib import Path
 
 from moo.words import dictionary_words
@@ -81,6 +79,8 @@ _HEADER = "# moo-arena answers 1:"
 
 def tools() -> dict[str, str]:
     """The packages the lists come from, with their installed versions (docs, ``--json``)."""
+    from importlib.metadata import version  # 20 ms of imports every server would pay
+
     return {"wordfreq": version("wordfreq"), "better-profanity": version("better-profanity")}
 
 
@@ -155,6 +155,8 @@ def answer_words(lines: Iterable[str], frequency: Callable[[str], float],
 def header(source: Path) -> str:
     """The cache file's first line: the dictionary file, both tools' versions, the floor and
     a fingerprint of the rule's parameters; a cache with another first line is derived again."""
+    import hashlib
+
     named = " ".join(f"{k}={v}" for k, v in tools().items())
     rule = repr((SUFFIXES, sorted(DOUBLING), sorted(E_SUFFIXES), sorted(VOWELS), ROMAN.pattern))
     digest = hashlib.sha256(rule.encode()).hexdigest()[:12]

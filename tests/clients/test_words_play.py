@@ -112,3 +112,18 @@ def test_secrets_come_only_from_the_answer_list(n: int) -> None:
         word = text.rsplit("THE WORD WAS ", 1)[1].split(".")[0]
         assert word in answers, (seed, word)
         assert word == _secret(seed, n)
+
+
+@pytest.mark.parametrize("n", [5, 8])
+def test_tournament_secrets_are_answers(n: int) -> None:
+    """``moo tournament``'s secrets (``--secrets server``: the seeded pair of each round;
+    ``--secrets bots``: the word bot's own) come from the answer list."""
+    from bots.words import WordBot
+    from clients.tournament.runner import choose_secret, secret_pair
+
+    rules = WordRules(n)
+    answers = set(load_answers(n))
+    drawn = [w for r in range(60) for w in secret_pair(3, r, rules)]
+    drawn += [choose_secret(WordBot(), rules, random.Random(s)) for s in range(60)]
+    assert set(drawn) <= answers, sorted(set(drawn) - answers)
+    assert len(set(drawn)) > 100  # really drawn, not one word over and over
