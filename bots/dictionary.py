@@ -29,7 +29,6 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from bots.answers import build_answers, cached_answers
 from moo.words import NoDictionary, dictionary_words, filter_words, set_dictionary
 
 __all__ = [
@@ -186,6 +185,10 @@ def answers_path() -> Path:
 
 @cache
 def _all_answers(source: str, mtime: float) -> tuple[str, ...]:
+    # imported here: the POTM referee (clients/potm) reads only the dictionary, and runs as an
+    # unprivileged user with the system's python3 and no more of the project than it needs
+    from bots.answers import build_answers, cached_answers
+
     del mtime  # part of the cache key only: a newer dictionary is derived again
     path, dest = Path(source), answers_path()
     found = cached_answers(dest, path)
