@@ -312,7 +312,9 @@ async def test_secrets_drawn_by_the_server_are_answers(tmp_path: Path, enc: str)
     answers = set(answers_of_length(5))
     outside = sorted(set(words_of_length(5)) - answers)
     assert len(outside) > 1000  # more than half the dictionary: the old draw would show it
-    settings = dataclasses.replace(server_settings(tmp_path), pacing="free")
+    # 24 matches of 5 requests each, as fast as the server answers: not the rate limit's test
+    settings = dataclasses.replace(server_settings(tmp_path), pacing="free", rate_per_s=1000.0,
+                                   rate_burst=1000)
     drawn: list[str] = []
     async with running(settings) as app:
         a = await Client.hello(app.port, "ann", enc)
