@@ -6,8 +6,9 @@ nobody, and finds the secret sooner than among the whole dictionary. Should no a
 (a secret from elsewhere: another machine's older answer list), it widens to the whole
 dictionary, filtered by every answer so far, rather than give up.
 
-Exact look-ahead over ten thousand 9-letter words (every candidate as a guess against every
-other) is 10^8 scores, far beyond a 1 s answer in Python. The bot instead keeps the words
+Exact look-ahead over thousands of words (3,500 answers of 7 letters; 10,500 dictionary
+words of 8 once widened), every candidate as a guess against every other, is 10^7 to 10^8
+scores, far beyond a 1 s answer in Python. The bot instead keeps the words
 consistent with every answer so far and, for each guess, compares a sample of candidate words
 by the expected number of candidates left after them, estimated on a sample of possible
 secrets (sum of squared part sizes over the sample size), within a wall-clock budget. Guessing

@@ -104,7 +104,7 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
 
 
 def _suggest(rules: WordRules, left: list[str], rng: random.Random) -> str:
-    """The dictionary bot's choice among the words still possible (bots/words.py)."""
+    """The word bot's choice among the answers still possible (bots/words.py)."""
     from bots.words import WordBot
 
     bot = WordBot()
