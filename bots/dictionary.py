@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -183,6 +184,11 @@ def answers_path() -> Path:
     return Path(env) if env else word_list_path().with_name("answers.txt")
 
 
+#: held while the answers are derived or read: a server's first word match, arriving while
+#: its background thread derives them (seconds), waits for that rather than derive them twice
+_DERIVING = threading.Lock()
+
+
 @cache
 def _all_answers(source: str, mtime: float) -> tuple[str, ...]:
     # imported here: the POTM referee (clients/potm) reads only the dictionary, and runs as an
@@ -191,8 +197,9 @@ def _all_answers(source: str, mtime: float) -> tuple[str, ...]:
 
     del mtime  # part of the cache key only: a newer dictionary is derived again
     path, dest = Path(source), answers_path()
-    found = cached_answers(dest, path)
-    return build_answers(path, dest) if found is None else found
+    with _DERIVING:
+        found = cached_answers(dest, path)
+        return build_answers(path, dest) if found is None else found
 
 
 def load_answers(length: int | None = None) -> tuple[str, ...]:
