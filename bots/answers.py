@@ -22,7 +22,7 @@ derived, deterministically, from three installed sources when it is first needed
 
 Deriving them takes a few seconds (the profanity check of some 20,000 words), so the result is
 cached in a file (:func:`build_answers`) whose first line (:func:`header`) names the dictionary
-file, both packages' versions and the floor: a new version of any of them, or a newer
+file, both packages' versions, the floor and the rule: a change of any of them, or a newer
 dictionary file, derives it again. Which files, and reading them once per process, is
 :mod:`bots.dictionary`'s part (``answers_path``, ``answers_of_length``), which also gives the
 lists to the rules (``install``).
@@ -166,7 +166,7 @@ def header(source: Path) -> str:
 def build_answers(source: Path, dest: Path) -> tuple[str, ...]:
     """Derive the answers of every length from the dictionary file ``source``, write them to
     ``dest`` (atomically: a reader never sees half a file) and return them. Where ``dest``
-    cannot be written (a locked-down server) they are only returned."""
+    cannot be written (a locked-down server, a read-only disk) they are only returned."""
     lines = source.read_text(encoding="utf-8", errors="replace").splitlines()
     words = tuple(answer_words(lines, zipf, is_offensive))
     try:
@@ -175,14 +175,14 @@ def build_answers(source: Path, dest: Path) -> tuple[str, ...]:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(header(source) + "\n" + "".join(w + "\n" for w in words))
         os.replace(tmp, dest)
-    except PermissionError:
+    except OSError:  # derived again by the next process; this one has them
         pass
     return words
 
 
 def cached_answers(dest: Path, source: Path) -> tuple[str, ...] | None:
     """The answers cached in ``dest`` if it was built from ``source`` as it is now (not
-    older than it) by these tools and floor, else None."""
+    older than it) by these tools, floor and rule, else None."""
     try:
         if dest.stat().st_mtime < source.stat().st_mtime:
             return None

@@ -215,3 +215,14 @@ def test_moo_words_of_a_length_the_list_lacks_is_one_line(tmp_path: Path) -> Non
     assert done.stderr == f"moo words: the dictionary ({short}) has no 9-letter words\n"
     assert _moo("--length", "5", env=env).stdout == "HOUSE\nMOOSE\nXYSTI\n"
     assert _moo("--length", "5", "--answers", env=env).stdout == "HOUSE\nMOOSE\n"
+
+
+def test_an_unwritable_cache_still_gives_the_answers(tmp_path: Path) -> None:
+    """Where the cache cannot be written (here its folder is a file: root ignores file
+    modes), the answers are derived and returned all the same."""
+    src = tmp_path / "dict.txt"
+    src.write_text("house\ngarden\n", encoding="utf-8")
+    (tmp_path / "blocked").write_text("", encoding="utf-8")
+    dest = tmp_path / "blocked" / "answers.txt"
+    assert build_answers(src, dest) == ("GARDEN", "HOUSE")
+    assert not dest.exists() and cached_answers(dest, src) is None
