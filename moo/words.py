@@ -68,7 +68,8 @@ class HitsMisses(NamedTuple):
 
 
 class NotAWord(InvalidCode):
-    """A word-MOO secret that is N letters but not a word of the dictionary.
+    """A word-MOO secret that is N letters but not one of the answers (not a word of the
+    dictionary at all, or a word that is no answer: the message says which).
 
     Its own code (``not_a_word``) rather than ``unknown_symbol``: the letters are fine, and a
     client can say "not in the dictionary" instead of "bad characters".
