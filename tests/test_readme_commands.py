@@ -94,6 +94,7 @@ HOW: dict[str, tuple[str, ...]] = {
     "moo analyse MATCH_ID": ("help",),
     "moo play": ("help",),
     "moo bot": ("help",),
+    "moo words": ("help",),
     "moo tournament": ("help",),
     "moo tournament --url": ("help",),
     "moo eval": ("help",),
