@@ -113,6 +113,8 @@ function newMatch(id, seat, watch = seat === null) {
     rematchOffered: false,
     tournamentId: null,         // the tournament this match is a game of (match.tournament_id)
     events: 0,
+    synced: false,              // this connection has the match (its match message came)
+    outbox: null,               // {type, code, phase}: a move entered offline, sent on resume
   };
 }
 
@@ -525,7 +527,9 @@ function startNextGame(onScreen) {
 function tickNext() {
   if (!S.next) return;
   if (Date.now() >= S.next.at) {
+    const hadFocus = focusIsIn("#view-match");
     startNextGame(true);
+    if (hadFocus) focusView();
     return;
   }
   if (currentView() === "match") renderNext();
