@@ -346,8 +346,11 @@ function handle(msg) {
         return;
       }
       return renderLobby();
+    case "pong":
+      if (ctx && ctx.flushFor && S.m && S.m.id === ctx.flushFor) flushOutbox();
+      return;
     default:
-      return; // pong, challenge_sent and anything newer: nothing to show
+      return; // challenge_sent and anything newer: nothing to show
   }
 }
 
@@ -479,10 +482,11 @@ function onMatch(msg) {
     S.m.tournamentId = S.m.tournamentId || msg.tournament_id || null;
     if (S.m.players[msg.seat] === "…") S.m.players[msg.seat] = S.name;
     if (S.m.players[1 - msg.seat] === "…") S.m.players[1 - msg.seat] = msg.opponent;
-    // the seat is ours again on this connection: a move typed while offline goes now
+    // the seat is ours again on this connection; a move typed while offline goes once the
+    // replayed events are applied: the ping's answer comes after them
     S.m.synced = true;
     render();
-    flushOutbox();
+    if (S.m.outbox) send({ type: "ping" }, { flushFor: S.m.id });
     return;
   }
   if (liveMatch()) {
@@ -1151,7 +1155,7 @@ function submitCode() {
   if (!sendCode(m, type, code)) {
     // Offline (or back but not yet resumed): the code stays in the box and goes as soon as the
     // match is resumed on the next connection; the entry says so.
-    m.outbox = { type, code, phase: m.phase };
+    m.outbox = { type, code, phase: m.phase, count: m.counts[m.seat] };
     input.value = code;
     showCodeError(`Offline: ${code} is kept and will be sent when the connection is back.`, "queued");
     renderPad();
@@ -1170,13 +1174,14 @@ function sendCode(m, type, code) {
   return true;
 }
 
-/** The move typed while offline goes once the match is resumed; if the match moved on
- * meanwhile (another phase, or over) it is dropped, since it no longer means anything. */
+/** The move typed while offline goes once the match is resumed and its missed events applied;
+ * if the match moved on meanwhile (another phase, a guess of ours that was sent before the drop
+ * and played after all, or the end) it is dropped: it would be played in the wrong place. */
 function flushOutbox() {
   const m = S.m;
   if (!m || !m.outbox) return;
-  const { type, code, phase } = m.outbox;
-  if (phase !== m.phase || !canEnter(m)) {
+  const { type, code, phase, count } = m.outbox;
+  if (phase !== m.phase || count !== m.counts[m.seat] || !canEnter(m)) {
     m.outbox = null;
     showCodeError("");
     return;
