@@ -1951,7 +1951,13 @@ function renderMatch() {
   const mySecret = $("#my-secret");
   mySecret.hidden = m.watch || !m.mySecret || m.phase === "finished";
   mySecret.textContent = m.mySecret ? `Your secret: ${m.mySecret}` : "";
-  $("#btn-resign").hidden = m.watch || m.phase === "finished";
+  const resign = $("#btn-resign");
+  resign.hidden = m.watch || m.phase === "finished";
+  if (resign.hidden && resign.dataset.armed === "true") {
+    // an armed Resign goes with its match: the next match's first tap only arms it again
+    resign.dataset.armed = "false";
+    resign.textContent = "Resign";
+  }
   $("#btn-stop-watch").hidden = !m.watch || m.phase === "finished";
 
   // Result

@@ -164,6 +164,21 @@ def test_every_control_on_a_phone_is_a_44_px_tap_target(
     click(page, "#rp-next")
     tap_targets(page, "replay", measured)
 
+    click(page, "#nav .tab[data-tab=play]")
+
+    # the other games' pads: hex, Mastermind's colour pegs, word MOO's 26 letters
+    for rules, bot in (("moo:4:0123456789ABCDEF", "random"), ("mastermind:4:123456", "minimum"),
+                       ("words:5:hits_misses", "words")):
+        page.select_option("#variant-select", rules)
+        page.select_option("#bot-select", bot)
+        click(page, "#btn-bot")
+        page.wait_for_selector("body[data-view=match] #entry[data-mode=secret]")
+        tap_targets(page, f"match, secret, {rules}", measured)
+        click(page, "#btn-resign")
+        click(page, "#btn-resign")
+        page.wait_for_selector("#result-panel:not([hidden])")
+        click(page, "#btn-leave")
+
     click(page, "#nav .tab[data-tab=watch]")
     page.wait_for_selector("#live-list [data-watch]")
     tap_targets(page, "live matches", measured)
