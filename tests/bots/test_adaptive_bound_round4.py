@@ -87,7 +87,9 @@ def test_an_edited_bound_slack_or_forced_vector_fails_the_recomputation() -> Non
     assert any(p.startswith("bound: the stored part vectors give") for p in problems)
     assert "slack: not the sum of the parts' slack" in problems
     data = stored()
-    parts = data["parts"]  # type: ignore[index]
+    parts: dict[str, dict[str, list[int] | None]] = data["parts"]  # type: ignore[assignment]
     key = next(k for k in sorted(parts) if parts[k]["forced4"] is not None)
-    parts[key]["forced4"][0] += 1
+    forced4 = parts[key]["forced4"]
+    assert forced4 is not None
+    forced4[0] += 1
     assert any("after round 4, the engine's floor is" in p for p in sample_problems(data, 1, 0))
