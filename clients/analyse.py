@@ -125,10 +125,12 @@ def fetch_record(url: str, match_id: str) -> dict[str, Any]:
 
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-    from clients.sdk import ConnectionLost
+    from clients.sdk import ConnectionLost, HandshakeRefused
 
     try:
         reply = asyncio.run(_fetch(url, match_id))
+    except HandshakeRefused as exc:  # an address that is not an arena: its own one line
+        raise FetchError(str(exc)) from None
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
         raise FetchError(f"cannot reach the server at {url}: "
                          f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"

@@ -1,0 +1,195 @@
+"""The command-line defects people ran into (issue 32), each checked as they met it.
+
+Every case here failed on the code before the fix: a line per retry, a capped game count, a
+token refused for the same server under another name, websockets' own words for an address
+that is not an arena, a summary line after a lone failure, the first record of an export
+analysed in silence, a silent three-minute race, untrue POTM messages, ``QUIT`` taken as a
+guess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer, SimpleHTTPRequestHandler
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.typing import Subprotocol
+
+from clients.sdk import NotAnArena, TournamentInfo
+from clients.sdk.wire import Wire
+from clients.tournament import cli as tournament_cli
+from clients.tournament import hosted, remote
+from moo.errors import MooError
+from moo.protocol import SUBPROTOCOLS
+from tests.cli.test_cli_errors import moo, one_line
+
+# -- an address that answers, but is not an arena (defect 4) --------------------------------------
+
+
+@contextlib.contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler], folder: Path) -> Iterator[str]:
+    """An ordinary HTTP server on a free port (python -m http.server, or one that says 404)."""
+
+    class Here(handler):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(folder), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            """Quiet: the test reads the client's words, not the server's log."""
+
+    httpd = HTTPServer(("127.0.0.1", 0), Here)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"ws://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+class NotFound(SimpleHTTPRequestHandler):
+    """Answers every request in HTTP/1.1 with 404, as a web server on a wrong path does."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_error(404)
+
+
+URL_COMMANDS = [["bot", "minimum"], ["play", "--bot", "minimum"],
+                ["tournament", "minimum", "first", "--rounds", "1"],
+                ["tournament", "show", "t5e0c41a9b7d2"],
+                ["tournament", "create", "--name", "x", "--format", "round-robin", "--rounds",
+                 "1"],
+                ["analyse", "m0123456789ab"]]
+
+
+@pytest.mark.parametrize("command", URL_COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_an_http_server_that_is_not_an_arena_is_named_as_such(tmp_path: Path,
+                                                              command: list[str]) -> None:
+    with http_server(SimpleHTTPRequestHandler, tmp_path) as url:
+        done = moo(tmp_path, *command, "--url", url)
+    name = " ".join(command[:2]) if command[1] in ("show", "create") else command[0]
+    line = one_line(done, name)
+    assert done.returncode == 1
+    assert line == (f"moo {name}: {url} is not a MOO arena: it answered 'HTTP/1.0 200 OK', "
+                    "an HTTP server but not a WebSocket one"), line
+
+
+async def test_a_404_and_a_websocket_server_of_another_protocol_are_not_arenas(
+        tmp_path: Path) -> None:
+    with http_server(NotFound, tmp_path) as url:
+        with pytest.raises(NotAnArena) as caught:
+            await Wire.open(url)
+    assert str(caught.value) == (f"{url} is not a MOO arena: it answered HTTP 404 Not Found "
+                                 "to the WebSocket handshake")
+
+    async def echo(ws: ServerConnection) -> None:
+        async for frame in ws:
+            await ws.send(frame)
+
+    async with serve(echo, "127.0.0.1", 0) as server:  # selects no subprotocol
+        port = next(iter(server.sockets)).getsockname()[1]
+        with pytest.raises(NotAnArena) as caught:
+            await Wire.open(f"ws://127.0.0.1:{port}/")
+    assert str(caught.value).endswith("a WebSocket server that does not speak moo.v1.json")
+    assert isinstance(caught.value, MooError)  # so `moo` prints it as one line
+
+
+# -- moo tournament --url: a server that is down, or fails every match (defect 1) ----------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_tournament_against_a_server_that_is_down_is_one_line_at_once(tmp_path: Path) -> None:
+    url = f"ws://127.0.0.1:{free_port()}/"
+    done = moo(tmp_path, "tournament", "minimum", "first", "random", "entropy", "--rounds", "20",
+               "--url", url)
+    line = one_line(done, "tournament")
+    assert done.returncode == 1
+    assert line.startswith(f"moo tournament: cannot connect to {url}: "), line
+    assert "[Errno" not in line and done.stdout == ""
+
+
+def tournament_args(url: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    tournament_cli.configure(parser)
+    return parser.parse_args(["minimum", "first", "random", "--rounds", "3", "--url", url,
+                              "--no-progress"])
+
+
+async def test_failed_match_attempts_are_one_line_then_the_failure(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An arena's handshake, then the connection closes at every hello: every match of the
+    plan fails every attempt. Told: the first failure (with what is done about it), then the
+    one error that ends the tournament; not a line per attempt of every match."""
+    monkeypatch.setattr(remote, "ATTEMPTS", 3)
+    hellos = 0
+
+    async def hangs_up(ws: ServerConnection) -> None:
+        nonlocal hellos
+        async for _ in ws:
+            hellos += 1
+            await ws.close()
+
+    async with serve(hangs_up, "127.0.0.1", 0,
+                     subprotocols=[Subprotocol(s) for s in SUBPROTOCOLS]) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        with pytest.raises(remote.RemoteError) as caught:
+            await tournament_cli._main(tournament_args(f"ws://127.0.0.1:{port}/"))
+    assert hellos >= 3  # a match was tried three times (others ran alongside)
+    assert "failed 3 times" in str(caught.value)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("moo tournament: match ") and "retrying it, and any other that " \
+        "fails, up to 3 times" in err[0], err
+
+
+def test_retries_that_succeeded_are_counted_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from clients.tournament.runner import Job, Progress
+
+    retries = tournament_cli._Retries(Progress(4, enabled=False))
+    jobs = [Job(key, 1, 0, 0, (0, 1), ("minimum", "first"), ("minimum", "first"), None)
+            for key in ("a", "b")]
+    for job in (jobs[0], jobs[1], jobs[0]):
+        retries(job, 1, ConnectionRefusedError(111, "Connect call failed"))
+    retries.summary()
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "moo tournament: match a failed (Connect call failed); retrying it, and any other "
+        "that fails, up to 10 times (the count comes at the end)",
+        "moo tournament: 3 failed attempts of 2 matches retried, all played in the end (last "
+        "failure: Connect call failed)",
+    ]
+
+
+# -- moo tournament show: the true number of games (defect 2) -------------------------------------
+
+
+def test_show_prints_every_game_of_a_long_arena(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server lists only the 200 most recent games; ``game_count`` is the true number."""
+    games = [{"match_id": f"m{i:012x}", "round": 1, "players": ["a", "b"], "result": "1-0"}
+             for i in range(200)]
+    info = TournamentInfo("t5e0c41a9b7d2", "long", "finished", "arena", 0, ("a", "b"),
+                          data={"name": "long", "format": "arena", "games": games,
+                                "game_count": 550, "standings": [], "tiebreak": "performance"})
+
+    async def shown(args: argparse.Namespace) -> TournamentInfo:
+        return info
+
+    monkeypatch.setattr(hosted, "_show", shown)
+    hosted.main_show(argparse.Namespace(json=False, tournament_id=info.tournament_id, url=None))
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head == "long (t5e0c41a9b7d2): arena, finished, round 0, 2 players, 550 games"
