@@ -40,7 +40,7 @@ def http_server(handler: type[BaseHTTPRequestHandler], folder: Path) -> Iterator
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, directory=str(folder), **kwargs)  # type: ignore[arg-type]
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             """Quiet: the test reads the client's words, not the server's log."""
 
     httpd = HTTPServer(("127.0.0.1", 0), Here)
@@ -84,9 +84,8 @@ def test_an_http_server_that_is_not_an_arena_is_named_as_such(tmp_path: Path,
 
 async def test_a_404_and_a_websocket_server_of_another_protocol_are_not_arenas(
         tmp_path: Path) -> None:
-    with http_server(NotFound, tmp_path) as url:
-        with pytest.raises(NotAnArena) as caught:
-            await Wire.open(url)
+    with http_server(NotFound, tmp_path) as url, pytest.raises(NotAnArena) as caught:
+        await Wire.open(url)
     assert str(caught.value) == (f"{url} is not a MOO arena: it answered HTTP 404 Not Found "
                                  "to the WebSocket handshake")
 
