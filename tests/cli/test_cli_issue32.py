@@ -192,3 +192,18 @@ def test_show_prints_every_game_of_a_long_arena(capsys: pytest.CaptureFixture[st
     hosted.main_show(argparse.Namespace(json=False, tournament_id=info.tournament_id, url=None))
     head = capsys.readouterr().out.splitlines()[0]
     assert head == "long (t5e0c41a9b7d2): arena, finished, round 0, 2 players, 550 games"
+
+
+# -- moo bot: a failure with nothing played is one line (defect 5) --------------------------------
+
+
+@pytest.mark.parametrize("concurrency", ["1", "3"])
+def test_bot_that_cannot_connect_says_so_once_and_nothing_else(tmp_path: Path,
+                                                               concurrency: str) -> None:
+    url = f"ws://127.0.0.1:{free_port()}/"
+    done = moo(tmp_path, "bot", "minimum", "--url", url, "--games", "3", "--concurrency",
+               concurrency)
+    line = one_line(done, "bot")
+    assert done.returncode == 1
+    assert line.startswith(f"moo bot: cannot connect to {url}: "), line
+    assert done.stdout == ""  # was "0 matches: 0 W / 0 D / 0 L"
