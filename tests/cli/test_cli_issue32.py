@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -22,12 +23,14 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.typing import Subprotocol
 
 from clients.sdk import NotAnArena, TournamentInfo
+from clients.sdk.tokens import TokenStore, server_key
 from clients.sdk.wire import Wire
 from clients.tournament import cli as tournament_cli
 from clients.tournament import hosted, remote
 from moo.errors import MooError
 from moo.protocol import SUBPROTOCOLS
 from tests.cli.test_cli_errors import moo, one_line
+from tests.client_support import moo_serve
 
 # -- an address that answers, but is not an arena (defect 4) --------------------------------------
 
@@ -207,3 +210,55 @@ def test_bot_that_cannot_connect_says_so_once_and_nothing_else(tmp_path: Path,
     assert done.returncode == 1
     assert line.startswith(f"moo bot: cannot connect to {url}: "), line
     assert done.stdout == ""  # was "0 matches: 0 W / 0 D / 0 L"
+
+
+# -- saved tokens belong to the server, however its URL is spelt (defect 3) -----------------------
+
+
+def test_the_same_server_under_another_spelling_keeps_the_name(tmp_path: Path) -> None:
+    with moo_serve(tmp_path) as url:
+        port = url.rsplit(":", 1)[1].strip("/")
+        runs = [moo(tmp_path, "bot", "minimum", "--url", spelt, "--name", "ann", "--vs-bot",
+                    "random", "--json")
+                for spelt in (f"ws://127.0.0.1:{port}/", f"ws://localhost:{port}",
+                              f"ws://LocalHost:{port}/")]
+    for done in runs:
+        assert done.returncode == 0, done.stderr  # was: name_taken for the second spelling
+        assert json.loads(done.stdout.splitlines()[-1])["matches"] == 1
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("ws://127.0.0.1:8765/", "ws://localhost:8765"), ("ws://[::1]:8765/", "ws://127.0.0.2:8765/"),
+     ("wss://Arena.Example/moo", "wss://arena.example.:443/"),
+     ("ws://arena.example/", "ws://arena.example:80/x")],
+)
+def test_spellings_of_one_server_have_one_key(a: str, b: str) -> None:
+    assert server_key(a) == server_key(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("ws://127.0.0.1:8765/", "ws://127.0.0.1:8766/"), ("ws://arena.example/", "wss://arena.example/"),
+     ("ws://arena.example:8765/", "ws://other.example:8765/"),
+     ("ws://10.0.0.1:8765/", "ws://localhost:8765/")],
+)
+def test_other_servers_have_other_keys(a: str, b: str) -> None:
+    assert server_key(a) != server_key(b)
+
+
+def test_tokens_saved_under_the_old_url_keys_are_found_and_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"ws://127.0.0.1:8765/ ann": "tok-ann",
+                                "ws://127.0.0.1:8765/ bob": "tok-bob",
+                                "ws://elsewhere.example:8765/ ann": "tok-far"}))
+    store = TokenStore(path)
+    assert store.get("ws://localhost:8765/", "Ann") == "tok-ann"
+    assert store.get("ws://127.0.0.1:8765", "bob") == "tok-bob"
+    assert store.get("ws://localhost:8766/", "ann") is None
+    store.put("ws://localhost:8765", "ann", "tok-ann-2")
+    saved = json.loads(path.read_text())
+    assert saved == {"ws://localhost:8765 ann": "tok-ann-2", "ws://127.0.0.1:8765/ bob": "tok-bob",
+                     "ws://elsewhere.example:8765/ ann": "tok-far"}
+    assert store.get("ws://127.0.0.1:8765/", "ann") == "tok-ann-2"
+    assert path.stat().st_mode & 0o777 == 0o600
