@@ -22,6 +22,8 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.typing import Subprotocol
 
+from clients.potm.cli import standings_text
+from clients.potm.rounds import Tournament, WordResult, play_rounds
 from clients.sdk import NotAnArena, TournamentInfo
 from clients.sdk.tokens import TokenStore, server_key
 from clients.sdk.wire import Wire
@@ -262,3 +264,32 @@ def test_tokens_saved_under_the_old_url_keys_are_found_and_migrated(tmp_path: Pa
                      "ws://elsewhere.example:8765/ ann": "tok-far"}
     assert store.get("ws://127.0.0.1:8765/", "ann") == "tok-ann-2"
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+# -- moo potm: true words for a tie and for a directory (defect 8) --------------------------------
+
+
+def _tied_tournament(playoffs: int) -> Tournament:
+    words = iter(f"W{k:04}" for k in range(100))
+    return play_rounds(["a", "b", "c"], lambda i, w: WordResult("abc"[i], w, 4 if i < 2 else 7),
+                       lambda: [next(words) for _ in range(3)], 5, max_playoffs=playoffs)
+
+
+@pytest.mark.parametrize(
+    ("playoffs", "said"),
+    [(0, "winner: none (2 entries tied after the final; --playoffs 0 plays no playoff)"),
+     (1, "winner: none (2 entries still tied after 1 playoff, the most --playoffs allows)"),
+     (3, "winner: none (2 entries still tied after 3 playoffs, the most --playoffs allows)")],
+)
+def test_potm_says_how_many_playoffs_left_the_tie(playoffs: int, said: str) -> None:
+    t = _tied_tournament(playoffs)
+    assert len(t.rounds) == playoffs + 1 and t.winner is None
+    assert standings_text(t)[-1] == said
+
+
+def test_potm_names_a_directory_as_one(tmp_path: Path) -> None:
+    (tmp_path / "entries").mkdir()
+    line = one_line(moo(tmp_path, "potm", "entries", "--length", "5", "--dictionary"), "potm")
+    assert line == "moo potm: entry entries is a directory, not a program"
+    line = one_line(moo(tmp_path, "potm", "nope.sh", "--length", "5", "--dictionary"), "potm")
+    assert line == "moo potm: no such entry: nope.sh"
