@@ -30,7 +30,9 @@ from clients.sdk.wire import Wire
 from clients.tournament import cli as tournament_cli
 from clients.tournament import hosted, remote
 from moo.errors import MooError
+from moo.match import Match, MatchConfig
 from moo.protocol import SUBPROTOCOLS
+from server.export import match_record
 from tests.cli.test_cli_errors import moo, one_line
 from tests.client_support import moo_serve
 
@@ -293,3 +295,62 @@ def test_potm_names_a_directory_as_one(tmp_path: Path) -> None:
     assert line == "moo potm: entry entries is a directory, not a program"
     line = one_line(moo(tmp_path, "potm", "nope.sh", "--length", "5", "--dictionary"), "potm")
     assert line == "moo potm: no such entry: nope.sh"
+
+
+# -- moo analyse: every record of an export file, or the one chosen (defect 6) --------------------
+
+
+def _export_record(match_id: str, secrets: tuple[str, str],
+                   guesses: tuple[list[str], list[str]]) -> dict[str, object]:
+    m, _ = Match.create(match_id, ("ann", "bob"), MatchConfig(), 0)
+    m.set_secret(0, secrets[0], "s0", 1)
+    m.set_secret(1, secrets[1], "s1", 1)
+    for n in range(max(len(guesses[0]), len(guesses[1]))):
+        for seat in (0, 1):
+            if n < len(guesses[seat]) and not m.finished:
+                m.guess(seat, guesses[seat][n], 2 + n)
+    return match_record(match_id, {"players": ["ann", "bob"], "bots": [None, None]}, m.events)
+
+
+@pytest.fixture
+def export_file(tmp_path: Path) -> Path:
+    """Three matches as `moo export` writes them: two played, one that never started."""
+    first = _export_record("m000000000001", ("5381", "0724"),
+                           (["0123", "4567", "0724"], ["1234", "5678", "3581"]))
+    second = _export_record("m000000000002", ("1234", "5678"),
+                            (["0123", "5678"], ["4567", "1234"]))
+    m, events = Match.create("m000000000003", ("ann", "bob"), MatchConfig(), 0)
+    events += m.resign(0, 1)
+    never = match_record("m000000000003", {"players": ["ann", "bob"]}, events)
+    path = tmp_path / "games.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (first, second, never)))
+    return path
+
+
+def test_analyse_reads_every_record_of_an_export_and_says_so(tmp_path: Path,
+                                                             export_file: Path) -> None:
+    done = moo(tmp_path, "analyse", str(export_file))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    heads = [line for line in out if line.startswith("record ")]
+    assert heads == ["record 1 of 3: match m000000000001 (ann vs bob)",
+                     "record 2 of 3: match m000000000002 (ann vs bob)",
+                     "record 3 of 3: match m000000000003: not analysed: the exported match "
+                     "has no secrets (it never started)"]
+    assert out[-1] == "3 records: 2 analysed, 1 not analysed"
+    assert sum(line.startswith("ann (secret 5678)") for line in out) == 1  # record 2's table
+
+    js = moo(tmp_path, "analyse", str(export_file), "--json")
+    lines = [json.loads(line) for line in js.stdout.splitlines()]
+    assert [(r["record"], r["match_id"], "players" in r) for r in lines] == [
+        (1, "m000000000001", True), (2, "m000000000002", True), (3, "m000000000003", False)]
+    assert lines[1]["players"][0]["secret"] == "5678"
+
+
+def test_analyse_one_chosen_record(tmp_path: Path, export_file: Path) -> None:
+    done = moo(tmp_path, "analyse", str(export_file), "--record", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)  # one record: one JSON document, as for a single match
+    assert [p["secret"] for p in out["players"]] == ["5678", "1234"]
+    line = one_line(moo(tmp_path, "analyse", str(export_file), "--record", "4"), "analyse")
+    assert line == f"moo analyse: --record 4: {export_file} holds 3 records"
