@@ -226,7 +226,12 @@ def race_result(
         agent, side_exact = agent_for(strategy, rules, show_guesses=show_guesses, seed=seed)
         exact = exact and side_exact
         sides.append(agent)
-    result = race(sides[0], sides[1], rules)
+    n = len(rules.secrets)
+    # minutes against strongest: a bar on stderr (a terminal only, after 2 s) over the pairs
+    bar = Progress(n * n, f"racing {name} vs {vs}") if show_progress else None
+    result = race(sides[0], sides[1], rules, progress=bar)
+    if bar is not None:
+        bar.finish()
     win, draw, loss = result.fractions()
     method = (
         "exact: race enumerated over all pairs of secrets"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import socket
 import threading
@@ -22,6 +23,7 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.typing import Subprotocol
 
+from bots import evaluate, playout
 from clients.potm.cli import standings_text
 from clients.potm.rounds import Tournament, WordResult, play_rounds
 from clients.sdk import NotAnArena, TournamentInfo
@@ -32,6 +34,7 @@ from clients.tournament import hosted, remote
 from moo.errors import MooError
 from moo.match import Match, MatchConfig
 from moo.protocol import SUBPROTOCOLS
+from moo.rules import Rules
 from server.export import match_record
 from tests.cli.test_cli_errors import moo, one_line
 from tests.client_support import moo_serve
@@ -354,3 +357,22 @@ def test_analyse_one_chosen_record(tmp_path: Path, export_file: Path) -> None:
     assert [p["secret"] for p in out["players"]] == ["5678", "1234"]
     line = one_line(moo(tmp_path, "analyse", str(export_file), "--record", "4"), "analyse")
     assert line == f"moo analyse: --record 4: {export_file} holds 3 records"
+
+
+# -- moo eval: an enumerated race shows its progress (defect 7) -----------------------------------
+
+
+def test_an_enumerated_race_draws_a_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bar of ``moo eval`` when a side adapts (minutes against strongest), drawn here at
+    once and whatever the stream, over the pairs of secrets of a small game."""
+    shown = io.StringIO()
+
+    def bar(total: int, label: str) -> playout.Progress:
+        return playout.Progress(total, label, stream=shown, delay=0.0, only_tty=False)
+
+    monkeypatch.setattr(evaluate, "Progress", bar)
+    small = Rules(length=3, alphabet="01234")
+    result = evaluate.race_result("entropy", "minimax", small)
+    assert result["games"] == 60 * 60
+    frames = shown.getvalue().split("\r")
+    assert frames[-1] == f"racing entropy vs minimax [{'#' * 30}] 3600/3600\n", frames
