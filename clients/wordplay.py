@@ -5,7 +5,9 @@ player guesses it, scored either as the UNIX game's bulls and cows or as the 199
 and misses (``--scoring``). Any N letters may be guessed, as in the contest (a guess need not
 be a word); a guess that is not N letters A-Z is refused and not counted. Commands start
 with ``?`` (``?left``, ``?hint``, ``?rules``, ``?quit``) because any bare word of N letters,
-LEFT or QUIT included, is a guess.
+LEFT included, is a guess; ``=WORD`` is always a guess. A bare quitting word (``QUIT``,
+``EXIT``...) is asked about when it is also a guess, and quits when it cannot be one, as in
+every game of ``moo play`` (clients/terminal/text.py).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def _rules_page(rules: WordRules) -> str:
                "WRONG PLACE, EACH LETTER COUNTED AT MOST AS OFTEN AS IT IS IN BOTH WORDS.")
     return (f"I THINK OF AN ENGLISH WORD OF {rules.length} LETTERS (LETTERS MAY REPEAT).\n"
             f"{how}\nCOMMANDS START WITH ? (A WORD LIKE LEFT IS A GUESS): ?LEFT FOR THE NUMBER "
-            "OF\nWORDS STILL POSSIBLE, ?HINT FOR A WORD TO TRY, ?RULES, ?QUIT TO STOP.")
+            "OF\nWORDS STILL POSSIBLE, ?HINT FOR A WORD TO TRY, ?RULES, ?QUIT TO STOP\n(A BARE "
+            "QUIT THAT IS ALSO A GUESS IS ASKED ABOUT; =QUIT PLAYS IT).")
 
 
 def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
@@ -57,6 +60,8 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
         return _fail(str(exc))
     if not words:
         return _fail(f"the dictionary has no {n}-letter words")
+    from clients.terminal.text import QUIT_WORDS, ambiguous_text  # it imports this module
+
     rules = WordRules(n, args.scoring, words)
     rng = random.Random(args.seed)
     say("WORD MOO\n" + _rules_page(rules))
@@ -68,7 +73,17 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
         while True:
             line = read(f"\nYOUR GUESS ({n} LETTERS)? ")
             text = "?quit" if line is None else line.strip().lower()
-            if text == "?quit":
+            if text.startswith("=") and len(text) > 1:
+                text = text[1:].strip()  # always a guess
+            elif text in QUIT_WORDS:
+                try:
+                    rules.check_guess(text)
+                except InvalidCode:
+                    text = "?quit"  # cannot be a guess here: it quits
+                else:
+                    say(ambiguous_text(text))
+                    continue
+            if text in ("?quit", "?q", "?exit"):
                 say(f"THE WORD WAS {secret}.")
                 return _goodbye(say, games)
             if not text:

@@ -15,6 +15,7 @@ from clients.terminal.text import (
     ANTISOCIAL,
     YES,
     Tally,
+    ambiguous_text,
     average_text,
     choices_left,
     choices_text,
@@ -41,7 +42,7 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
     tally = Tally()
     title = "MASTERMIND" if isinstance(rules, MastermindRules) else "MOO"
     say(f"{title}\nI WILL THINK OF {secret_words(rules)}. TRY TO GUESS THEM.")
-    say("TYPE 'RULES' FOR THE RULES, 'LEFT' FOR THE CHOICES LEFT, 'QUIT' TO STOP.")
+    say("TYPE '?RULES' FOR THE RULES, '?LEFT' FOR THE CHOICES LEFT, '?QUIT' TO STOP.")
     while True:
         secret = rng.choice(rules.secrets)
         turns: list[tuple[str, Response]] = []
@@ -59,6 +60,9 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
                 continue
             if entry.kind == "error":
                 say(f"  {entry.value}: not counted, try again.")
+                continue
+            if entry.kind == "ambiguous":
+                say(ambiguous_text(entry.value))
                 continue
             if entry.kind == "command":
                 if entry.value == "quit":

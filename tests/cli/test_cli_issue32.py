@@ -29,15 +29,21 @@ from clients.potm.rounds import Tournament, WordResult, play_rounds
 from clients.sdk import NotAnArena, TournamentInfo
 from clients.sdk.tokens import TokenStore, server_key
 from clients.sdk.wire import Wire
+from clients.terminal.text import Entry, parse_entry
 from clients.tournament import cli as tournament_cli
 from clients.tournament import hosted, remote
 from moo.errors import MooError
+from moo.mastermind import MastermindRules
 from moo.match import Match, MatchConfig
 from moo.protocol import SUBPROTOCOLS
 from moo.rules import Rules
-from server.export import match_record
+from moo.variants import GameRules
+from moo.words import WordRules
+from server.export import match_record, records
 from tests.cli.test_cli_errors import moo, one_line
-from tests.client_support import moo_serve
+from tests.client_support import client_env, moo_command, moo_serve
+from tests.clients.test_words_cli import Terminal
+from tests.patience import patience
 
 # -- an address that answers, but is not an arena (defect 4) --------------------------------------
 
@@ -376,3 +382,58 @@ def test_an_enumerated_race_draws_a_progress_bar(monkeypatch: pytest.MonkeyPatch
     assert result["games"] == 60 * 60
     frames = shown.getvalue().split("\r")
     assert frames[-1] == f"racing entropy vs minimax [{'#' * 30}] 3600/3600\n", frames
+
+
+# -- moo play: one way to quit in every game, never taken as a guess (defect 9) ------------------
+
+
+@pytest.mark.parametrize(
+    ("rules", "typed", "kind", "value"),
+    [(Rules(), "?quit", "command", "quit"), (Rules(), "QUIT", "command", "quit"),
+     (Rules(), "=0123", "guess", "0123"), (Rules(), "?LEFT", "command", "left"),
+     (MastermindRules(), "?quit", "command", "quit"), (MastermindRules(), "q", "command", "quit"),
+     (WordRules(4), "?quit", "command", "quit"), (WordRules(4), "QUIT", "ambiguous", "QUIT"),
+     (WordRules(4), "Exit", "ambiguous", "Exit"), (WordRules(4), "=quit", "guess", "QUIT"),
+     (WordRules(5), "quit", "command", "quit"),  # not 5 letters: cannot be a guess
+     (WordRules(4), "left", "guess", "LEFT"),  # a harmless word stays a guess
+     (Rules(alphabet="eqtuixbrsy"), "quit", "ambiguous", "quit"),  # letters as symbols
+     (Rules(alphabet="eqtuixbrsy"), "?quit", "command", "quit")],
+)
+def test_quitting_has_one_form_in_every_game(rules: GameRules, typed: str, kind: str,
+                                            value: str) -> None:
+    assert parse_entry(typed, rules) == Entry(kind, value)
+
+
+def test_online_word_moo_asks_about_a_bare_quit_and_quits_on_the_question_mark(
+        tmp_path: Path) -> None:
+    """A 4-letter word match: QUIT typed bare is not played (it was, as a guess) and does not
+    resign; ?QUIT resigns as in every game."""
+    with moo_serve(tmp_path, env={"MOO_VARIANTS": "moo:4:0123456789,words:4:bulls_cows"}) as url:
+        term = Terminal(moo_command("play", "--bot", "words", "--rules", "words:4", "--url",
+                                    url, "--name", "quinn"), client_env(tmp_path))
+        try:
+            term.expect(r"TYPE '\?RULES' FOR THE RULES, '\?QUIT' TO RESIGN\.")
+            term.expect(r"CHOOSE YOUR SECRET: A 4-LETTER ENGLISH WORD")
+            term.type("tree")
+            term.expect(r"YOUR SECRET IS TREE\.")
+            term.expect(r"GUESS 1: TYPE 4 LETTERS\? ")
+            term.type("quit")
+            term.expect(r"QUIT IS A GUESS HERE AS WELL AS A COMMAND: TYPE \?QUIT TO QUIT, OR "
+                        r"=QUIT TO PLAY IT AS A GUESS \(NOTHING WAS SENT\)\.")
+            term.type("?quit")
+            term.expect(r"IT IS ANTISOCIAL")
+            term.expect(r"RESIGN THIS MATCH \(YES OR NO\)\? ")
+            term.type("yes")
+            term.expect(r"YOU RESIGNED\.")
+            term.expect(r"PLAY AGAIN \(YES OR NO\)\? ")
+            term.type("no")
+            assert term.proc.wait(timeout=patience(60)) == 0
+        finally:
+            if term.proc.poll() is None:
+                term.proc.kill()
+                term.proc.wait()
+    assert "ROUND 1: QUIT" not in term.out
+    (record,) = records(str(tmp_path / "serve.sqlite3"))
+    seat = record["players"].index("quinn")
+    assert record["guesses"][seat] == []  # QUIT was never sent
+    assert record["result"]["reason"] == "resign"
