@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -144,7 +145,8 @@ def tournament_args(url: str) -> argparse.Namespace:
 
 
 async def test_failed_match_attempts_are_one_line_then_the_failure(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """An arena's handshake, then the connection closes at every hello: every match of the
     plan fails every attempt. Told: the first failure (with what is done about it), then the
     one error that ends the tournament; not a line per attempt of every match."""
@@ -164,6 +166,9 @@ async def test_failed_match_attempts_are_one_line_then_the_failure(
             await tournament_cli._main(tournament_args(f"ws://127.0.0.1:{port}/"))
     assert hellos >= 3  # a match was tried three times (others ran alongside)
     assert "failed 3 times" in str(caught.value)
+    # a warning reaches a person's stderr through logging's last resort (``moo`` configures
+    # no logging): that was the line per attempt
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1, err
     assert err[0].startswith("moo tournament: match ") and "retrying it, and any other that " \
