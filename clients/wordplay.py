@@ -21,9 +21,18 @@ from bots.dictionary import load_words
 from moo.errors import InvalidCode
 from moo.words import MAX_LENGTH, MIN_LENGTH, WordRules
 
-__all__ = ["describe_answer", "play_words"]
+__all__ = ["QUIT_WORDS", "ambiguous_text", "describe_answer", "play_words"]
 
 YES = {"y", "yes"}
+#: the bare words that quit, in every game of ``moo play`` (clients/terminal/text.py takes
+#: them from here); where one could also be a guess it is asked about, never obeyed or played
+QUIT_WORDS = frozenset({"quit", "q", "exit", "resign", "bye"})
+
+
+def ambiguous_text(word: str) -> str:
+    """What is said when a bare quitting word is also a legal guess (word MOO's QUIT)."""
+    return (f"{word.upper()} IS A GUESS HERE AS WELL AS A COMMAND: TYPE ?QUIT TO QUIT, OR "
+            f"={word.upper()} TO PLAY IT AS A GUESS (NOTHING WAS SENT).")
 
 
 def describe_answer(rules: WordRules, answer: tuple[int, int]) -> str:
@@ -60,8 +69,6 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
         return _fail(str(exc))
     if not words:
         return _fail(f"the dictionary has no {n}-letter words")
-    from clients.terminal.text import QUIT_WORDS, ambiguous_text  # it imports this module
-
     rules = WordRules(n, args.scoring, words)
     rng = random.Random(args.seed)
     say("WORD MOO\n" + _rules_page(rules))

@@ -41,7 +41,6 @@ from clients.terminal.text import (
     YES,
     Entry,
     Tally,
-    ambiguous_text,
     choices_left,
     choices_text,
     is_digits,
@@ -51,6 +50,7 @@ from clients.terminal.text import (
     secret_words,
     show_answer,
 )
+from clients.wordplay import ambiguous_text
 from moo.errors import InvalidCode
 from moo.rules import Response
 from moo.words import NoDictionary, WordRules

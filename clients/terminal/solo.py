@@ -15,7 +15,6 @@ from clients.terminal.text import (
     ANTISOCIAL,
     YES,
     Tally,
-    ambiguous_text,
     average_text,
     choices_left,
     choices_text,
@@ -25,7 +24,7 @@ from clients.terminal.text import (
     secret_words,
     show_response,
 )
-from clients.wordplay import play_words
+from clients.wordplay import ambiguous_text, play_words
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response
 from moo.variants import GameRules

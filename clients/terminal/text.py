@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clients.wordplay import describe_answer
+from clients.wordplay import QUIT_WORDS, describe_answer
 from moo.errors import InvalidCode
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response
@@ -37,18 +37,8 @@ COMMANDS = {
     "left": "left", "choices": "left",
     "history": "history", "hist": "history",
     "clock": "clock", "clocks": "clock", "time": "clock",
-    "quit": "quit", "q": "quit", "exit": "quit", "resign": "quit", "bye": "quit",
+    **{word: "quit" for word in sorted(QUIT_WORDS)},
 }
-
-
-#: the bare words that quit; where one could also be a guess it is asked about, never taken
-QUIT_WORDS = frozenset(word for word, command in COMMANDS.items() if command == "quit")
-
-
-def ambiguous_text(word: str) -> str:
-    """What is said when a bare quitting word is also a legal guess (word MOO's QUIT)."""
-    return (f"{word.upper()} IS A GUESS HERE AS WELL AS A COMMAND: TYPE ?QUIT TO QUIT, OR "
-            f"={word.upper()} TO PLAY IT AS A GUESS (NOTHING WAS SENT).")
 
 
 def parse_entry(text: str, rules: GameRules = DEFAULT_RULES) -> Entry:
