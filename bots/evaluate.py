@@ -223,7 +223,13 @@ def race_result(
                 f"{spec!r}: an adaptive player needs its opponent's moves, not a distribution"
             )
         strategy = create(spec, relabel=False)
-        agent, side_exact = agent_for(strategy, rules, show_guesses=show_guesses, seed=seed)
+        tree_bar = (Progress(len(rules.secrets), f"evaluating {spec}")
+                    if show_progress and strategy.deterministic and not strategy.adaptive
+                    else None)
+        agent, side_exact = agent_for(strategy, rules, show_guesses=show_guesses, seed=seed,
+                                      progress=tree_bar)
+        if tree_bar is not None:
+            tree_bar.finish()
         exact = exact and side_exact
         sides.append(agent)
     n = len(rules.secrets)

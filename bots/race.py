@@ -127,12 +127,16 @@ class StrategyAgent:
 
 
 def agent_for(
-    strategy: Strategy, rules: Rules, *, show_guesses: bool = True, seed: int = 0
+    strategy: Strategy, rules: Rules, *, show_guesses: bool = True, seed: int = 0,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[Agent, bool]:
-    """(the side's starting agent, exact?) for a bare (not relabelled) strategy."""
+    """(the side's starting agent, exact?) for a bare (not relabelled) strategy.
+
+    ``progress`` follows the games a fixed side plays to make its tree (``play_all``): for a
+    heuristic strategy that is many seconds before the race starts."""
     table = table_for(rules)
     if strategy.deterministic and not strategy.adaptive:
-        games = play_all(strategy, rules, seed=seed)
+        games = play_all(strategy, rules, seed=seed, progress=progress)
         tree = DecisionTree.from_dump(games, rules, strategy.name or type(strategy).__name__)
         return TreeAgent(tree.moves, table), True
     strategy.new_match(rules, random.Random(seed))

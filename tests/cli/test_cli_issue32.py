@@ -387,6 +387,9 @@ def test_an_enumerated_race_draws_a_progress_bar(monkeypatch: pytest.MonkeyPatch
     assert result["games"] == 60 * 60
     frames = shown.getvalue().split("\r")
     assert frames[-1] == f"racing entropy vs minimax [{'#' * 30}] 3600/3600\n", frames
+    # before the race, each fixed side's tree is made by playing every secret: barred too
+    for side in ("entropy", "minimax"):
+        assert f"evaluating {side} [{'#' * 30}] 60/60\n" in frames, frames
 
 
 # -- moo play: one way to quit in every game, never taken as a guess (defect 9) ------------------
