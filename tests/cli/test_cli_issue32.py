@@ -382,14 +382,14 @@ def test_an_enumerated_race_draws_a_progress_bar(monkeypatch: pytest.MonkeyPatch
         return playout.Progress(total, label, stream=shown, delay=0.0, only_tty=False)
 
     monkeypatch.setattr(evaluate, "Progress", bar)
-    small = Rules(length=3, alphabet="01234")
+    small = Rules(length=3, alphabet="012345")  # 120 secrets
     result = evaluate.race_result("entropy", "minimax", small)
-    assert result["games"] == 60 * 60
+    assert result["games"] == 120 * 120
     frames = shown.getvalue().split("\r")
-    assert frames[-1] == f"racing entropy vs minimax [{'#' * 30}] 3600/3600\n", frames
+    assert frames[-1] == f"racing entropy vs minimax [{'#' * 30}] 14400/14400\n", frames
     # before the race, each fixed side's tree is made by playing every secret: barred too
     for side in ("entropy", "minimax"):
-        assert f"evaluating {side} [{'#' * 30}] 60/60\n" in frames, frames
+        assert f"evaluating {side} [{'#' * 30}] 120/120\n" in frames, frames
 
 
 # -- moo play: one way to quit in every game, never taken as a guess (defect 9) ------------------
