@@ -277,6 +277,10 @@ def main(args: argparse.Namespace) -> int:
     ):
         args.file = Path(target)
         return _from_file(args)
+    if getattr(args, "record", None) is not None:
+        print("moo analyse: --record N picks a record of a file; a MATCH_ID is one match",
+              file=sys.stderr)
+        return 2
     try:
         if args.db is not None:
             data = _from_db(args.db, target)

@@ -370,6 +370,11 @@ def test_analyse_one_chosen_record(tmp_path: Path, export_file: Path) -> None:
     assert line == f"moo analyse: --record 4: {export_file} holds 3 records"
 
 
+def test_record_is_refused_with_a_match_id(tmp_path: Path) -> None:
+    line = one_line(moo(tmp_path, "analyse", "m0123456789ab", "--record", "2"), "analyse")
+    assert line == "moo analyse: --record N picks a record of a file; a MATCH_ID is one match"
+
+
 # -- moo eval: an enumerated race shows its progress (defect 7) -----------------------------------
 
 
