@@ -6,7 +6,10 @@ the UNIX game's bulls and cows or as the 1999 POTM's hits and misses (``--scorin
 letters may be guessed, as in the contest (a guess need not be a word: every dictionary word
 is a guess); a guess that is not N letters A-Z is refused and not counted. Commands start
 with ``?`` (``?left``, ``?hint``, ``?rules``, ``?quit``) because any bare word of N letters,
-LEFT or QUIT included, is a guess. ``?left`` counts the answers still possible.
+LEFT included, is a guess; ``=WORD`` is always a guess. A bare quitting word (``QUIT``,
+``EXIT``...) is asked about when it is also a guess, and quits when it cannot be one, as in
+every game of ``moo play`` (clients/terminal/text.py). ``?left`` counts the answers still
+possible.
 """
 
 from __future__ import annotations
@@ -20,9 +23,18 @@ from bots.dictionary import load_answers
 from moo.errors import InvalidCode
 from moo.words import MAX_LENGTH, MIN_LENGTH, WordRules
 
-__all__ = ["describe_answer", "play_words"]
+__all__ = ["QUIT_WORDS", "ambiguous_text", "describe_answer", "play_words"]
 
 YES = {"y", "yes"}
+#: the bare words that quit, in every game of ``moo play`` (clients/terminal/text.py takes
+#: them from here); where one could also be a guess it is asked about, never obeyed or played
+QUIT_WORDS = frozenset({"quit", "q", "exit", "resign", "bye"})
+
+
+def ambiguous_text(word: str) -> str:
+    """What is said when a bare quitting word is also a legal guess (word MOO's QUIT)."""
+    return (f"{word.upper()} IS A GUESS HERE AS WELL AS A COMMAND: TYPE ?QUIT TO QUIT, OR "
+            f"={word.upper()} TO PLAY IT AS A GUESS (NOTHING WAS SENT).")
 
 
 def describe_answer(rules: WordRules, answer: tuple[int, int]) -> str:
@@ -44,7 +56,8 @@ def _rules_page(rules: WordRules) -> str:
                "WRONG PLACE, EACH LETTER COUNTED AT MOST AS OFTEN AS IT IS IN BOTH WORDS.")
     return (f"I THINK OF A COMMON ENGLISH WORD OF {rules.length} LETTERS (LETTERS MAY REPEAT).\n"
             f"{how}\nCOMMANDS START WITH ? (A WORD LIKE LEFT IS A GUESS): ?LEFT FOR THE NUMBER "
-            "OF\nWORDS STILL POSSIBLE, ?HINT FOR A WORD TO TRY, ?RULES, ?QUIT TO STOP.")
+            "OF\nWORDS STILL POSSIBLE, ?HINT FOR A WORD TO TRY, ?RULES, ?QUIT TO STOP\n(A BARE "
+            "QUIT THAT IS ALSO A GUESS IS ASKED ABOUT; =QUIT PLAYS IT).")
 
 
 def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
@@ -69,7 +82,17 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
         while True:
             line = read(f"\nYOUR GUESS ({n} LETTERS)? ")
             text = "?quit" if line is None else line.strip().lower()
-            if text == "?quit":
+            if text.startswith("=") and len(text) > 1:
+                text = text[1:].strip()  # always a guess
+            elif text in QUIT_WORDS:
+                try:
+                    rules.check_guess(text)
+                except InvalidCode:
+                    text = "?quit"  # cannot be a guess here: it quits
+                else:
+                    say(ambiguous_text(text))
+                    continue
+            if text in ("?quit", "?q", "?exit"):
                 say(f"THE WORD WAS {secret}.")
                 return _goodbye(say, games)
             if not text:

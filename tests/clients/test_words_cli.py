@@ -25,7 +25,8 @@ def test_word_entries_commands_start_with_a_question_mark() -> None:
     assert parse_entry("left", rules) == Entry("guess", "LEFT")  # a word, so a guess
     assert parse_entry("?left", rules) == Entry("command", "left")
     assert parse_entry("?", rules) == Entry("command", "rules")
-    assert parse_entry(" Quit ", rules) == Entry("guess", "QUIT")
+    assert parse_entry(" Quit ", rules) == Entry("ambiguous", "Quit")  # asked (issue 32)
+    assert parse_entry("=quit", rules) == Entry("guess", "QUIT")
     assert parse_entry("?quit", rules) == Entry("command", "quit")
     assert parse_entry("?dance", rules).kind == "error"
     assert parse_entry("ab1d", rules) == Entry("error", "only letters A-Z (not '1')")

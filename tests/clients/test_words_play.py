@@ -72,12 +72,17 @@ def test_bad_guesses_are_not_counted_and_quit_reveals() -> None:
     assert f"THE WORD WAS {secret}." in text
 
 
-def test_a_command_word_is_a_guess_without_the_question_mark() -> None:
-    # QUIT is a 4-letter word: typed bare it is a guess, not the command.
-    rc, text = _play(["quit", "?quit"], words=4)
+def test_a_bare_quit_that_could_be_a_guess_is_asked_about() -> None:
+    # QUIT is 4 letters: typed bare it is neither played nor obeyed (issue 32); =QUIT plays
+    # it, ?QUIT quits. In a 5-letter game it cannot be a guess, so it quits.
+    rc, text = _play(["quit", "=quit", "?quit"], words=4)
     assert rc == 0
-    assert "-> " in text
+    assert "QUIT IS A GUESS HERE AS WELL AS A COMMAND: TYPE ?QUIT TO QUIT, OR =QUIT TO PLAY IT " \
+        "AS A GUESS (NOTHING WAS SENT)." in text
+    assert text.count("-> ") == 1  # only =quit was played
     assert f"THE WORD WAS {_secret(11, 4)}." in text
+    rc, text = _play(["quit"], words=5)
+    assert rc == 0 and "-> " not in text and f"THE WORD WAS {_secret(11, 5)}." in text
 
 
 def test_cli_length_mistake_is_one_line() -> None:
