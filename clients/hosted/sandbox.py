@@ -258,6 +258,9 @@ class SandboxedProgram:
         self._last_cpu = 0.0
         self._most_processes = 0
         self._broken: tuple[str, str] | None = None
+        #: every host pid its tree was seen to have (bubblewrap's included): for checks that
+        #: nothing of it is left
+        self.seen: set[int] = set()
 
     # -- the Transport interface -------------------------------------------------------------
     @property
@@ -275,6 +278,7 @@ class SandboxedProgram:
         self._move_start = self._last_cpu = 0.0
         self._most_processes = 0
         self._broken = None
+        self.seen.clear()
         root = os.geteuid() == 0
         self.uid = _free_uid() if root else os.geteuid()
         # RLIMIT_NPROC counts every process of the user id: its own, bubblewrap's one outside
@@ -375,15 +379,17 @@ class SandboxedProgram:
         the memory limit, a timeout of a program that filled its process table the process
         limit), and add the last line of its standard error to a crash."""
         lim = self.limits
-        if self._broken is not None:
-            return self._broken
-        if reason in ("cpu", "output", "memory", "processes"):
+        if reason == "output":
             return reason, detail
         text = self.stderr_tail()
         if any(w in text for w in MEMORY_WORDS):
             return "memory", f"memory limit ({lim.memory_mb} MiB per process) reached; {detail}"
         if self._most_processes >= lim.processes or any(w in text for w in FORK_WORDS):
             return "processes", f"process limit ({lim.processes}) reached; {detail}"
+        if self._broken is not None:
+            return self._broken
+        if reason == "cpu":
+            return reason, detail
         if "SIGXCPU" in detail:
             return "cpu", f"CPU limit of one process reached; {detail}"
         if reason == "crash" and text:
@@ -443,8 +449,17 @@ class SandboxedProgram:
         ticks = sum(sum(int(v) for v in f[11:15]) for f in tree.values())
         # the tree includes bubblewrap outside the namespace: not the program's
         self._most_processes = max(self._most_processes, len(tree) - 1)
+        self.seen.update(tree)
         self._last_cpu = max(self._last_cpu, ticks / CLOCK_TICKS)
         return self._last_cpu
+
+    def pids(self) -> list[int]:
+        """Host pids of its processes now (bubblewrap's first), zombies included."""
+        proc = self._proc
+        if proc is None:
+            return []
+        self.cpu()
+        return sorted(_tree(proc.pid), key=lambda pid: pid != proc.pid)
 
     def stderr_tail(self) -> str:
         """The end of its standard error (what its author reads in the error log)."""
