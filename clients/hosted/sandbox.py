@@ -322,7 +322,9 @@ class SandboxedProgram:
             await asyncio.wait_for(proc.stdin.drain(), timeout)
         except (BrokenPipeError, ConnectionResetError):
             word = line.split()[0].decode() if line.split() else "its input"
-            raise BotFailure("crash", f"the program exited before reading {word!r}") from None
+            status = await self.exit_status()
+            raise BotFailure("crash", f"the program exited ({status}) before reading "
+                             f"{word!r}") from None
         except TimeoutError:
             return False
         return True

@@ -111,8 +111,11 @@ async def test_a_file_that_cannot_run_is_refused_before_it_runs(program, words):
          "garbage: '01' is not a legal guess"),
         (b"#!/usr/bin/python3\nimport sys\nprint('ready', flush=True)\nsys.stdin.readline()\n"
          b"raise SystemExit('I give up')\n", "its last error line: 'I give up'"),
+        (b"#!/usr/bin/python3\nimport ctypes, sys\nprint('ready', flush=True)\n"
+         b"for line in sys.stdin:\n    if line.startswith('guess'): ctypes.string_at(0)\n",
+         "crash: the program exited (signal 11 (SIGSEGV)) before 'guess'"),
     ],
-    ids=["no-ready", "exits", "illegal-guess", "stderr-quoted"],
+    ids=["no-ready", "exits", "illegal-guess", "stderr-quoted", "segfault"],
 )
 async def test_a_broken_program_is_refused_with_the_reason(program, words):
     verdict = await check_submission(program, limits=FAST)
