@@ -21,7 +21,8 @@ from bots.registry import create
 from .program import MatchReport, hosted_bot, play_match
 from .sandbox import Limits
 
-__all__ = ["GAMES", "MAX_PROGRAM_BYTES", "Verdict", "check_file", "check_submission"]
+__all__ = ["GAMES", "MAX_PROGRAM_BYTES", "Verdict", "check_file", "check_submission",
+           "size_refusal"]
 
 #: Largest program accepted, bytes (configurable per call).
 MAX_PROGRAM_BYTES = 1 << 20
@@ -43,12 +44,20 @@ class Verdict:
     games: list[MatchReport] = field(default_factory=list)
 
 
+def size_refusal(size: int, *, max_bytes: int = MAX_PROGRAM_BYTES) -> str | None:
+    """Why a file of ``size`` bytes is refused (None: it is not too big)."""
+    if size > max_bytes:
+        return f"the file has {size} bytes; the limit is {max_bytes}"
+    return None
+
+
 def check_file(program: bytes, *, max_bytes: int = MAX_PROGRAM_BYTES) -> str | None:
     """Why ``program`` cannot be run in the sandbox at all (None: it can be tried)."""
     if not program:
         return "the file is empty"
-    if len(program) > max_bytes:
-        return f"the file has {len(program)} bytes; the limit is {max_bytes}"
+    too_big = size_refusal(len(program), max_bytes=max_bytes)
+    if too_big is not None:
+        return too_big
     if program.startswith(b"\x7fELF"):
         return None
     if not program.startswith(b"#!"):

@@ -26,6 +26,8 @@ from bots.registry import create
 from clients.hosted.compliance import check_file, check_submission
 from clients.hosted.program import MatchReport, hosted_bot, play_match
 from clients.hosted.sandbox import ENV, Limits, SandboxedProgram, live_pids_of_user
+from tests.cli.test_cli_errors import MOO
+from tests.client_support import client_env
 from tests.patience import patience
 
 HERE = Path(__file__).parent
@@ -360,3 +362,57 @@ async def test_the_program_sees_only_its_sandbox():
     assert seen["fill"] == "OSError"  # a 4 MiB /tmp: no room for 64 MiB
     assert "dict" not in seen["share"]
     assert session.running is False
+
+
+# -- moo ladder check --------------------------------------------------------------------------
+def _moo(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = client_env(folder)
+    env.pop("MOO_TRACEBACK", None)
+    return subprocess.run([*MOO, *args], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=patience(120.0))
+
+
+def test_moo_ladder_check_accepts_and_refuses(tmp_path):
+    done = _moo(tmp_path, "ladder", "check", str(ENTRIES / "consistent.py"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("accepted: consistent-py (3 games against random: ")
+    assert done.stderr == ""
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/bin/sh\nread hello\necho hello\n")
+    done = _moo(tmp_path, "ladder", "check", str(bad))
+    assert done.returncode == 1
+    assert done.stdout == ("refused: game 1 of 3 against random: garbage: expected 'ready', "
+                           "got 'hello'\n")
+    crash = tmp_path / "crash.py"
+    crash.write_text("#!/usr/bin/env python3\nimport sys\nprint('oops', file=sys.stderr)\n"
+                     "sys.exit(5)\n")
+    done = _moo(tmp_path, "ladder", "check", str(crash), "--json", "--games", "1")
+    assert done.returncode == 1
+    verdict = json.loads(done.stdout)
+    assert verdict["accepted"] is False and verdict["name"] == "program"
+    assert verdict["reason"].startswith("game 1 of 1 against random: crash: the program exited "
+                                        "(code 5)")
+    assert [g["stderr"] for g in verdict["games"]] == ["oops\n"]
+    big = tmp_path / "big.sh"
+    big.write_bytes(b"#!/bin/sh\n" + b"#" * (1 << 20))
+    done = _moo(tmp_path, "ladder", "check", str(big))
+    assert (done.returncode, done.stdout) == (1, f"refused: the file has {(1 << 20) + 10} "
+                                                 "bytes; the limit is 1048576\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        ((), "moo ladder: name an action: 'moo ladder check FILE' (docs/ladder.md)"),
+        (("submit",), "moo ladder: unknown action 'submit': the ladder has only 'check' so far"),
+        (("check", "nope.py"), "moo ladder check: no such file: nope.py"),
+        (("check", "."), "moo ladder check: no such file: ."),
+        (("check", "x", "--games", "0"), "moo ladder check: --games must be 1-100, got 0"),
+        (("check",), "moo ladder check: the following arguments are required: FILE"),
+    ],
+    ids=["no-action", "unknown-action", "missing", "directory", "games", "no-file"],
+)
+def test_moo_ladder_mistakes_are_one_line(tmp_path, args, line):
+    done = _moo(tmp_path, "ladder", *args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(line)
