@@ -8,11 +8,11 @@ this is the same confinement around a long-lived process driven line by line fro
   of its PID namespace (``--as-pid-1``), so when it exits, or when :meth:`close` kills it, the
   kernel kills every process it started: nothing outlives its session;
 * it sees the system read-only (``/usr`` as the POTM sandbox shows it: interpreters and their
-  libraries, no dictionaries; ``/etc``), a ``/proc`` of its own namespace, a minimal ``/dev``,
-  its program read-only as ``/bot/program`` (copied in from memory, so no host path of it is
-  visible), and a size-limited ``tmpfs`` as ``/tmp`` (its working directory and ``HOME``):
-  nothing of the project, the database, other bots' files, the network (a loopback of its own,
-  down) or the host's processes;
+  libraries, no dictionaries; of ``/etc`` only :data:`ETC_KEPT`), a ``/proc`` of its own
+  namespace, a minimal ``/dev``, its program read-only as ``/bot/program`` (copied in from
+  memory, so no host path of it is visible), and a size-limited ``tmpfs`` as ``/tmp`` (its
+  working directory and ``HOME``): nothing of the project, the database, other bots' files,
+  the network (a loopback of its own, where nothing listens) or the host's processes;
 * as root it runs under a user id of its own, drawn at random per session, so the kernel's
   per-user process count (RLIMIT_NPROC) is its alone and a pid scan for that id shows whether
   anything is left behind;
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import glob
 import json
 import os
@@ -48,6 +49,11 @@ __all__ = ["ENV", "Limits", "SandboxError", "SandboxedProgram", "live_pids_of_us
 
 #: The environment of the program (nothing of the worker's).
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LC_ALL": "C", "PWD": "/tmp"}
+#: What of ``/etc`` the program sees: what the dynamic loader, the interpreters and the C
+#: library read (Debian's ``/etc/alternatives`` holds ``awk``'s link). Nothing else: a
+#: deployment's settings or secrets under ``/etc`` never reach a bot.
+ETC_KEPT = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
+            "timezone", "passwd", "group", "nsswitch.conf", "perl", "python3*")
 #: Where the program is, inside the sandbox.
 PROGRAM = "/bot/program"
 #: How often the tree's CPU and process count are read while the program is asked to answer.
@@ -180,12 +186,22 @@ def _describe_status(code: int | None) -> str:
     return f"code {code}"
 
 
-def _hidden_dirs() -> list[str]:
+@functools.cache
+def _etc_kept() -> tuple[str, ...]:
+    """The entries of :data:`ETC_KEPT` (patterns expanded) that exist here."""
+    out: list[str] = []
+    for pattern in ETC_KEPT:
+        out += sorted(glob.glob(f"/etc/{pattern}"))
+    return tuple(out)
+
+
+@functools.cache
+def _hidden_dirs() -> tuple[str, ...]:
     """The directories of the POTM sandbox's ``HIDDEN`` patterns that exist here."""
     out: list[str] = []
     for pattern in HIDDEN:
         out += sorted(p for p in glob.glob(pattern) if os.path.isdir(p) and not os.path.islink(p))
-    return out
+    return tuple(out)
 
 
 def bwrap_argv(bwrap: str, program_fd: int, info_fd: int, limits: Limits) -> list[str]:
@@ -210,10 +226,11 @@ def bwrap_argv(bwrap: str, program_fd: int, info_fd: int, limits: Limits) -> lis
             a += ["--symlink", os.readlink(host), host]
         elif os.path.isdir(host):
             a += ["--ro-bind", host, host]
-    a += ["--ro-bind", "/etc", "/etc"]
-    for path in hidden:
-        if path.startswith("/etc/"):
-            a += ["--tmpfs", path, "--remount-ro", path]
+    for path in _etc_kept():
+        if os.path.islink(path):
+            a += ["--symlink", os.readlink(path), path]
+        else:
+            a += ["--ro-bind", path, path]
     a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
           "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp",
           "--perms", "0555", "--ro-bind-data", str(program_fd), PROGRAM,
@@ -280,12 +297,14 @@ class SandboxedProgram:
         self._broken = None
         self.seen.clear()
         root = os.geteuid() == 0
-        self.uid = _free_uid() if root else os.geteuid()
+        # (a scan of /proc: off the event loop)
+        self.uid = await asyncio.to_thread(_free_uid) if root else os.geteuid()
         # RLIMIT_NPROC counts every process of the user id: its own, bubblewrap's one outside
         # the namespace and (not as root) all the others of ours.
-        nproc = lim.processes + 1 + (0 if root else len(live_pids_of_user(self.uid)))
+        others = 0 if root else len(await asyncio.to_thread(live_pids_of_user, self.uid))
+        nproc = lim.processes + 1 + others
         cpu = int(lim.match_cpu) + 1  # per process, a backstop: the tree is charged before
-        program_fd = os.memfd_create("bot-program", 0)
+        program_fd = os.memfd_create("bot-program", os.MFD_CLOEXEC)
         info_r, info_w = os.pipe()
         try:
             os.write(program_fd, self.program)
@@ -437,7 +456,7 @@ class SandboxedProgram:
         # bubblewrap reaped the program, and with it the kernel every process of its
         # namespace; as a last guard kill anything still owned by the session's user id
         if self.uid is not None and self.uid != os.geteuid():
-            for pid in live_pids_of_user(self.uid):
+            for pid in await asyncio.to_thread(live_pids_of_user, self.uid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 

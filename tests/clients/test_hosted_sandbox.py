@@ -9,6 +9,7 @@ unconfined (a plain :class:`bots.external.ExternalBot`) does get through, so the
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import os
 import random
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,7 @@ from bots.external import ExternalBot
 from bots.registry import create
 from clients.hosted.compliance import check_file, check_submission
 from clients.hosted.program import MatchReport, hosted_bot, play_match
-from clients.hosted.sandbox import ENV, Limits, SandboxedProgram, live_pids_of_user
+from clients.hosted.sandbox import ENV, ETC_KEPT, Limits, SandboxedProgram, live_pids_of_user
 from tests.cli.test_cli_errors import MOO
 from tests.client_support import client_env
 from tests.patience import patience
@@ -334,31 +336,42 @@ def fill():
         return "filled"
     except OSError as exc:
         return exc.__class__.__name__
-print(json.dumps({"root": sorted(os.listdir("/")), "env": dict(os.environ),
-                  "pids": os.listdir("/proc"), "cwd": os.getcwd(),
-                  "hostname": socket.gethostname(), "fds": sorted(os.listdir("/proc/self/fd")),
-                  "usr": writable("/usr"), "etc": writable("/etc"), "bot": writable("/bot"),
-                  "tmp": writable("/tmp"), "fill": fill(),
-                  "share": sorted(os.listdir("/usr/share"))}), flush=True)
+seen = {"root": sorted(os.listdir("/")), "env": dict(os.environ),
+        "pids": os.listdir("/proc"), "cwd": os.getcwd(),
+        "hostname": socket.gethostname(), "fds": sorted(os.listdir("/proc/self/fd")),
+        "usr": writable("/usr"), "bot": writable("/bot"), "tmp": writable("/tmp"),
+        "fill": fill(), "share": sorted(os.listdir("/usr/share")),
+        "etc": sorted(os.listdir("/etc")), "etc_writable": writable("/etc")}
+for key, value in seen.items():  # a line each: a line may have at most 1024 bytes
+    print(json.dumps([key, value]), flush=True)
+print(json.dumps(["end", None]), flush=True)
 """
 
 
 async def test_the_program_sees_only_its_sandbox():
     session = SandboxedProgram(LOOK, FAST)
     await session.open()
+    seen: dict[str, Any] = {}
     try:
-        line = await session.read_line(FAST.move_wall)
+        while "end" not in seen:
+            line = await session.read_line(FAST.move_wall)
+            assert line, seen
+            key, value = json.loads(line)
+            seen[key] = value
     finally:
         await session.close()
-    assert line is not None
-    seen = json.loads(line)
     assert set(seen["root"]) <= {"bin", "lib", "lib32", "lib64", "libx32", "sbin", "usr",
                                  "etc", "proc", "dev", "tmp", "bot"}
     assert seen["env"] == ENV
     assert [p for p in seen["pids"] if p.isdigit()] == ["1"]
     assert seen["cwd"] == "/tmp" and seen["hostname"] == "bot"
     assert seen["fds"] == ["0", "1", "2", "3"]  # stdin, stdout, stderr; 3: the listing itself
-    assert (seen["usr"], seen["etc"], seen["bot"], seen["tmp"]) == (False, False, False, True)
+    assert (seen["usr"], seen["etc_writable"], seen["bot"], seen["tmp"]) == (False, False, False,
+                                                                             True)
+    # of /etc only what loaders and interpreters read: no settings, no secrets
+    assert seen["etc"] and all(any(fnmatch.fnmatch(name, p) for p in ETC_KEPT)
+                               for name in seen["etc"])
+    assert "shadow" not in seen["etc"] and "hostname" not in seen["etc"]
     assert seen["fill"] == "OSError"  # a 4 MiB /tmp: no room for 64 MiB
     assert "dict" not in seen["share"]
     assert session.running is False
