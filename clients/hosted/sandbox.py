@@ -16,11 +16,13 @@ this is the same confinement around a long-lived process driven line by line fro
 * as root it runs under a user id of its own, drawn at random per session, so the kernel's
   per-user process count (RLIMIT_NPROC) is its alone and a pid scan for that id shows whether
   anything is left behind;
-* rlimits (``prlimit``): address space (memory), processes, a per-process CPU backstop, file
-  size, open files, no core files. The machine here has cgroup v1 only (no ``memory.max``), so
-  the CPU of the *whole process tree* is charged by reading ``/proc`` of the tree (each
-  process's ``utime+stime`` plus the ``cutime+cstime`` of the children it reaped) while the
-  program is asked to answer, as the POTM reaper charges a guess.
+* rlimits (``prlimit``): address space (memory) of each process, processes, a per-process
+  CPU backstop, file size, open files, no core files. cgroup v2 controllers (``memory.max``,
+  ``cpu.max``) are not used: the machine this was built on has cgroup v1 only. The CPU of the
+  *whole process tree* is charged by reading ``/proc`` of the tree (each process's
+  ``utime+stime`` plus the ``cutime+cstime`` of the children it reaped) while the program is
+  asked to answer, as the POTM reaper charges a guess; their resident memory is summed at the
+  same time, so many processes cannot together take more than one may.
 
 Per move: the CPU used since the last line sent to it and the wall time of an answer
 (:class:`bots.external.ExternalBot` enforces the latter); per match: the total CPU and the
@@ -71,6 +73,7 @@ FORK_WORDS = ("Cannot fork", "fork: Resource temporarily unavailable", "Blocking
 #: Seconds bubblewrap has to reap a killed program before it is killed itself (a guard).
 KILL_WAIT = 10.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
 #: User ids drawn for sessions as root: far above any account's.
 UID_RANGE = (2_000_000_000, 2_100_000_000)
 
@@ -91,7 +94,7 @@ class Limits:
     match_cpu: float = 30.0
     #: bytes of standard output in one match (answers and comment lines)
     match_output: int = 1 << 20
-    #: address space of each process (RLIMIT_AS), MiB
+    #: address space of each process (RLIMIT_AS), and resident memory of all together, MiB
     memory_mb: int = 256
     #: processes at once, the program included (RLIMIT_NPROC of its own user id)
     processes: int = 16
@@ -270,6 +273,8 @@ class SandboxedProgram:
         self._eof = False
         #: bytes of standard output so far
         self.output = 0
+        #: resident bytes of all its processes together, when last read
+        self.memory = 0
         #: CPU seconds of its tree when the last line was sent to it
         self._move_start = 0.0
         self._last_cpu = 0.0
@@ -402,6 +407,8 @@ class SandboxedProgram:
         lim = self.limits
         if reason == "output":
             return reason, detail
+        if self._broken is not None and self._broken[0] == "memory":
+            return self._broken
         text = self.stderr_tail()
         if any(w in text for w in MEMORY_WORDS):
             return "memory", f"memory limit ({lim.memory_mb} MiB per process) reached; {detail}"
@@ -470,6 +477,7 @@ class SandboxedProgram:
         ticks = sum(sum(int(v) for v in f[11:15]) for f in tree.values())
         # the tree includes bubblewrap outside the namespace: not the program's
         self._most_processes = max(self._most_processes, len(tree) - 1)
+        self.memory = sum(int(f[21]) for pid, f in tree.items() if pid != proc.pid) * PAGE
         self.seen.update(tree)
         self._last_cpu = max(self._last_cpu, ticks / CLOCK_TICKS)
         return self._last_cpu
@@ -489,7 +497,10 @@ class SandboxedProgram:
     def _check_limits(self, *, moving: bool) -> None:
         lim = self.limits
         used = self.cpu()
-        if used > lim.match_cpu:
+        if self.memory > lim.memory_mb << 20:
+            self._broken = ("memory", f"its processes together used {self.memory >> 20} MiB "
+                            f"of memory (limit {lim.memory_mb} MiB)")
+        elif used > lim.match_cpu:
             self._broken = ("cpu", f"used {used:.2f} s of CPU in the match, children "
                             f"included (limit {lim.match_cpu:g} s)")
         elif moving and used - self._move_start > lim.move_cpu:

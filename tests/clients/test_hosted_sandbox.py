@@ -183,6 +183,19 @@ async def test_memory_hog_loses_on_the_memory_limit():
     assert left_behind(bot) == []
 
 
+async def test_a_herd_of_processes_is_charged_its_memory_together():
+    # six children of 48 MiB each: every one under the limit of 128 MiB, together far over
+    limits = Limits(move_cpu=30.0, move_wall=patience(20.0), match_cpu=60.0, memory_mb=128,
+                    processes=8)
+    report, bot = await play(entry("herd.py"), limits)
+    assert report.failure is not None
+    assert report.failure.startswith("memory: its processes together used ")
+    assert report.failure.endswith(" MiB of memory (limit 128 MiB)")
+    used = int(report.failure.split(" used ")[1].split()[0])
+    assert 128 < used < 6 * 48 + 64
+    assert left_behind(bot) == []
+
+
 async def test_a_program_that_never_answers_times_out():
     limits = Limits(move_wall=patience(2.0))
     report, bot = await play(entry("sleeper.sh"), limits)
