@@ -312,7 +312,9 @@ class SandboxedProgram:
         program_fd = os.memfd_create("bot-program", os.MFD_CLOEXEC)
         info_r, info_w = os.pipe()
         try:
-            os.write(program_fd, self.program)
+            view = memoryview(self.program)
+            while view:
+                view = view[os.write(program_fd, view):]
             os.lseek(program_fd, 0, os.SEEK_SET)
             argv = [self._prlimit, f"--as={lim.memory_mb << 20}", f"--nproc={nproc}",
                     f"--cpu={cpu}:{cpu + 1}", f"--fsize={lim.disk_mb << 20}",

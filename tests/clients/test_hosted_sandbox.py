@@ -137,6 +137,22 @@ async def test_a_linux_binary_runs_without_an_interpreter():
     assert "crash: the program exited (code 0) before the ready handshake" in verdict.reason
 
 
+@pytest.mark.parametrize("field", ["move_cpu", "move_wall", "match_cpu", "match_output",
+                                   "memory_mb", "processes", "disk_mb", "open_files"])
+def test_limits_must_be_positive(field):
+    with pytest.raises(ValueError, match=field):
+        Limits(**{field: 0})
+
+
+async def test_a_large_program_is_copied_in_whole():
+    # a script of 1 MiB (its size limit): the sandbox's copy must hold every byte of it
+    tail = b"#" * ((1 << 20) - 200) + b"\nprint('ready whole', flush=True)\n"
+    program = b"#!/usr/bin/python3\n" + tail
+    assert len(program) <= 1 << 20
+    verdict = await check_submission(program, limits=FAST, games=1)
+    assert verdict.name == "whole"  # its last line ran
+
+
 # -- hostile entries ---------------------------------------------------------------------------
 async def test_fork_bomb_loses_on_the_process_limit():
     limits = Limits(move_cpu=30.0, move_wall=patience(2.0), match_cpu=60.0, processes=8)
