@@ -458,3 +458,20 @@ def test_moo_ladder_mistakes_are_one_line(tmp_path, args, line):
     done = _moo(tmp_path, "ladder", *args)
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(line)
+
+
+async def test_hostile_bots_do_not_disturb_a_match_played_beside_them():
+    # one event loop, four sandboxes at once: the compliant bot's match is played in full
+    # while the others burn CPU, fork, flood and sleep, each stopped for its own reason
+    sleepy = Limits(move_cpu=0.5, move_wall=patience(3.0), match_cpu=5.0, processes=8)
+    results = await asyncio.gather(
+        play(entry("consistent.py")), play(entry("burner.sh")), play(entry("forkbomb.sh"),
+                                                                     sleepy),
+        play(entry("flood.sh"), Limits(move_wall=patience(20.0), match_output=4096)))
+    (good, _), (burner, _), (bomb, _), (flood, _) = results
+    assert good.failure is None and good.reason in ("solved", "guess_cap")
+    assert burner.failure is not None and burner.failure.startswith("cpu: ")
+    assert bomb.failure is not None and bomb.failure.startswith("processes: ")
+    assert flood.failure is not None and flood.failure.startswith("output: ")
+    for _, bot in results:
+        assert left_behind(bot) == []
