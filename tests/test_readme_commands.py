@@ -54,6 +54,7 @@ class MyBot(Strategy):
 #: and ``input`` carry the arguments or the typed lines
 HOW: dict[str, tuple[str, ...]] = {
     "moo --help": ("as written",),
+    "moo ladder check examples/bots/first_consistent.sh": ("as written",),
     "moo eval strongest --vs minimum --json": ("as written",),
     "moo strategy dump minimum": ("as written",),
     "moo strategy list": ("as written",),
