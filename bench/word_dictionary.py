@@ -5,7 +5,8 @@
 * building the filtered cache from ``/usr/share/dict/american-english`` (first use ever), and
   reading the cached list for one length (first word match of a process; done in a thread at
   start, server/app.py); both in fresh caches, best of ``--repeat``; the same for the answer
-  lists (``bots/answers.py``: deriving them checks ~20,000 words with better-profanity).
+  lists (``bots/answers.py``: deriving them checks ~20,000 words against better-profanity,
+  wordfilter and badwords-py).
 * ``check_secret``: a word secret (a set lookup after the format check) beside a classic one.
 * importing ``bots.dictionary`` (what every server process now imports), in a fresh
   interpreter after ``moo.words``, best of ``--repeat``.

@@ -13,9 +13,10 @@ and in the guess):
 Two lists per length, as in Wordle: the **dictionary** (every word of N letters the game
 knows: the bots' guesses; a person may guess any letters) and the **answers**, the common
 words that hurt nobody that secrets are drawn from and must be (a subset of the dictionary).
-Both are data read from the system (Debian's ``wamerican``, the ``wordfreq`` and
-``better-profanity`` packages), so they live outside the pure core: :mod:`bots.dictionary`
-reads, derives and caches them, and a program that needs them installs them here with
+Both are data read from the system (Debian's ``wamerican``, the ``wordfreq`` package and three
+offensive-word lists: ``better-profanity``, ``wordfilter``, ``badwords-py``), so they live
+outside the pure core: :mod:`bots.dictionary` reads, derives and caches them, and a program
+that needs them installs them here with
 :func:`set_dictionary` (``bots.dictionary.install()``), or a caller passes its own list as
 ``WordRules(words=...)`` (tests, the offline helper, the POTM referee's contest list), which
 then serves as both. The rules only ever ask the injected providers for "the words of N
