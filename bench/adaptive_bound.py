@@ -43,6 +43,7 @@ import functools
 import hashlib
 import itertools
 import json
+import random
 import sys
 import time
 from collections import defaultdict
@@ -121,26 +122,33 @@ def second_guesses() -> list[str]:
     return sorted(first.values())
 
 
+def second_entry(solver: core.Solver, k: int, cand: bytes, guess: str) -> int:
+    """The most 2·#(T < k) + #(T = k) over one first-response cell ``cand`` of 0123 with this
+    second guess, K = k known from the third guess on: the exact solves of the parts it leaves.
+    ``solver`` is :func:`race_solver`'s for ``k``."""
+    first = solver.index["0123"]
+    g = solver.index[guess]
+    twice = 0
+    for rid, part in solver.partition(cand, g).items():
+        if rid == solver.solved_id:  # the second guess itself: T = 2
+            twice += 2 if k > 2 else (1 if k == 2 else 0)
+        else:
+            n = len(part) // 2  # codes are 16-bit indices
+            twice += 2 * n - solver.value(part, [first, g]) // SHIFT
+    return twice
+
+
 def second_round(k: int) -> dict[str, int]:
     """For each first-response cell of 0123 and each second guess (one per class), the most
     2·#(T < k) + #(T = k) over the cell's secrets when K = k is known from the third guess
-    on: the parts' exact solves. Keyed "cell|guess"."""
+    on (:func:`second_entry`). Keyed "cell|guess"."""
     solver = race_solver(k)
-    first = solver.index["0123"]
     out: dict[str, int] = {}
     for response, cand in solver.cells("0123").items():
         if response == DEFAULT_RULES.solved:
             continue
         for guess in second_guesses():
-            g = solver.index[guess]
-            twice = 0
-            for rid, part in solver.partition(cand, g).items():
-                if rid == solver.solved_id:  # the second guess itself: T = 2
-                    twice += 2 if k > 2 else (1 if k == 2 else 0)
-                else:
-                    n = len(part) // 2  # codes are 16-bit indices
-                    twice += 2 * n - solver.value(part, [first, g]) // SHIFT
-            out[f"{response}|{guess}"] = twice
+            out[f"{response}|{guess}"] = second_entry(solver, k, cand, guess)
     return out
 
 
@@ -265,8 +273,128 @@ def matches_stored(path: Path, fresh: dict[str, object], prog: str) -> bool:
     return not wrong
 
 
+def tree_distribution(name: str) -> dict[int, int]:
+    """How many of the 5040 secrets the shipped tree ``name`` solves at each guess, read off
+    the tree itself (the same figure as ``evaluate``'s, without playing the games)."""
+    counts: dict[int, int] = defaultdict(int)
+    for path in core.load_tree(DATA_DIR / f"{name}.txt.gz").values():
+        counts[len(path)] += 1
+    return dict(counts)
+
+
+#: (k, m) pairs of B^m(k) that take tens of seconds to solve: only ``--verify`` re-solves them
+#: (the relaxation's cells are the big first- and second-response ones there)
+COSTLY_TREES = frozenset((k, m) for k in (6, 7) for m in (1, 2))
+
+
+def sample_entries(stored: dict[str, object], count: int, seed: int) -> list[tuple[str, int, str]]:
+    """The entries :func:`sample_problems` re-solves: ("second", k, "cell|guess") of
+    ``second_round`` and ("tree", k, m) of B (m = 1) and ``reveal_B``, the costly ones left
+    to ``--verify``; a seeded random ``count`` of them."""
+    second: dict[str, dict[str, int]] = stored["second_round"]  # type: ignore[assignment]
+    entries = [("second", int(k), key) for k in sorted(second) for key in sorted(second[k])]
+    trees: dict[str, dict[str, str]] = {"1": stored["B"], **stored["reveal_B"]}  # type: ignore[dict-item]
+    entries += [("tree", int(k), m) for m in sorted(trees) for k in sorted(trees[m])
+                if int(k) > max(int(m), 1) and (int(k), int(m)) not in COSTLY_TREES]
+    return random.Random(seed).sample(entries, min(count, len(entries)))
+
+
+def sample_problems(stored: dict[str, object], count: int, seed: int) -> list[str]:
+    """What is wrong with the stored round-2 file, checked in seconds (empty: nothing found).
+
+    Whole-result verification (``--verify``, minutes) re-solves every entry; this re-solves a
+    seeded random ``count`` of the ``second_round`` entries and of the cheap B^m(k) entries,
+    and recomputes every derived figure from the stored entries: the distributions from
+    today's trees, the round-1 bound and the reveal floors from B, the bound from
+    ``second_round``. A wrong stored figure is caught either by the sample or, if the figures
+    derived from it were left alone, by the recomputation."""
+    problems: list[str] = []
+    if stored.get("fingerprint") != fingerprint():
+        problems.append("fingerprint: not computed from today's trees")
+    second = {int(k): v for k, v in stored["second_round"].items()}  # type: ignore[attr-defined]
+    bees: dict[int, dict[str, str]] = {1: stored["B"]}  # type: ignore[dict-item]
+    bees.update({int(m): v for m, v in stored["reveal_B"].items()})  # type: ignore[attr-defined]
+    pairs = 5040 * 5040
+    for name, entry in stored["opponents"].items():  # type: ignore[attr-defined]
+        q = tree_distribution(name)
+        if entry["distribution"] != {str(k): c for k, c in sorted(q.items())}:
+            problems.append(f"opponents.{name}.distribution differs from the tree's")
+        first = sum((c * Fraction(bees[1][str(k)]) for k, c in q.items()), Fraction(0)) / pairs
+        if entry["bound_round_1"] != str(first):
+            problems.append(f"opponents.{name}.bound_round_1 is not the sum over B: {first}")
+        bound = min(round_two_bound(name, second), first)
+        if entry["bound"] != str(bound):
+            problems.append(f"opponents.{name}.bound is not the sum over second_round: {bound}")
+        for m in REVEAL_ROUNDS:
+            floor = sum((c * Fraction(bees[m][str(k)]) for k, c in q.items()),
+                        Fraction(0)) / pairs
+            if entry["reveal_floor"][str(m)] != str(floor):
+                problems.append(f"opponents.{name}.reveal_floor.{m} is not the sum over "
+                                f"reveal_B: {floor}")
+    picked = sorted(sample_entries(stored, count, seed))
+    # the engine's costs are process-wide (one Solver at a time): solve the picks grouped by k
+    for (kind, k), group in itertools.groupby(picked, key=lambda e: (e[0], e[1])):
+        if kind == "tree":
+            for _kind, _k, key in group:
+                m = int(key)
+                got = Fraction(twice_best(k, m), 2)
+                if str(got) != bees[m][str(k)]:
+                    where = "B" if m == 1 else f"reveal_B.{m}"
+                    problems.append(f"{where}.{k} is {bees[m][str(k)]}, solved again: {got}")
+            continue
+        solver = race_solver(k)
+        cells = {str(r): c for r, c in solver.cells("0123").items()}
+        for _kind, _k, key in group:
+            cell, guess = key.split("|")
+            got2 = second_entry(solver, k, cells[cell], guess)
+            if got2 != second[k][key]:
+                problems.append(f"second_round.{k}.{key} is {second[k][key]}, "
+                                f"solved again: {got2}")
+    return problems
+
+
+def add_sample_options(parser: argparse.ArgumentParser) -> None:
+    """``--sample N`` and ``--seed S``, shared by the bound scripts."""
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError("must be at least 1")
+        return value
+
+    parser.add_argument("--sample", type=count, default=None, metavar="N",
+                        help="check the stored file in seconds: re-solve N entries at random "
+                             "and recompute every figure derived from them")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the sample's seed (default: a new one, printed)")
+
+
+def sample_main(prog: str, out_file: Path, count: int, seed: int | None,
+                check: Callable[[dict[str, object], int, int], list[str]]) -> int:
+    """``--sample N [--seed S]`` of every bound script: ``check(stored, N, S)`` in seconds,
+    one line per problem on stderr; the seed is printed so a failure can be repeated."""
+    seed = random.randrange(2**32) if seed is None else seed
+    started = time.perf_counter()
+    try:
+        stored = json.loads(out_file.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"{prog}: cannot read {out_file}: {exc}", file=sys.stderr)
+        return 1
+    problems = check(stored, count, seed) if isinstance(stored, dict) else ["not an object"]
+    for problem in problems:
+        print(f"{prog}: {out_file.name}: {problem} (--seed {seed})", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"sampled: {out_file.name} agrees ({count} entries re-solved, seed {seed}, "
+          f"{time.perf_counter() - started:.1f} s)")
+    return 0
+
+
 def relaxation_main(argv: Sequence[str] | None, doc: str, out_file: Path, prog: str,
-                    run: Callable[[int, Path | None], dict[str, object]]) -> int:
+                    run: Callable[[int, Path | None], dict[str, object]],
+                    check: Callable[[dict[str, object], int, int], list[str]]) -> int:
     """The command line of a later-reveal bound script (bench.adaptive_bound_round3 and
     _round4): ``run(jobs, checkpoint)`` solves; print the bounds, then store them or, with
     --verify, solve from scratch and compare with ``out_file``."""
@@ -276,9 +404,12 @@ def relaxation_main(argv: Sequence[str] | None, doc: str, out_file: Path, prog: 
                         help="solve everything again and compare with the stored file")
     parser.add_argument("--checkpoint", type=Path, default=None,
                         help="keep what is solved here, and resume from it")
+    add_sample_options(parser)
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.sample is not None:
+        return sample_main(prog, out_file, args.sample, args.seed, check)
     started = time.perf_counter()
     data = run(args.jobs, None if args.verify else args.checkpoint)
     for name, bound in data["bound"].items():  # type: ignore[attr-defined]
@@ -290,7 +421,8 @@ def relaxation_main(argv: Sequence[str] | None, doc: str, out_file: Path, prog: 
         print(f"verified: {out_file.name} matches every solve "
               f"({time.perf_counter() - started:.0f} s)")
         return 0
-    out_file.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    # compact: the later-reveal files keep a vector per solved part (what --sample checks)
+    out_file.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
     print(f"wrote {out_file} ({time.perf_counter() - started:.0f} s)")
     return 0
 
@@ -318,9 +450,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the stored figures as JSON")
     parser.add_argument("--jobs", type=int, default=1, help="solver processes (default 1)")
+    add_sample_options(parser)
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.sample is not None:
+        return sample_main("adaptive_bound", DATA_FILE, args.sample, args.seed, sample_problems)
     if args.json:
         try:
             print(DATA_FILE.read_text(), end="")

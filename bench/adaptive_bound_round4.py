@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import sys
 import time
 from collections import defaultdict
@@ -69,6 +70,7 @@ from bench.adaptive_bound import (
     second_value,
 )
 from bench.adaptive_bound_round3 import solve_pair as round3_rows
+from bench.adaptive_bound_round3 import solve_part as round3_part
 from bench.adaptive_bound_round3 import star_guesses
 from bots.solver import core, race
 from bots.tree import DATA_DIR
@@ -407,10 +409,46 @@ def _rows(pair: tuple[str, str]) -> tuple[str, str, dict[str, Rows], float]:
     return cell, second, rows, seconds
 
 
+def unit_key(unit: Unit) -> str:
+    return "|".join(map(str, unit))
+
+
+def solved_of(want: dict[tuple[str, str], int], done: dict[str, dict[str, Any]],
+              told3: dict[str, dict[str, list[int]]]) -> Solved:
+    """What :func:`combine` takes: per (cell, second guess) solved after round 4 each part's
+    ``best`` vector, per one solved after round 3 only each part's round-3 vector."""
+    solved: Solved = defaultdict(dict)
+    for (c, g), m in want.items():
+        if m == 4:
+            solved[(c, g)][4] = {u[3]: list(done[unit_key(u)]["best"]) for u in units(c, g, 4)}
+        else:
+            solved[(c, g)][3] = told3[f"{c}|{g}"]
+    return solved
+
+
+def floor_problems(done: dict[str, dict[str, Any]]) -> list[str]:
+    """With `strongest`'s own second, third and fourth guesses forced (the ``forced4`` vectors;
+    ``forced3``: the secret told after round 3), the sums must give back the floors that
+    bench.adaptive_bound computes with the exact engine alone."""
+    star = star_guesses()
+    stored = json.loads(DATA_FILE.read_text())["opponents"]
+    problems = []
+    for m in (3, 4):
+        forced = {c: {u[3]: done[unit_key(u)][f"forced{m}"] for u in units(c, g, 4)}
+                  for c, g in star.items()}
+        for name, got in zip(OPPONENTS, floors(forced), strict=True):
+            wanted = Fraction(stored[name]["reveal_floor"][str(m)])
+            if got != wanted:
+                problems.append(f"{name}: strongest's own guesses give {got} after round {m}, "
+                                f"the engine's floor is {wanted}")
+    return problems
+
+
 def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, object]:
     """Solve `strongest`'s second guesses after round 4; then, while the stand-in of another
     second guess could beat them by more than MARGIN, that second guess after round 3 (the
-    exact engine's values), then after round 4."""
+    exact engine's values), then after round 4. The file keeps every part's vectors, so that
+    :func:`sample_problems` can check it in seconds."""
     state: dict[str, dict[str, object]] = {"rows": {}, "parts": {}}
     if checkpoint is not None and checkpoint.exists():
         state = json.loads(checkpoint.read_text())
@@ -428,6 +466,11 @@ def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, objec
         if log:
             print(f"{text} ({time.perf_counter() - started:.0f} s)", flush=True)
 
+    def told3() -> dict[str, dict[str, list[int]]]:
+        return {f"{c}|{g}": {r2: told3_of(r)[1].max(axis=0).tolist()
+                             for r2, r in rows[f"{c}|{g}"].items()}
+                for (c, g), m in want.items() if m == 3}
+
     want = {(c, g): 4 for c, g in star_guesses().items()}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         while True:
@@ -438,25 +481,17 @@ def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, objec
                 save()
                 say(f"round-3 values of cell {cell}, second guess {second}: {secs:.0f} s")
             todo = [(u, rows[f"{u[0]}|{u[1]}"][u[3]]) for (c, g), m in sorted(want.items())
-                    if m == 4 for u in units(c, g, 4) if "|".join(map(str, u)) not in done]
+                    if m == 4 for u in units(c, g, 4) if unit_key(u) not in done]
             todo.sort(key=lambda t: -len(part_set(t[0])))
             for res in pool.map(solve_part, todo):
-                done["|".join(map(str, res.unit))] = {
+                done[unit_key(res.unit)] = {
                     "best": res.best, "forced4": res.forced4, "forced3": res.forced3,
                     "counts": res.counts, "seconds": res.seconds}
                 save()
-                say(f"{'|'.join(map(str, res.unit))}: {res.seconds:.1f} s; solved "
+                say(f"{unit_key(res.unit)}: {res.seconds:.1f} s; solved "
                     f"{res.counts[2]}, skipped {res.counts[0]} third guesses "
                     f"(slack {res.counts[1]})")
-            solved: Solved = defaultdict(dict)
-            for (c, g), m in want.items():
-                if m == 4:
-                    solved[(c, g)][4] = {u[3]: list(done["|".join(map(str, u))]["best"])
-                                         for u in units(c, g, 4)}
-                else:
-                    solved[(c, g)][3] = {r2: told3_of(r)[1].max(axis=0).tolist()
-                                         for r2, r in rows[f"{c}|{g}"].items()}
-            bounds, excess = combine(solved)
+            bounds, excess = combine(solved_of(want, done, told3()))
             more = {(c, g): (4 if (c, g) in want else 3)
                     for (c, g), extra in excess.items() if extra > MARGIN}
             say("bound " + ", ".join(f"{float(b):.7f}" for b in bounds)
@@ -464,16 +499,9 @@ def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, objec
             if not more:
                 break
             want.update(more)
-    star = star_guesses()
-    stored = json.loads(DATA_FILE.read_text())["opponents"]
-    for m in (3, 4):
-        forced = {c: {u[3]: done["|".join(map(str, u))][f"forced{m}"] for u in units(c, g, 4)}
-                  for c, g in star.items()}
-        for name, got in zip(OPPONENTS, floors(forced), strict=True):  # type: ignore[arg-type]
-            wanted = Fraction(stored[name]["reveal_floor"][str(m)])
-            if got != wanted:
-                raise SystemExit(f"{name}: strongest's own guesses give {got} after round {m}, "
-                                 f"the engine's floor is {wanted}")
+    problems = floor_problems(done)
+    if problems:
+        raise SystemExit("; ".join(problems))
     slack = sum(int(v["counts"][1]) for v in done.values())
     return {
         "fingerprint": fingerprint(),
@@ -483,11 +511,74 @@ def run(jobs: int, checkpoint: Path | None, log: bool = True) -> dict[str, objec
         "slack": slack,
         "solved": {f"{c}|{g}": m for (c, g), m in sorted(want.items())},
         "bound": {name: str(b) for name, b in zip(OPPONENTS, bounds, strict=True)},
+        "parts": {key: {f: v[f] for f in ("best", "forced4", "forced3", "counts")}
+                  for key, v in sorted(done.items())},
+        "told3": told3(),
     }
 
 
+#: the parts a sampled check may re-solve: up to this many codes (such a part takes about a
+#: second; the largest, over a thousand, take minutes and are left to --verify)
+SAMPLE_MAX = 40
+
+
+def sample_units(stored: dict[str, object], count: int, seed: int) -> list[Unit]:
+    """A seeded random ``count`` of the stored parts (solved after round 4, or after round 3
+    only) of at most SAMPLE_MAX codes."""
+    small = []
+    for key, m in sorted(stored["solved"].items()):  # type: ignore[attr-defined]
+        cell, second = key.split("|")
+        small += [(*u[:2], m, *u[3:]) for u in units(cell, second, 4)
+                  if len(part_set(u)) <= SAMPLE_MAX]
+    return random.Random(seed).sample(small, min(count, len(small)))
+
+
+def sample_problems(stored: dict[str, object], count: int, seed: int) -> list[str]:
+    """What is wrong with the stored file, checked in seconds (empty: nothing found).
+
+    ``--verify`` solves everything again (minutes). This recomputes the bound, the slack and
+    the floor checks from the stored part vectors, and re-solves a seeded random ``count`` of
+    the parts of at most SAMPLE_MAX codes (their round-3 rows with the exact engine, then every
+    third and fourth guess): their vectors must be the stored ones."""
+    problems: list[str] = []
+    if stored.get("fingerprint") != fingerprint():
+        problems.append("fingerprint: not computed from today's trees")
+    want = {(k.split("|")[0], k.split("|")[1]): int(m)
+            for k, m in stored["solved"].items()}  # type: ignore[attr-defined]
+    done: dict[str, dict[str, Any]] = stored["parts"]  # type: ignore[assignment]
+    told3: dict[str, dict[str, list[int]]] = stored["told3"]  # type: ignore[assignment]
+    try:
+        bounds, excess = combine(solved_of(want, done, told3))
+    except KeyError as exc:
+        return [*problems, f"parts: no vectors stored for {exc}"]
+    got = {name: str(b) for name, b in zip(OPPONENTS, bounds, strict=True)}
+    if got != stored["bound"]:
+        problems.append(f"bound: the stored part vectors give {got}")
+    if any(extra > MARGIN for extra in excess.values()):
+        problems.append("an unsolved second guess could still win by more than the margin")
+    if sum(int(v["counts"][1]) for v in done.values()) != stored["slack"]:
+        problems.append("slack: not the sum of the parts' slack")
+    problems += floor_problems(done)
+    for unit in sample_units(stored, count, seed):
+        cell, second, m, r2 = unit
+        rows = round3_part(cell, second, r2)
+        if m == 3:
+            if told3_of(rows)[1].max(axis=0).tolist() != told3[f"{cell}|{second}"][r2]:
+                problems.append(f"told3.{cell}|{second}.{r2}: solved again, the vector differs")
+            continue
+        res = solve_part((unit, rows))
+        entry = done[unit_key(unit)]
+        fresh = {"best": res.best, "forced4": res.forced4, "forced3": res.forced3,
+                 "counts": res.counts}
+        wrong = [f for f, v in fresh.items() if entry[f] != v]
+        if wrong:
+            problems.append(f"parts.{unit_key(unit)}: solved again, {', '.join(wrong)} differ")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
-    return relaxation_main(argv, __doc__ or "", OUT_FILE, "adaptive_bound_round4", run)
+    return relaxation_main(argv, __doc__ or "", OUT_FILE, "adaptive_bound_round4", run,
+                           sample_problems)
 
 
 if __name__ == "__main__":

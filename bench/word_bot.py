@@ -1,5 +1,8 @@
 """Time per answer of the word-MOO bot (``bots/words.py``) on 9-letter words.
 
+The secrets are drawn from the answer list, as every word-MOO secret is, and the bot plays as
+it does in a match (its candidates are the answers).
+
 One answer = the bot's ``observe`` of the previous answer plus its ``next_guess`` (the filter
 runs inside ``next_guess``, under the bot's own wall-clock budget). Both wall time
 (``time.perf_counter``: what a referee or a player waits) and the process's CPU time
@@ -17,16 +20,17 @@ import random
 import statistics
 import time
 
-from bots.dictionary import load_words
+from bots.dictionary import install, load_answers
 from bots.words import WordBot
 from moo.words import SCORINGS, WordRules
 
 
 def run(length: int, games: int, seed: int) -> list[str]:
     lines = [f"load average before: {os.getloadavg()[0]:.1f}"]
-    words = load_words(length)
+    install()
+    words = load_answers(length)
     for scoring in SCORINGS:
-        rules = WordRules(length, scoring, words)
+        rules = WordRules(length, scoring)
         bot = WordBot()
         rng = random.Random(seed)
         walls: list[float] = []
@@ -50,7 +54,7 @@ def run(length: int, games: int, seed: int) -> list[str]:
             else:
                 raise AssertionError(f"{secret}: not solved in 100 guesses")
         lines.append(
-            f"{scoring}: {len(words)} words of {length}, {games} games, "
+            f"{scoring}: {len(words)} answers of {length}, {games} games, "
             f"mean {statistics.mean(counts):.2f} guesses (max {max(counts)}); per answer "
             f"wall max {max(walls):.3f} s mean {statistics.mean(walls):.3f} s, "
             f"CPU max {max(cpus):.3f} s mean {statistics.mean(cpus):.3f} s"

@@ -4,7 +4,9 @@
 * ``offered_variants``: the server's variant list with and without the word specs (ratio).
 * building the filtered cache from ``/usr/share/dict/american-english`` (first use ever), and
   reading the cached list for one length (first word match of a process; done in a thread at
-  start, server/app.py); both in fresh caches, best of ``--repeat``.
+  start, server/app.py); both in fresh caches, best of ``--repeat``; the same for the answer
+  lists (``bots/answers.py``: deriving them checks ~20,000 words against better-profanity,
+  wordfilter and badwords-py).
 * ``check_secret``: a word secret (a set lookup after the format check) beside a classic one.
 * importing ``bots.dictionary`` (what every server process now imports), in a fresh
   interpreter after ``moo.words``, best of ``--repeat``.
@@ -120,6 +122,23 @@ def main() -> None:
         read = once(lambda: dictionary.words_of_length(5), r, warm_file)
         print(f"first use ever (filter wamerican into the cache, 5 letters): {build * 1e3:.0f} ms")
         print(f"first word match of a process (read the cache, 5 letters): {read * 1e3:.0f} ms")
+        answers = Path(tmp) / "answers.txt"
+        os.environ["MOO_ANSWERS_CACHE"] = str(answers)
+
+        def cold_answers() -> None:
+            answers.unlink(missing_ok=True)
+            dictionary._all_answers.cache_clear()
+            dictionary.answers_of_length.cache_clear()
+
+        def warm_answers() -> None:
+            dictionary._all_answers.cache_clear()
+            dictionary.answers_of_length.cache_clear()
+
+        derive = once(lambda: dictionary.answers_of_length(5), r, cold_answers)
+        cached = once(lambda: dictionary.answers_of_length(5), r, warm_answers)
+        print(f"first use ever (derive the answers into their cache, 5 letters): {derive:.2f} s")
+        print(f"first word match of a process (read the answers' cache): {cached * 1e3:.0f} ms")
+        dictionary.install()  # as every program that checks word secrets does at start
         rules = WordRules(5)
         rules.check_secret("SKUNK")  # the membership set, built once per list
         word = per_call(lambda: rules.check_secret("skunk"), 20000, r)

@@ -15,12 +15,18 @@ abbreviations: ``Flynn``, ``AC``), letters A-Z only, upper-cased, de-duplicated,
 project never ships the list.
 The filtered list is cached (:func:`word_list_path`, rebuilt when the source is newer or
 another file) and each process reads it at most once (:func:`words_of_length`).
+
+The **answers**, the words secrets are drawn from (common words that hurt nobody: the rule is
+:mod:`bots.answers`), are derived from the same file and cached beside it
+(:func:`answers_path`), read at most once per process and length (:func:`answers_of_length`);
+:func:`install` gives both to the rules.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -28,10 +34,13 @@ from moo.words import NoDictionary, dictionary_words, filter_words, set_dictiona
 
 __all__ = [
     "DEFAULT_SOURCE",
+    "answers_of_length",
+    "answers_path",
     "available",
     "build_word_list",
     "dictionary_file",
     "install",
+    "load_answers",
     "load_words",
     "sources",
     "user_source",
@@ -168,10 +177,62 @@ def available() -> str | None:
     return _missing()
 
 
-def install() -> None:
-    """Give the dictionary to word MOO's rules (:func:`moo.words.set_dictionary`).
+def answers_path() -> Path:
+    """The cache of the answer lists: ``$MOO_ANSWERS_CACHE`` if set, else ``answers.txt``
+    beside the dictionary's cache (:func:`word_list_path`; ``~/.cache/moo-arena/answers.txt``)."""
+    env = os.environ.get("MOO_ANSWERS_CACHE")
+    return Path(env) if env else word_list_path().with_name("answers.txt")
 
-    Called once at start by the programs that check word secrets against the real list (the
-    server, the terminal, the local tournament runner); it reads nothing yet.
+
+#: held while the answers are derived or read: a server's first word match, arriving while
+#: its background thread derives them (seconds), waits for that rather than derive them twice
+_DERIVING = threading.Lock()
+
+
+@cache
+def _all_answers(source: str, mtime: float) -> tuple[str, ...]:
+    # imported here: the POTM referee (clients/potm) reads only the dictionary, and runs as an
+    # unprivileged user with the system's python3 and no more of the project than it needs
+    from bots.answers import build_answers, cached_answers
+
+    del mtime  # part of the cache key only: a newer dictionary is derived again
+    path, dest = Path(source), answers_path()
+    with _DERIVING:
+        found = cached_answers(dest, path)
+        return build_answers(path, dest) if found is None else found
+
+
+def load_answers(length: int | None = None) -> tuple[str, ...]:
+    """The answers (:mod:`bots.answers`; of ``length`` letters if given), upper case, sorted.
+
+    Derived from the dictionary file in use (:func:`dictionary_file`) through their cache
+    (:func:`answers_path`), derived again if missing or stale; raises
+    :class:`FileNotFoundError` with the one-line reason when there is no dictionary.
     """
-    set_dictionary(words_of_length)
+    src = dictionary_file()
+    if src is None:
+        raise FileNotFoundError(_missing())
+    words = _all_answers(str(src), src.stat().st_mtime)
+    return words if length is None else tuple(w for w in words if len(w) == length)
+
+
+@cache
+def answers_of_length(length: int) -> tuple[str, ...]:
+    """The answers of ``length`` letters, read once per process, as :func:`words_of_length`:
+    the same tuple every time (the rules build its set once). A missing dictionary is
+    :class:`moo.words.NoDictionary`, and is not cached."""
+    try:
+        return load_answers(length)
+    except FileNotFoundError as exc:
+        raise NoDictionary(str(exc)) from None
+
+
+def install() -> None:
+    """Give the dictionary (guesses) and the answers (secrets) to word MOO's rules
+    (:func:`moo.words.set_dictionary`).
+
+    Called once at start by the programs that draw or check word secrets against the real
+    lists (the server, the terminal, the bot runner, the local tournament runner); it reads
+    nothing yet.
+    """
+    set_dictionary(words_of_length, answers=answers_of_length)

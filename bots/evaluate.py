@@ -223,10 +223,21 @@ def race_result(
                 f"{spec!r}: an adaptive player needs its opponent's moves, not a distribution"
             )
         strategy = create(spec, relabel=False)
-        agent, side_exact = agent_for(strategy, rules, show_guesses=show_guesses, seed=seed)
+        tree_bar = (Progress(len(rules.secrets), f"evaluating {spec}")
+                    if show_progress and strategy.deterministic and not strategy.adaptive
+                    else None)
+        agent, side_exact = agent_for(strategy, rules, show_guesses=show_guesses, seed=seed,
+                                      progress=tree_bar)
+        if tree_bar is not None:
+            tree_bar.finish()
         exact = exact and side_exact
         sides.append(agent)
-    result = race(sides[0], sides[1], rules)
+    n = len(rules.secrets)
+    # minutes against strongest: a bar on stderr (a terminal only, after 2 s) over the pairs
+    bar = Progress(n * n, f"racing {name} vs {vs}") if show_progress else None
+    result = race(sides[0], sides[1], rules, progress=bar)
+    if bar is not None:
+        bar.finish()
     win, draw, loss = result.fractions()
     method = (
         "exact: race enumerated over all pairs of secrets"

@@ -30,7 +30,7 @@ import random
 import shlex
 import threading
 from collections.abc import Coroutine, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from bots.base import Strategy
 from moo.errors import InvalidCode, MooError
@@ -42,6 +42,8 @@ __all__ = [
     "BotFailure",
     "ExternalBot",
     "ExternalStrategy",
+    "ProcessTransport",
+    "Transport",
     "split_command",
 ]
 
@@ -81,42 +83,59 @@ def split_command(cmd: str | Sequence[str]) -> list[str]:
     return argv
 
 
-class ExternalBot:
-    """One external bot program (async API). See docs/bot-protocol.md for the line protocol.
+class Transport(Protocol):
+    """How :class:`ExternalBot` reaches its program: the protocol logic stays in one place.
 
-    The process is started lazily by :meth:`new_match` (or :meth:`start`) and restarted after a
-    failure. ``move_timeout`` bounds each answer (a guess, or the ``ready`` handshake).
+    :class:`ProcessTransport` runs the program as a plain child process (``moo bot --cmd``);
+    ``clients.hosted`` runs it in a sandbox with limits. A transport raises
+    :class:`BotFailure` for what only it can see (a limit broken); everything about lines,
+    answers and deadlines is decided by :class:`ExternalBot`.
     """
 
-    def __init__(
-        self,
-        cmd: str | Sequence[str],
-        *,
-        move_timeout: float = DEFAULT_MOVE_TIMEOUT,
-        cwd: str | None = None,
-        stderr: int | None = None,
-    ) -> None:
-        self.argv = split_command(cmd)
-        self.move_timeout = move_timeout
+    @property
+    def running(self) -> bool: ...
+
+    async def open(self) -> None:
+        """Start the program (raise ``BotFailure("crash", why)`` if it cannot start)."""
+
+    async def send(self, line: bytes, timeout: float) -> bool:
+        """Write one line; False if the program does not read it within ``timeout``.
+
+        Raise ``BotFailure("crash", ...)`` if the program has exited."""
+
+    async def read_line(self, timeout: float) -> bytes | None:
+        """The next line (at most ``MAX_LINE + 1`` bytes of it), ``b""`` at the end of its
+        output, None if nothing came within ``timeout``."""
+
+    async def exit_status(self) -> str:
+        """How the program ended, for a person: ``code 1``, ``signal 9 (SIGKILL)``."""
+
+    def explain(self, reason: str, detail: str) -> tuple[str, str]:
+        """The real reason of a failure seen as ``reason``/``detail`` (e.g. a crash that was
+        a memory limit); the default transport returns them unchanged."""
+
+    async def close(self) -> None:
+        """Say ``quit``, give the program a moment to exit, then kill what is left."""
+
+    async def kill(self) -> None:
+        """Kill the program at once (and everything it started, where the transport can)."""
+
+
+class ProcessTransport:
+    """The program as a plain child process, unconfined: ``moo bot --cmd`` and tournaments."""
+
+    def __init__(self, argv: Sequence[str], *, cwd: str | None = None,
+                 stderr: int | None = None) -> None:
+        self.argv = list(argv)
         self.cwd = cwd
-        #: Where the bot's stderr goes (None: inherit ours, so authors see their debug output).
         self.stderr = stderr
-        #: Name the program announced in ``ready NAME`` (falls back to the command).
-        self.name = self.argv[0].rsplit("/", 1)[-1]
-        self.starts = 0
-        self.failures = 0
         self._proc: asyncio.subprocess.Process | None = None
-        self._rules: Rules = DEFAULT_RULES
 
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
-    # -- process life cycle ---------------------------------------------------------------------
-    async def start(self) -> None:
-        """Spawn the program and do the ``moo 1`` / ``ready`` handshake."""
-        if self.running:
-            return
+    async def open(self) -> None:
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *self.argv,
@@ -127,28 +146,43 @@ class ExternalBot:
                 limit=MAX_LINE * 4,
             )
         except OSError as exc:
-            self.failures += 1
             why = exc.strerror or str(exc)
             raise BotFailure("crash", f"cannot start {self.argv[0]!r}: {why}") from None
-        self.starts += 1
-        # A program that exits at once may still have said why on stdout: read that first.
-        stdin = self._proc.stdin
-        assert stdin is not None
+
+    async def send(self, line: bytes, timeout: float) -> bool:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.returncode is not None:
+            raise BotFailure("crash", "the program is not running")
         try:
-            stdin.write(f"moo {PROTOCOL_VERSION}\n".encode("ascii"))
-            await asyncio.wait_for(stdin.drain(), self.move_timeout)
+            proc.stdin.write(line)
+            await asyncio.wait_for(proc.stdin.drain(), timeout)
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            word = line.split()[0].decode() if line.split() else "its input"
+            raise BotFailure("crash", f"the program exited before reading {word!r}") from None
         except TimeoutError:
-            await self._fail("timeout", "the program does not read its input")
-        words = (await self._answer("the ready handshake")).split()
-        if not words or words[0] != "ready":
-            await self._fail("garbage", f"expected 'ready', got {' '.join(words)[:60]!r}")
-        if len(words) > 1:
-            self.name = words[1][:24]
+            return False
+        return True
+
+    async def read_line(self, timeout: float) -> bytes | None:
+        proc = self._proc
+        if proc is None or proc.stdout is None:
+            raise BotFailure("crash", "the program is not running")
+        try:
+            return await asyncio.wait_for(proc.stdout.readline(), timeout)
+        except TimeoutError:
+            return None
+        except (ValueError, asyncio.LimitOverrunError):
+            return b"x" * (MAX_LINE + 1)  # over-long: garbage, whatever it said
+
+    async def exit_status(self) -> str:
+        proc = self._proc
+        code = None if proc is None else await _returncode(proc)
+        return f"code {code}"
+
+    def explain(self, reason: str, detail: str) -> tuple[str, str]:
+        return reason, detail
 
     async def close(self) -> None:
-        """Say ``quit`` and give the program a moment to exit, then kill it."""
         proc = self._proc
         self._proc = None
         if proc is None or proc.returncode is not None:
@@ -163,49 +197,109 @@ class ExternalBot:
         except TimeoutError:
             await self._kill(proc)
 
-    async def _kill(self, proc: asyncio.subprocess.Process) -> None:
+    async def kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            await self._kill(proc)
+
+    @staticmethod
+    async def _kill(proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proc.wait(), 5.0)
 
+
+class ExternalBot:
+    """One external bot program (async API). See docs/bot-protocol.md for the line protocol.
+
+    The process is started lazily by :meth:`new_match` (or :meth:`start`) and restarted after a
+    failure. ``move_timeout`` bounds each answer (a guess, or the ``ready`` handshake).
+    ``transport`` replaces the plain child process (e.g. by a sandboxed one); ``cwd`` and
+    ``stderr`` are then the transport's business.
+    """
+
+    def __init__(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        move_timeout: float = DEFAULT_MOVE_TIMEOUT,
+        cwd: str | None = None,
+        stderr: int | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        self.argv = split_command(cmd)
+        self.move_timeout = move_timeout
+        #: Where the bot's stderr goes (None: inherit ours, so authors see their debug output).
+        self.transport: Transport = transport or ProcessTransport(self.argv, cwd=cwd,
+                                                                  stderr=stderr)
+        #: Name the program announced in ``ready NAME`` (falls back to the command).
+        self.name = self.argv[0].rsplit("/", 1)[-1]
+        self.starts = 0
+        self.failures = 0
+        self._rules: Rules = DEFAULT_RULES
+
+    @property
+    def running(self) -> bool:
+        return self.transport.running
+
+    # -- process life cycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        """Spawn the program and do the ``moo 1`` / ``ready`` handshake."""
+        if self.running:
+            return
+        try:
+            await self.transport.open()
+        except BotFailure as exc:
+            await self._fail(exc.reason, exc.detail)
+        self.starts += 1
+        # A program that exits at once may still have said why on stdout: read that first.
+        try:
+            if not await self.transport.send(f"moo {PROTOCOL_VERSION}\n".encode("ascii"),
+                                             self.move_timeout):
+                await self._fail("timeout", "the program does not read its input")
+        except BotFailure as exc:
+            if exc.reason != "crash":
+                await self._fail(exc.reason, exc.detail)
+        words = (await self._answer("the ready handshake")).split()
+        if not words or words[0] != "ready":
+            await self._fail("garbage", f"expected 'ready', got {' '.join(words)[:60]!r}")
+        if len(words) > 1:
+            self.name = words[1][:24]
+
+    async def close(self) -> None:
+        """Say ``quit`` and give the program a moment to exit, then kill it."""
+        await self.transport.close()
+
     async def _fail(self, reason: str, detail: str) -> NoReturn:
         """Kill the program and raise: a misbehaving bot never gets a second chance mid-match."""
         self.failures += 1
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            await self._kill(proc)
+        reason, detail = self.transport.explain(reason, detail)
+        await self.transport.kill()
         raise BotFailure(reason, detail)
 
     async def _send(self, line: str) -> None:
-        proc = self._proc
-        if proc is None or proc.stdin is None or proc.returncode is not None:
-            await self._fail("crash", "the program is not running")
         try:
-            proc.stdin.write(line.encode("ascii") + b"\n")
-            await asyncio.wait_for(proc.stdin.drain(), self.move_timeout)
-        except (BrokenPipeError, ConnectionResetError):
-            await self._fail("crash", f"the program exited before reading {line.split()[0]!r}")
-        except TimeoutError:
+            sent = await self.transport.send(line.encode("ascii") + b"\n", self.move_timeout)
+        except BotFailure as exc:
+            await self._fail(exc.reason, exc.detail)
+        if not sent:
             await self._fail("timeout", "the program does not read its input")
 
     async def _answer(self, what: str) -> str:
         """Read the next non-comment line within the move time limit."""
-        proc = self._proc
-        if proc is None or proc.stdout is None:
-            await self._fail("crash", "the program is not running")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.move_timeout
         for _ in range(MAX_COMMENTS):
             try:
-                raw = await asyncio.wait_for(proc.stdout.readline(), deadline - loop.time())
-            except TimeoutError:
+                raw = await self.transport.read_line(max(0.0, deadline - loop.time()))
+            except BotFailure as exc:
+                await self._fail(exc.reason, exc.detail)
+            if raw is None:
                 await self._fail("timeout", f"no answer to {what} within {self.move_timeout:g} s")
-            except (ValueError, asyncio.LimitOverrunError):
-                await self._fail("garbage", f"an over-long line in answer to {what}")
             if not raw:
-                code = await _returncode(proc)
-                await self._fail("crash", f"the program exited (code {code}) before {what}")
+                status = await self.transport.exit_status()
+                await self._fail("crash", f"the program exited ({status}) before {what}")
             if len(raw) > MAX_LINE:
                 await self._fail("garbage", f"an over-long line in answer to {what}")
             line = raw.decode("utf-8", "replace").strip()

@@ -127,12 +127,16 @@ class StrategyAgent:
 
 
 def agent_for(
-    strategy: Strategy, rules: Rules, *, show_guesses: bool = True, seed: int = 0
+    strategy: Strategy, rules: Rules, *, show_guesses: bool = True, seed: int = 0,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[Agent, bool]:
-    """(the side's starting agent, exact?) for a bare (not relabelled) strategy."""
+    """(the side's starting agent, exact?) for a bare (not relabelled) strategy.
+
+    ``progress`` follows the games a fixed side plays to make its tree (``play_all``): for a
+    heuristic strategy that is many seconds before the race starts."""
     table = table_for(rules)
     if strategy.deterministic and not strategy.adaptive:
-        games = play_all(strategy, rules, seed=seed)
+        games = play_all(strategy, rules, seed=seed, progress=progress)
         tree = DecisionTree.from_dump(games, rules, strategy.name or type(strategy).__name__)
         return TreeAgent(tree.moves, table), True
     strategy.new_match(rules, random.Random(seed))
@@ -143,7 +147,14 @@ def race(
     a: Agent, b: Agent, rules: Rules = DEFAULT_RULES,
     *, progress: Callable[[int], None] | None = None,
 ) -> RaceResult:
-    """Enumerate the lockstep race of ``a`` against ``b`` over all pairs of secrets."""
+    """Enumerate the lockstep race of ``a`` against ``b`` over all pairs of secrets.
+
+    ``progress`` is called now and then with the number of pairs of secrets whose race is
+    decided so far, and last with all of them (``len(secrets)²``): the depth-first walk
+    settles whole subtrees in turn, so that count grows about evenly with the time spent,
+    where the number of states has no known end (a race against ``strongest`` runs for
+    minutes: issue 32).
+    """
     table = table_for(rules)
     if rules.repeats_in_guess:
         raise ValueError("race enumeration supports distinct-symbol guesses only")
@@ -170,8 +181,8 @@ def race(
 
     def step(pa: Agent, sa: Codes, pb: Agent, sb: Codes, played: int) -> None:
         out.states += 1
-        if progress is not None and out.states % 4096 == 0:
-            progress(out.states)
+        if progress is not None and out.states % 1024 == 0:
+            progress(out.win + out.draw + out.loss)
         ga, gb = pa.guess(), pb.guess()
         hit_a, parts_a = split(ga, sa)
         hit_b, parts_b = split(gb, sb)
@@ -197,5 +208,7 @@ def race(
 
     every = tuple(range(len(table.secrets)))
     step(a, every, b, every, 0)
+    if progress is not None:
+        progress(len(every) ** 2)
     out.seconds = time.perf_counter() - started
     return out

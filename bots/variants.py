@@ -13,7 +13,7 @@ other rules get only bots that are correct for them:
   where the rules are small enough, computed on first use and cached on disk; elsewhere the
   best heuristic, which :func:`bot_note` tells the players). ``adaptive`` stays 4 of 10 only
   (its race tables are built for it).
-* word MOO: ``words`` only (:class:`bots.words.WordBot`, dictionary words compared by a
+* word MOO: ``words`` only (:class:`bots.words.WordBot`, answer words compared by a
   sampled look-ahead). It plays nothing else, so it is listed in :data:`VARIANT_BOTS` rather
   than registered with the classic strategies (``bots.base``).
 

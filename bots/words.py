@@ -1,7 +1,14 @@
-"""A word-MOO bot that uses the dictionary: consistent candidates, sampled one-step look-ahead.
+"""A word-MOO bot that uses the answer list: consistent candidates, sampled one-step look-ahead.
 
-Exact look-ahead over ten thousand 9-letter words (every candidate as a guess against every
-other) is 10^8 scores, far beyond a 1 s answer in Python. The bot instead keeps the words
+Its candidates are the answers (:func:`bots.dictionary.answers_of_length`), the words every
+word-MOO secret is drawn from and must be, so it only ever guesses common words that hurt
+nobody, and finds the secret sooner than among the whole dictionary. Should no answer fit
+(a secret from elsewhere: another machine's older answer list), it widens to the whole
+dictionary, filtered by every answer so far, rather than give up.
+
+Exact look-ahead over thousands of words (3,500 answers of 7 letters; 10,500 dictionary
+words of 8 once widened), every candidate as a guess against every other, is 10^7 to 10^8
+scores, far beyond a 1 s answer in Python. The bot instead keeps the words
 consistent with every answer so far and, for each guess, compares a sample of candidate words
 by the expected number of candidates left after them, estimated on a sample of possible
 secrets (sum of squared part sizes over the sample size), within a wall-clock budget. Guessing
@@ -54,14 +61,19 @@ class WordBot:
         self.left: list[str] = []
         self.rng = random.Random(0)
         self.pending: list[tuple[str, tuple[int, int]]] = []
+        #: every answer of this match, to widen to the dictionary (see the module's docstring)
+        self.history: list[tuple[str, tuple[int, int]]] = []
+        self.widened = False
         self.first = True
 
     def new_match(self, rules: WordRules, rng: random.Random) -> None:
         self.rules = rules
-        # the rules' own list if a caller gave one, else the system dictionary (read once)
-        self.left = list(rules.words or dictionary.words_of_length(rules.length))
+        # the rules' own list if a caller gave one, else the system's answers (read once)
+        self.left = list(rules.words or dictionary.answers_of_length(rules.length))
         self.rng = rng
         self.pending = []
+        self.history = []
+        self.widened = bool(rules.words)
         self.first = True
 
     def observe(self, guess: str, answer: tuple[int, int]) -> None:
@@ -70,6 +82,7 @@ class WordBot:
         Filtering there keeps the whole cost of an answer under one wall-clock budget.
         """
         self.pending.append((guess, (answer[0], answer[1])))
+        self.history.append(self.pending[-1])
 
     def observe_opponent(self, count: int, response: tuple[int, int] | None) -> None:
         """The opponent's progress does not change which word is best (Strategy's hook)."""
@@ -101,6 +114,12 @@ class WordBot:
             score = self._scorer(guess)
             self.left = [w for w in self.left if score(w) == want]
         self.pending.clear()
+        if not self.left and not self.widened:  # no answer fits: the whole dictionary then
+            self.widened = True
+            self.left = list(dictionary.words_of_length(self.rules.length))
+            for guess, want in self.history:
+                score = self._scorer(guess)
+                self.left = [w for w in self.left if score(w) == want]
         left = self.left
         if not left:
             raise RuntimeError("no dictionary word fits the answers (secret not in the list?)")

@@ -49,7 +49,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyse": ("clients.analyse",
                 "analyse a finished match's guesses (a record file or a MATCH_ID)"),
     "potm": ("clients.potm.cli", "referee word-guessing programs as in the May 1999 POTM"),
+    "words": ("bots.words_cli",
+              "print word MOO's answer list (--answers) or its accepted guesses"),
     "export": ("server.export", "write every finished match as one JSON line (docs/export.md)"),
+    "ladder": ("clients.hosted.cli",
+               "hosted bots: check a program as the ladder would run it (docs/ladder.md)"),
 }
 
 #: sub-actions of a command, told apart from its own arguments by the first word after it
@@ -61,6 +65,9 @@ SUBCOMMANDS: dict[tuple[str, str], tuple[str, str, str]] = {
                                "create a tournament hosted by a server (prints its id last)"),
     ("tournament", "show"): ("clients.tournament.hosted", "show",
                              "print a hosted tournament's standings"),
+    ("ladder", "check"): ("clients.hosted.cli", "check",
+                          "run the compliance check of a program in the sandbox: accepted "
+                          "or refused with the reason"),
 }
 
 #: errors that mean "what you typed is not something the command can do": exit status 2

@@ -51,6 +51,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "{rules, secret, guesses} or an export record; docs/analysis.md), '-' for stdin, or "
         "the id of a finished match to fetch from --url or --db")
     parser.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    parser.add_argument("--record", type=int, default=None, metavar="N",
+                        help="an export file of several records (JSON lines): analyse only "
+                        "its Nth record (from 1); without it, every record is analysed")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--url", type=ws_url, default=None,
                        help=f"fetch MATCH_ID from this server (default {DEFAULT_URL})")
@@ -125,10 +128,12 @@ def fetch_record(url: str, match_id: str) -> dict[str, Any]:
 
     from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-    from clients.sdk import ConnectionLost
+    from clients.sdk import ConnectionLost, HandshakeRefused
 
     try:
         reply = asyncio.run(_fetch(url, match_id))
+    except HandshakeRefused as exc:  # an address that is not an arena: its own one line
+        raise FetchError(str(exc)) from None
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
         raise FetchError(f"cannot reach the server at {url}: "
                          f"{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
@@ -150,16 +155,38 @@ def _from_db(db: str, match_id: str) -> dict[str, Any]:
     return record
 
 
-def _load(path: Path) -> tuple[Rules | MastermindRules, Players]:
+def _records(path: Path) -> list[Any]:
+    """The records of a file: one JSON document, or one per line (an export file).
+
+    Why every line and not the first: an export holds every match of a server, and analysing
+    its first record without a word about the rest looked like analysing the file (issue 32).
+    """
     text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-    if text.lstrip().startswith("{") and "\n{" in text.strip():
-        text = text.strip().splitlines()[0]  # an export file (JSON lines): its first match
-    return parse_record(json.loads(text))
+    if not (text.lstrip().startswith("{") and "\n{" in text.strip()):
+        return [json.loads(text)]
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path} is not JSON ({exc.msg}, line {number})") from None
+    return records
 
 
 def _from_file(args: argparse.Namespace) -> int:
     try:
-        rules, players = _load(args.file)
+        records = _records(args.file)
+        if args.record is not None:
+            if not 1 <= args.record <= len(records):
+                print(f"moo analyse: --record {args.record}: {args.file} holds "
+                      f"{len(records)} record{'s' if len(records) > 1 else ''}",
+                      file=sys.stderr)
+                return 2
+            records = [records[args.record - 1]]
+        if len(records) > 1:
+            return _report_many(records, args.json)
+        rules, players = parse_record(records[0])
         return report(rules, players, args.json)
     except FileNotFoundError:
         print(f"moo analyse: no such file: {args.file}", file=sys.stderr)
@@ -173,6 +200,48 @@ def _from_file(args: argparse.Namespace) -> int:
         return 2
 
 
+def _report_many(records: list[Any], as_json: bool) -> int:
+    """Every record of an export file, each under a line naming it, then a count.
+
+    A record that cannot be analysed (a match that never started, a variant the analysis does
+    not cover) is said in its place and counted, so one odd match does not hide the others;
+    the status is 2 only when none could be analysed. The tables go to stdout as they are
+    made, a progress bar to stderr (on a terminal, after 2 s: an export can hold thousands).
+    """
+    from bots.playout import Progress
+
+    total = len(records)
+    progress = Progress(total, "analysing")
+    analysed = 0
+    for number, record in enumerate(records, 1):
+        match_id = record.get("match_id") if isinstance(record, dict) else None
+        head = f"record {number} of {total}" + (f": match {match_id}" if match_id else "")
+        try:
+            rules, players = parse_record(record)
+            results = review_players(rules, players)
+        except (ValueError, TypeError) as exc:
+            if as_json:
+                print(json.dumps({"record": number, "match_id": match_id, "error": str(exc)}))
+            else:
+                print(f"{head}: not analysed: {exc}\n")
+            progress(number)
+            continue
+        analysed += 1
+        if as_json:
+            print(json.dumps({"record": number, "match_id": match_id,
+                              "rules": rules.to_dict(), "players": results}))
+        else:
+            names = " vs ".join(str(p["name"]) for p in results)
+            print(f"{head} ({names})")
+            _print_tables(results)
+            print()
+        progress(number)
+    progress.finish()
+    if not as_json:
+        print(f"{total} records: {analysed} analysed, {total - analysed} not analysed")
+    return 0 if analysed else 2
+
+
 def report(rules: Rules | MastermindRules, players: Players, as_json: bool) -> int:
     """Analyse every player and print the tables (or the JSON of ``--json``); the analysis'
     ``ValueError``/``TypeError`` (an illegal code, rules it cannot analyse) propagate."""
@@ -180,6 +249,12 @@ def report(rules: Rules | MastermindRules, players: Players, as_json: bool) -> i
     if as_json:
         print(json.dumps({"rules": rules.to_dict(), "players": results}, indent=2))
         return 0
+    _print_tables(results)
+    return 0
+
+
+def _print_tables(results: list[dict[str, Any]]) -> None:
+    """One table per player: its guesses, what each left, and what it cost."""
     for player in results:
         res = player["guesses"]
         lost = sum(a["loss"] for a in res)
@@ -193,7 +268,6 @@ def report(rules: Rules | MastermindRules, players: Players, as_json: bool) -> i
                     f"{a['played_expected']:>6.3f} {a['loss']:>6.3f}  "
                     f"{a['best_guess']:<10} {a['mark'] or ''}")
             print(line.rstrip())
-    return 0
 
 
 def main(args: argparse.Namespace) -> int:
@@ -203,6 +277,10 @@ def main(args: argparse.Namespace) -> int:
     ):
         args.file = Path(target)
         return _from_file(args)
+    if getattr(args, "record", None) is not None:
+        print("moo analyse: --record N picks a record of a file; a MATCH_ID is one match",
+              file=sys.stderr)
+        return 2
     try:
         if args.db is not None:
             data = _from_db(args.db, target)

@@ -332,7 +332,11 @@ class _Run:
         print(text, file=self.stderr, flush=True)
         self._redraw()
 
-    def error(self, text: str) -> None:
+    def error(self, text: str, *, once: bool = False) -> None:
+        """Say ``text`` on stderr; ``once``: unless it was said already (a failure shared by
+        every connection, such as a server that is not there)."""
+        if once and text in self.errors:
+            return
         self.errors.append(text)
         self._clear()
         print(text, file=self.stderr, flush=True)
@@ -421,8 +425,14 @@ async def _connect(run: _Run, name: str, tokens: TokenStore) -> Client | None:
                     encoding=run.args.encoding, client_name="moo-bot")
     try:
         await client.connect()
-    except (ServerError, OSError, TimeoutError) as exc:
-        run.error(f"{name}: cannot connect to {', '.join(urls)}: {exc or type(exc).__name__}")
+    except ServerError as exc:  # this name refused (taken, bad token): each name its own line
+        run.error(f"{name}: cannot connect to {', '.join(urls)}: {exc}")
+        return None
+    except (OSError, TimeoutError) as exc:
+        # The same for every connection of --concurrency K: said once, not K times.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (
+            str(exc) or type(exc).__name__)
+        run.error(f"moo bot: cannot connect to {', '.join(urls)}: {reason}", once=True)
         return None
     if client.token:
         tokens.put(urls[0], client.name, client.token)
@@ -737,6 +747,8 @@ def main(args: argparse.Namespace) -> int:
     total = summary(run.outcomes)
     if args.json:
         print(json.dumps({"type": "summary", **total}), flush=True)
+    elif run.errors and not run.outcomes:
+        pass  # nothing was played: the error line is the whole story, no "0 matches" after it
     else:
         avg = total["avg_guesses"]
         print(

@@ -1,11 +1,15 @@
 """``moo play --words N``: word MOO for a person at a terminal, offline.
 
-The computer picks an English word of N letters from the dictionary (``moo.words``) and the
-player guesses it, scored either as the UNIX game's bulls and cows or as the 1999 POTM's hits
-and misses (``--scoring``). Any N letters may be guessed, as in the contest (a guess need not
-be a word); a guess that is not N letters A-Z is refused and not counted. Commands start
+The computer picks a common English word of N letters from the answer list (the words every
+word-MOO secret is drawn from: ``bots.answers``) and the player guesses it, scored either as
+the UNIX game's bulls and cows or as the 1999 POTM's hits and misses (``--scoring``). Any N
+letters may be guessed, as in the contest (a guess need not be a word: every dictionary word
+is a guess); a guess that is not N letters A-Z is refused and not counted. Commands start
 with ``?`` (``?left``, ``?hint``, ``?rules``, ``?quit``) because any bare word of N letters,
-LEFT or QUIT included, is a guess.
+LEFT included, is a guess; ``=WORD`` is always a guess. A bare quitting word (``QUIT``,
+``EXIT``...) is asked about when it is also a guess, and quits when it cannot be one, as in
+every game of ``moo play`` (clients/terminal/text.py). ``?left`` counts the answers still
+possible.
 """
 
 from __future__ import annotations
@@ -15,13 +19,22 @@ import random
 import sys
 from collections.abc import Callable
 
-from bots.dictionary import load_words
+from bots.dictionary import load_answers
 from moo.errors import InvalidCode
 from moo.words import MAX_LENGTH, MIN_LENGTH, WordRules
 
-__all__ = ["describe_answer", "play_words"]
+__all__ = ["QUIT_WORDS", "ambiguous_text", "describe_answer", "play_words"]
 
 YES = {"y", "yes"}
+#: the bare words that quit, in every game of ``moo play`` (clients/terminal/text.py takes
+#: them from here); where one could also be a guess it is asked about, never obeyed or played
+QUIT_WORDS = frozenset({"quit", "q", "exit", "resign", "bye"})
+
+
+def ambiguous_text(word: str) -> str:
+    """What is said when a bare quitting word is also a legal guess (word MOO's QUIT)."""
+    return (f"{word.upper()} IS A GUESS HERE AS WELL AS A COMMAND: TYPE ?QUIT TO QUIT, OR "
+            f"={word.upper()} TO PLAY IT AS A GUESS (NOTHING WAS SENT).")
 
 
 def describe_answer(rules: WordRules, answer: tuple[int, int]) -> str:
@@ -41,9 +54,10 @@ def _rules_page(rules: WordRules) -> str:
     else:
         how = ("A BULL IS A LETTER IN THE RIGHT PLACE. A COW IS A LETTER OF THE WORD IN THE\n"
                "WRONG PLACE, EACH LETTER COUNTED AT MOST AS OFTEN AS IT IS IN BOTH WORDS.")
-    return (f"I THINK OF AN ENGLISH WORD OF {rules.length} LETTERS (LETTERS MAY REPEAT).\n"
+    return (f"I THINK OF A COMMON ENGLISH WORD OF {rules.length} LETTERS (LETTERS MAY REPEAT).\n"
             f"{how}\nCOMMANDS START WITH ? (A WORD LIKE LEFT IS A GUESS): ?LEFT FOR THE NUMBER "
-            "OF\nWORDS STILL POSSIBLE, ?HINT FOR A WORD TO TRY, ?RULES, ?QUIT TO STOP.")
+            "OF\nWORDS STILL POSSIBLE, ?HINT FOR A WORD TO TRY, ?RULES, ?QUIT TO STOP\n(A BARE "
+            "QUIT THAT IS ALSO A GUESS IS ASKED ABOUT; =QUIT PLAYS IT).")
 
 
 def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
@@ -52,11 +66,11 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
     if not MIN_LENGTH <= n <= MAX_LENGTH:
         return _fail(f"--words takes a length of {MIN_LENGTH}-{MAX_LENGTH} letters, got {n}")
     try:
-        words = load_words(n)
+        words = load_answers(n)
     except OSError as exc:
         return _fail(str(exc))
     if not words:
-        return _fail(f"the dictionary has no {n}-letter words")
+        return _fail(f"the answer list has no {n}-letter words")
     rules = WordRules(n, args.scoring, words)
     rng = random.Random(args.seed)
     say("WORD MOO\n" + _rules_page(rules))
@@ -68,7 +82,17 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
         while True:
             line = read(f"\nYOUR GUESS ({n} LETTERS)? ")
             text = "?quit" if line is None else line.strip().lower()
-            if text == "?quit":
+            if text.startswith("=") and len(text) > 1:
+                text = text[1:].strip()  # always a guess
+            elif text in QUIT_WORDS:
+                try:
+                    rules.check_guess(text)
+                except InvalidCode:
+                    text = "?quit"  # cannot be a guess here: it quits
+                else:
+                    say(ambiguous_text(text))
+                    continue
+            if text in ("?quit", "?q", "?exit"):
                 say(f"THE WORD WAS {secret}.")
                 return _goodbye(say, games)
             if not text:
@@ -103,7 +127,7 @@ def play_words(args: argparse.Namespace, read: Callable[[str], str | None],
 
 
 def _suggest(rules: WordRules, left: list[str], rng: random.Random) -> str:
-    """The dictionary bot's choice among the words still possible (bots/words.py)."""
+    """The word bot's choice among the answers still possible (bots/words.py)."""
     from bots.words import WordBot
 
     bot = WordBot()

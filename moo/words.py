@@ -10,12 +10,17 @@ and in the guess):
   guessed positions whose letter does not occur in the word *at all*. Against ``SKUNK``:
   ``SKIPS`` is 2 hits 2 misses (I and P; the second S is in the word), ``GUPPY`` 0 hits 4 misses.
 
-The dictionary is data read from the system (Debian's ``wamerican``), so it lives outside the
-pure core: :mod:`bots.dictionary` reads and caches it, and a program that needs it installs it
-here with :func:`set_dictionary` (``bots.dictionary.install()``), or a caller passes its own
-list as ``WordRules(words=...)`` (tests, the offline helper). The rules only ever ask the
-injected provider for "the words of N letters"; nothing here opens a file, so replaying a
-match or scoring a guess stays I/O-free.
+Two lists per length, as in Wordle: the **dictionary** (every word of N letters the game
+knows: the bots' guesses; a person may guess any letters) and the **answers**, the common
+words that hurt nobody that secrets are drawn from and must be (a subset of the dictionary).
+Both are data read from the system (Debian's ``wamerican``, the ``wordfreq`` package and three
+offensive-word lists: ``better-profanity``, ``wordfilter``, ``badwords-py``), so they live
+outside the pure core: :mod:`bots.dictionary` reads, derives and caches them, and a program
+that needs them installs them here with
+:func:`set_dictionary` (``bots.dictionary.install()``), or a caller passes its own list as
+``WordRules(words=...)`` (tests, the offline helper, the POTM referee's contest list), which
+then serves as both. The rules only ever ask the injected providers for "the words of N
+letters"; nothing here opens a file, so replaying a match or scoring a guess stays I/O-free.
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ class HitsMisses(NamedTuple):
 
 
 class NotAWord(InvalidCode):
-    """A word-MOO secret that is N letters but not a word of the dictionary.
+    """A word-MOO secret that is N letters but not one of the answers (not a word of the
+    dictionary at all, or a word that is no answer: the message says which).
 
     Its own code (``not_a_word``) rather than ``unknown_symbol``: the letters are fine, and a
     client can say "not in the dictionary" instead of "bad characters".
@@ -124,20 +130,26 @@ def dictionary_words(lines: list[str]) -> list[str]:
 
 
 # -- the injected dictionary ------------------------------------------------------------------
+Provider = Callable[[int], tuple[str, ...]]
 #: ``length -> sorted words of that length``, installed by whoever may do I/O
-_provider: Callable[[int], tuple[str, ...]] | None = None
+_provider: Provider | None = None
+#: ``length -> sorted answers of that length`` (None: the dictionary's words are the answers)
+_answers: Provider | None = None
 #: membership sets, built once per word tuple (keyed by the tuple's identity, kept alive here)
 _SETS: dict[int, tuple[tuple[str, ...], frozenset[str]]] = {}
 
 
-def set_dictionary(provider: Callable[[int], tuple[str, ...]] | None) -> None:
-    """Install the word list every :class:`WordRules` without its own ``words`` uses.
+def set_dictionary(provider: Provider | None, answers: Provider | None = None) -> None:
+    """Install the word lists every :class:`WordRules` without its own ``words`` uses.
 
-    ``provider(length)`` returns the dictionary's words of that length, upper case, sorted; it
-    should cache (it is asked on every secret check). ``None`` uninstalls it.
+    ``provider(length)`` returns the dictionary's words of that length, ``answers(length)``
+    the answers (secrets) among them; upper case, sorted. Both should cache (they are asked on
+    every secret check). Without ``answers`` every dictionary word is an answer (a test's small
+    list). ``None`` uninstalls both.
     """
-    global _provider
+    global _provider, _answers
     _provider = provider
+    _answers = answers if provider is not None else None
     _SETS.clear()
 
 
@@ -158,13 +170,14 @@ def _word_set(words: tuple[str, ...]) -> frozenset[str]:
 # -- the rules --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class WordRules:
-    """One word-MOO game: secrets are dictionary words of ``length`` letters.
+    """One word-MOO game: secrets are answer words of ``length`` letters.
 
     A guess is any ``length`` letters A-Z, a word or not (the UNIX game and the POTM referee
-    both accept any letters, and probes such as ``EEEEE`` are a real technique); a secret must
-    be a dictionary word (:class:`NotAWord` otherwise). ``words`` overrides the injected
-    dictionary (a test's small list, the offline helper's remaining words); it takes no part in
-    equality, so two matches of ``words:5`` have equal rules whoever loaded the list.
+    both accept any letters, and probes such as ``EEEEE`` are a real technique), so every
+    dictionary word is a guess; a secret must be one of the answers (:class:`NotAWord`
+    otherwise). ``words`` overrides the injected lists (a test's small list, the offline
+    helper's remaining words, the POTM's contest list) as both dictionary and answers; it takes
+    no part in equality, so two matches of ``words:5`` have equal rules whoever loaded the list.
     """
 
     length: int = 5
@@ -191,8 +204,9 @@ class WordRules:
                 "alphabet": LETTERS, "repeats_in_guess": True}
 
     @property
-    def secrets(self) -> tuple[str, ...]:
-        """The dictionary's words of this length (the given ``words``, else the injected list)."""
+    def dictionary(self) -> tuple[str, ...]:
+        """Every word of this length the game knows (the given ``words``, else the injected
+        dictionary): the bots' guess space."""
         if self.words:
             return self.words
         if _provider is None:
@@ -201,9 +215,17 @@ class WordRules:
         return _provider(self.length)
 
     @property
+    def secrets(self) -> tuple[str, ...]:
+        """The answers of this length: what a secret is drawn from and must be (the given
+        ``words``, else the injected answer list, else the dictionary)."""
+        if self.words or _answers is None:
+            return self.dictionary
+        return _answers(self.length)
+
+    @property
     def guesses(self) -> tuple[str, ...]:
-        """Only the dictionary words: the bots' guess space (a person may guess any letters)."""
-        return self.secrets
+        """The dictionary's words: the bots' guess space (a person may guess any letters)."""
+        return self.dictionary
 
     @property
     def solved(self) -> Response:
@@ -215,6 +237,11 @@ class WordRules:
         return "letters A-Z"
 
     def is_word(self, word: str) -> bool:
+        """``word`` (upper case) is in the dictionary."""
+        return word in _word_set(self.dictionary)
+
+    def is_answer(self, word: str) -> bool:
+        """``word`` (upper case) is one of the answers: a possible secret."""
         return word in _word_set(self.secrets)
 
     def check_guess(self, text: object) -> str:
@@ -232,10 +259,15 @@ class WordRules:
     check_code = check_guess
 
     def check_secret(self, text: object) -> str:
-        """A guess's format, and a word of the dictionary (:class:`NotAWord` otherwise)."""
+        """A guess's format, and one of the answers (:class:`NotAWord` otherwise, saying
+        whether the word is not in the dictionary at all or only not an answer)."""
         word = self.check_guess(text)
-        if not self.is_word(word):
-            raise NotAWord(f"{word} is not a {self.length}-letter word of the dictionary")
+        if not self.is_answer(word):
+            if not self.is_word(word):
+                raise NotAWord(f"{word} is not a {self.length}-letter word of the dictionary")
+            raise NotAWord(f"{word} is not one of the {self.length}-letter answer words "
+                           f"(common words; moo words --length {self.length} --answers "
+                           "lists them)")
         return word
 
     def is_secret(self, text: str) -> bool:

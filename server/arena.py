@@ -35,8 +35,8 @@ from functools import partial
 from typing import Any
 
 from bots import dictionary
+from bots.dictionary import answers_of_length, words_of_length
 from bots.dictionary import available as dictionary_available
-from bots.dictionary import words_of_length
 from bots.variants import bot_note
 from moo.commitment import new_salt
 from moo.errors import (
@@ -233,7 +233,8 @@ class Arena:
         return self._offered
 
     async def warm_dictionary(self) -> None:
-        """Read the word list in a thread once at start when word MOO is offered, so the first
+        """Read the word list and its answers (derived on a first start: seconds; then read
+        from their cache) in a thread once at start when word MOO is offered, so the first
         word match neither blocks the event loop nor waits; a failure is logged and the first
         word secret then gets ``not_available``."""
         lengths = sorted({r.length for r in self.variants if is_words(r)})
@@ -242,6 +243,7 @@ class Arena:
         try:
             for n in lengths:
                 await asyncio.to_thread(words_of_length, n)
+                await asyncio.to_thread(answers_of_length, n)
         except (OSError, MooError) as exc:
             log.error("cannot read the word list: %s", exc)
 

@@ -220,3 +220,56 @@ def play_resigned_games(port: int, name: str, games: int, strategy: str = "rando
     # Playwright's sync API keeps an event loop running in this thread: use a thread of our own.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, run()).result(timeout=60)
+
+
+# Every visible interactive control of the page, with its tap target's size. A checkbox or a
+# radio button inside a <label> is measured as that label (tapping the label toggles it; the
+# segmented choices hide their radio and draw the label). Controls inside [hidden] or
+# display:none, not laid out, or off the screen sideways (the "Skip to content" link until it
+# is focused) are not visible. Names: #id, else the aria-label, else the text.
+TAP_TARGETS = """() => {
+  const sel = 'a[href], button, input:not([type=hidden]), select, textarea, summary,'
+    + ' [tabindex]:not([tabindex="-1"]), label:has(> input[type=checkbox]),'
+    + ' label:has(> input[type=radio])';
+  const out = [];
+  for (const e of document.querySelectorAll(sel)) {
+    if (e.matches('input[type=checkbox], input[type=radio]') && e.closest('label')) continue;
+    if (e.closest('[hidden]')) continue;
+    const cs = getComputedStyle(e);
+    if (cs.display === 'none' || cs.visibility === 'hidden') continue;
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) continue;
+    if (r.right <= 0 || r.left >= innerWidth) continue;
+    const text = (e.getAttribute('aria-label') || e.textContent || e.value || '')
+      .replace(/\\s+/g, ' ').trim().slice(0, 32);
+    const name = e.id ? `#${e.id}` : text || e.tagName.toLowerCase();
+    out.push({name: `${e.tagName.toLowerCase()} ${name}`, w: r.width, h: r.height});
+  }
+  return out;
+}"""
+
+def settle(page: Any) -> None:
+    """Wait for the page's finite animations to end: a card popping in is scaled down until
+    then, so its boxes are measured at rest (the pulsing dots and spinners never end)."""
+    page.evaluate("""() => Promise.all(document.getAnimations()
+      .filter((a) => a.effect && a.effect.getTiming().iterations !== Infinity)
+      .map((a) => a.finished.catch(() => null)))""")
+
+
+#: the smallest tap target on a phone, in CSS px (the common guideline: Apple's 44 pt)
+TAP_MIN = 44.0
+
+
+def tap_targets(page: Any, screen: str, measured: list[str]) -> None:
+    """Measure every visible control of the page at its current state, append each one to
+    ``measured`` (``screen: tag name WxH``) and fail, listing them all, if any is smaller than
+    TAP_MIN in either direction."""
+    settle(page)
+    found = page.evaluate(TAP_TARGETS)
+    assert found, f"{screen}: no control found"
+    lines = [f"{screen}: {c['name']} {c['w']:.0f}x{c['h']:.0f}" for c in found]
+    measured.extend(lines)
+    small = [line for c, line in zip(found, lines, strict=True)
+             if c["w"] < TAP_MIN - 0.01 or c["h"] < TAP_MIN - 0.01]
+    assert small == [], "controls under 44x44 px:\n" + "\n".join(small) + (
+        "\n\nevery control measured:\n" + "\n".join(measured))

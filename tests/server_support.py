@@ -197,7 +197,15 @@ async def break_store(app: App, how: Callable[[sqlite3.Connection], Any]) -> Non
     would)."""
     store = app.store
     assert isinstance(store, SQLiteStore)
-    await store._call(how)
+    try:
+        async with asyncio.timeout(patience(WAIT)):
+            await store._call(how)
+    except TimeoutError:
+        # a safety net that names the wait: once (stop 29, load 10) this test's player sat
+        # idle for the server's 300 s idle timeout somewhere between its secret and its first
+        # guess, and the failure said only that the connection was closed
+        raise AssertionError(f"the store's writer did not run {how.__name__} within "
+                             f"{patience(WAIT):g} s") from None
 
 
 def disk_full(conn: sqlite3.Connection) -> None:

@@ -54,6 +54,7 @@ class MyBot(Strategy):
 #: and ``input`` carry the arguments or the typed lines
 HOW: dict[str, tuple[str, ...]] = {
     "moo --help": ("as written",),
+    "moo ladder check examples/bots/first_consistent.sh": ("as written",),
     "moo eval strongest --vs minimum --json": ("as written",),
     "moo strategy dump minimum": ("as written",),
     "moo strategy list": ("as written",),
@@ -73,6 +74,8 @@ HOW: dict[str, tuple[str, ...]] = {
     "moo play --solo": ("input", "QUIT"),
     "moo play --solo --assist": ("input", "QUIT"),
     "moo play --words 5": ("input", "QUIT"),
+    "moo words --length 5 --answers": ("as written",),
+    "moo words --length 5": ("as written",),
     "moo play --create-room": ("help",),
     "moo play --room CODE": ("help",),
     "moo play --set-password": ("help",),
@@ -92,6 +95,7 @@ HOW: dict[str, tuple[str, ...]] = {
     "moo analyse MATCH_ID": ("help",),
     "moo play": ("help",),
     "moo bot": ("help",),
+    "moo words": ("help",),
     "moo tournament": ("help",),
     "moo tournament --url": ("help",),
     "moo eval": ("help",),

@@ -69,8 +69,12 @@ def main(args: argparse.Namespace) -> int:
     if not MIN_LENGTH <= n <= MAX_LENGTH:
         return _fail(f"--length must be {MIN_LENGTH}-{MAX_LENGTH}, got {n}")
     for p in args.entries:
-        if not p.is_file():
+        if p.is_dir():
+            return _fail(f"entry {p} is a directory, not a program")
+        if not p.exists():
             return _fail(f"no such entry: {p}")
+        if not p.is_file():
+            return _fail(f"entry {p} is not a regular file (a program is run from a file)")
         if not os.access(p, os.X_OK):
             return _fail(f"entry is not executable: {p} (chmod +x, with a #! line for scripts)")
     if args.playoffs < 0:
@@ -136,6 +140,18 @@ def standings_text(t: Tournament) -> list[str]:
     for rank, name, totals in t.standings():
         cells = "  ".join(f"{v:>9}" for v in totals)
         lines.append(f"{rank:>4}  {name:<{width}}  {cells}")
-    lines.append(f"winner: {t.winner}" if t.winner else
-                 "winner: none (still tied after the last playoff)")
+    lines.append(f"winner: {t.winner}" if t.winner else f"winner: none ({_why_none(t)})")
     return lines
+
+
+def _why_none(t: Tournament) -> str:
+    """Why no entry won, in true words: a tie is only "after the last playoff" when a playoff
+    was played (``--playoffs 0`` plays none; issue 32)."""
+    last = t.rounds[-1]
+    totals = last.totals()
+    tied = sum(1 for v in totals.values() if v == min(totals.values()))
+    playoffs = len(t.rounds) - 1
+    if not playoffs:
+        return f"{tied} entries tied after the final; --playoffs 0 plays no playoff"
+    return (f"{tied} entries still tied after {playoffs} playoff{'s' if playoffs > 1 else ''}, "
+            "the most --playoffs allows")

@@ -65,6 +65,7 @@ from clients.sdk.messages import (
     parse,
 )
 from clients.sdk.state import MatchState, Turn
+from clients.sdk.wire import HandshakeRefused, NotAnArena
 
 __all__ = [
     "DEFAULT_URL",
@@ -81,6 +82,7 @@ __all__ = [
     "ErrorReply",
     "Finished",
     "GuessMade",
+    "HandshakeRefused",
     "History",
     "HistoryEntry",
     "Leaderboard",
@@ -93,6 +95,7 @@ __all__ = [
     "MatchState",
     "MatchesList",
     "Message",
+    "NotAnArena",
     "PasswordSet",
     "PlayerInfo",
     "Pong",

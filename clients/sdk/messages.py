@@ -216,6 +216,13 @@ class TournamentInfo:
     def games(self) -> list[dict[str, Any]]:
         return list(self.data.get("games") or [])
 
+    @property
+    def game_count(self) -> int:
+        """How many games were started in all: ``games`` holds only the most recent 200 of a
+        long arena (docs/protocol.md), so its length is not the count."""
+        count = self.data.get("game_count")
+        return count if isinstance(count, int) else len(self.games)
+
 
 @dataclass(frozen=True)
 class TournamentUpdate(Message):

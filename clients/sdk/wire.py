@@ -22,11 +22,13 @@ from typing import Any
 
 import msgpack
 from websockets.asyncio.client import ClientConnection, connect, unix_connect
+from websockets.exceptions import InvalidHandshake, InvalidMessage, InvalidStatus
 from websockets.typing import Subprotocol
 
+from moo.errors import MooError
 from moo.protocol import SUBPROTOCOLS, Codec
 
-__all__ = ["ENCODINGS", "Wire", "decode_frame", "subprotocol_of"]
+__all__ = ["ENCODINGS", "HandshakeRefused", "NotAnArena", "Wire", "decode_frame", "subprotocol_of"]
 
 #: The encodings by their short name (``--encoding json``) and their subprotocol.
 ENCODINGS = {"json": SUBPROTOCOLS[0], "msgpack": SUBPROTOCOLS[1]}
@@ -65,6 +67,62 @@ def decode_frame(frame: str | bytes) -> dict[str, Any]:
     return value
 
 
+class HandshakeRefused(InvalidHandshake, MooError):
+    """The WebSocket handshake failed: the message says where and what answered, in one line.
+
+    Why classes of their own: websockets' own words ("did not receive a valid HTTP response")
+    do not tell a person what is wrong, so every command that takes ``--url`` prints this one
+    line instead (docs/sdk.md, "Connecting"). It is still an ``InvalidHandshake``, so the
+    reconnect loops that wait out a restarting server (a proxy answering 502 meanwhile) keep
+    treating it as a failed attempt, and a :class:`~moo.errors.MooError`, so ``moo`` prints it
+    as one line. This class itself is an arena's own refusal (HTTP 403 for a browser origin it
+    does not allow, 503 when full: docs/protocol.md).
+    """
+
+    code = "handshake_refused"
+
+    def __init__(self, url: str, text: str) -> None:
+        super().__init__(text)
+        #: the address tried
+        self.url = url
+
+
+class NotAnArena(HandshakeRefused):
+    """The address answered, but not as a MOO arena would: an HTTP server that is something
+    else, or a WebSocket server that does not speak the protocol."""
+
+    code = "not_an_arena"
+
+    def __init__(self, url: str, found: str) -> None:
+        super().__init__(url, f"{url} is not a MOO arena: {found}")
+        #: what answered there, for programs that word it otherwise
+        self.found = found
+
+
+#: the statuses an arena itself refuses a handshake with (docs/protocol.md, the table at top)
+_ARENA_REFUSALS = frozenset({403, 503})
+
+
+def _refusal(url: str, exc: InvalidHandshake) -> HandshakeRefused:
+    """What answered instead of a MOO handshake, in a person's words."""
+    if isinstance(exc, InvalidStatus):
+        response = exc.response
+        body = response.body.decode("utf-8", "replace").strip() if response.body else ""
+        said = f" ({body.splitlines()[0][:80]})" if body and not body.startswith("<") else ""
+        status = f"HTTP {response.status_code} {response.reason_phrase}{said}"
+        if response.status_code in _ARENA_REFUSALS:
+            return HandshakeRefused(url, f"{url} refused the connection: {status}")
+        return NotAnArena(url, f"it answered {status} to the WebSocket handshake")
+    if isinstance(exc, InvalidMessage):
+        cause = str(exc.__cause__ or "")
+        first = cause.rsplit(": ", 1)[-1].strip() if "expected HTTP/1.1" in cause else ""
+        if first:
+            return NotAnArena(url, f"it answered {first!r}, an HTTP server but not a "
+                                   "WebSocket one")
+        return NotAnArena(url, f"it did not answer in HTTP ({cause or exc})")
+    return NotAnArena(url, f"its WebSocket handshake is not a MOO arena's ({exc})")
+
+
 class Wire:
     """One open connection: messages (maps) in and out, in the negotiated encoding."""
 
@@ -78,7 +136,17 @@ class Wire:
     async def open(cls, url: str, encoding: str = "json", **kwargs: Any) -> Wire:
         """Connect to ``url`` offering one subprotocol; ``kwargs`` go to websockets' connect."""
         kwargs.setdefault("max_size", MAX_FRAME)
-        ws = await connect(url, subprotocols=[Subprotocol(subprotocol_of(encoding))], **kwargs)
+        offered = subprotocol_of(encoding)
+        try:
+            ws = await connect(url, subprotocols=[Subprotocol(offered)], **kwargs)
+        except HandshakeRefused:
+            raise
+        except InvalidHandshake as exc:
+            raise _refusal(url, exc) from exc
+        if ws.subprotocol != offered:
+            # an arena always selects a v1 subprotocol it is offered (docs/protocol.md, "Encodings")
+            await ws.close()
+            raise NotAnArena(url, f"a WebSocket server that does not speak {offered}")
         return cls(ws)
 
     @classmethod

@@ -50,6 +50,7 @@ from clients.terminal.text import (
     secret_words,
     show_answer,
 )
+from clients.wordplay import ambiguous_text
 from moo.errors import InvalidCode
 from moo.rules import Response
 from moo.words import NoDictionary, WordRules
@@ -140,9 +141,7 @@ class OnlineMatch:
             self.screen.say(f"WORD MOO: {secret_words(self.rules)}, "
                             + ("HITS AND MISSES." if self.rules.scoring == "hits_misses"
                                else "BULLS AND COWS."))
-            self.screen.say("TYPE '?RULES' FOR THE RULES, '?QUIT' TO RESIGN.")
-        else:
-            self.screen.say("TYPE 'RULES' FOR THE RULES, 'QUIT' TO RESIGN.")
+        self.screen.say("TYPE '?RULES' FOR THE RULES, '?QUIT' TO RESIGN.")
 
     def prompt(self) -> None:
         st = self.state
@@ -193,6 +192,9 @@ class OnlineMatch:
             if entry.kind == "command":
                 await self.command(entry.value)
                 return
+            if entry.kind == "ambiguous":
+                say(ambiguous_text(entry.value))
+                return
             try:
                 if not text:
                     entry = Entry("guess", self.rng.choice(self.rules.secrets))
@@ -226,6 +228,9 @@ class OnlineMatch:
             return
         if entry.kind == "error":
             say(f"  {entry.value}: not counted, try again.")
+            return
+        if entry.kind == "ambiguous":
+            say(ambiguous_text(entry.value))
             return
         if st.phase != "playing":
             say("THE GAME HAS NOT STARTED YET.")

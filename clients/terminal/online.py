@@ -34,18 +34,18 @@ async def _find_match(client: Client, args: argparse.Namespace, screen: Screen,
                                      assist=helped)
     if previous is not None and (args.room or args.create_room):
         await client.rematch(previous)
-        screen.say("REMATCH OFFERED; WAITING FOR YOUR OPPONENT (TYPE QUIT TO STOP)...")
+        screen.say("REMATCH OFFERED; WAITING FOR YOUR OPPONENT (TYPE ?QUIT TO STOP)...")
     elif args.room:
         return await client.join_room(args.room)
     elif args.create_room:
         room = await client.create_room(pacing=args.pacing, rules=rules, rated=rated,
                                      assist=helped)
         screen.say(f"ROOM CODE: {room.code}\nGIVE IT TO YOUR OPPONENT: moo play --room "
-                   f"{room.code}\nWAITING FOR THEM (TYPE QUIT TO STOP)...")
+                   f"{room.code}\nWAITING FOR THEM (TYPE ?QUIT TO STOP)...")
     else:
         queued = await client.queue(pool="any", pacing=args.pacing, rules=rules, rated=rated,
                                      assist=helped)
-        screen.say(f"WAITING FOR AN OPPONENT ({queued.pacing}; TYPE QUIT TO STOP)...")
+        screen.say(f"WAITING FOR AN OPPONENT ({queued.pacing}; TYPE ?QUIT TO STOP)...")
     match_task = asyncio.ensure_future(client.wait_match())
     while True:
         line_task = asyncio.ensure_future(lines.get())
@@ -55,7 +55,10 @@ async def _find_match(client: Client, args: argparse.Namespace, screen: Screen,
             line_task.cancel()
             return match_task.result()
         line = line_task.result()
-        if line is None or COMMANDS.get(line.strip().lower()) == "quit":
+        # No guess can be typed while waiting: QUIT and ?QUIT both stop, in every game.
+        typed = "?quit" if line is None else line.strip().lower()
+        said = COMMANDS.get(typed.removeprefix("?") or "?") if typed else None
+        if said == "quit":
             match_task.cancel()
             if not args.room and not args.create_room:  # waiting in the queue: leave it
                 try:
@@ -63,7 +66,7 @@ async def _find_match(client: Client, args: argparse.Namespace, screen: Screen,
                 except (ServerError, ConnectionLost):
                     pass
             return None
-        if COMMANDS.get(line.strip().lower()) == "rules":
+        if said == "rules":
             screen.say(rules_page(rules or DEFAULT_RULES))
 
 

@@ -24,7 +24,7 @@ from clients.terminal.text import (
     secret_words,
     show_response,
 )
-from clients.wordplay import play_words
+from clients.wordplay import ambiguous_text, play_words
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response
 from moo.variants import GameRules
@@ -41,7 +41,7 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
     tally = Tally()
     title = "MASTERMIND" if isinstance(rules, MastermindRules) else "MOO"
     say(f"{title}\nI WILL THINK OF {secret_words(rules)}. TRY TO GUESS THEM.")
-    say("TYPE 'RULES' FOR THE RULES, 'LEFT' FOR THE CHOICES LEFT, 'QUIT' TO STOP.")
+    say("TYPE '?RULES' FOR THE RULES, '?LEFT' FOR THE CHOICES LEFT, '?QUIT' TO STOP.")
     while True:
         secret = rng.choice(rules.secrets)
         turns: list[tuple[str, Response]] = []
@@ -59,6 +59,9 @@ def play_solo(args: argparse.Namespace, read: Callable[[str], str | None],
                 continue
             if entry.kind == "error":
                 say(f"  {entry.value}: not counted, try again.")
+                continue
+            if entry.kind == "ambiguous":
+                say(ambiguous_text(entry.value))
                 continue
             if entry.kind == "command":
                 if entry.value == "quit":

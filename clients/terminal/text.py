@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clients.wordplay import describe_answer
+from clients.wordplay import QUIT_WORDS, describe_answer
 from moo.errors import InvalidCode
 from moo.mastermind import MastermindRules
 from moo.rules import DEFAULT_RULES, Response
@@ -37,7 +37,7 @@ COMMANDS = {
     "left": "left", "choices": "left",
     "history": "history", "hist": "history",
     "clock": "clock", "clocks": "clock", "time": "clock",
-    "quit": "quit", "q": "quit", "exit": "quit", "resign": "quit", "bye": "quit",
+    **{word: "quit" for word in sorted(QUIT_WORDS)},
 }
 
 
@@ -46,20 +46,60 @@ def parse_entry(text: str, rules: GameRules = DEFAULT_RULES) -> Entry:
 
     The 1971 teletype took four numbers separated by commas or periods and ``-1`` first to
     quit; both still work. A bad line becomes an ``error`` whose text says what is wrong.
+
+    Commands have one form in every game that can never be a guess: ``?quit``, ``?rules``,
+    ``?left``... (``?`` alone: the rules); ``=GUESS`` is always a guess. A bare command word
+    (``quit``, ``left``) is a command where it cannot be a guess (digits), and a guess where
+    it can (word MOO's ``LEFT``), except the quitting words: a bare ``QUIT`` that is also a
+    legal guess is ``ambiguous``, neither sent nor obeyed, because playing it by mistake or
+    resigning by mistake are both worse than a question (issue 32: online word MOO took it as
+    a guess while digit MOO quit).
     """
     t = text.strip()
     if not t:
         return Entry("empty")
-    if isinstance(rules, WordRules):
-        return _word_entry(t, rules)
+    if t.startswith("?"):
+        return _command_entry(t)
+    if t.startswith("=") and len(t) > 1:
+        return _guess_entry(t[1:].strip(), rules)
+    if t == "-1" or (not isinstance(rules, WordRules) and _code_parts(t, rules)[:1] == ["-1"]):
+        return Entry("command", "quit")  # the teletype's way
+    guess = _guess_entry(t, rules)
     command = COMMANDS.get(t.lower())
-    if command is not None:
+    if command is None:
+        return guess
+    if guess.kind != "guess":
         return Entry("command", command)
+    return Entry("ambiguous", t) if command == "quit" else guess
+
+
+def _command_entry(t: str) -> Entry:
+    """``?`` commands: ``?`` alone is the rules page."""
+    name = t[1:].strip().lower()
+    command = "rules" if not name else COMMANDS.get(name)
+    if command is None:
+        return Entry("error", f"no command {t!r} (?rules, ?left, ?history, ?clock, ?quit)")
+    return Entry("command", command)
+
+
+def _code_parts(t: str, rules: GameRules) -> list[str]:
+    """A code typed with separators (``0 1 2 3``, ``0,1,2,3``, ``0.1.2.3``) cut into its
+    symbols; ``[t]`` when it has none."""
     separators = " \t,;" + ("" if "." in rules.alphabet else ".")
-    if any(ch in separators for ch in t):
-        parts = [p for p in re.split("[" + re.escape(separators) + "]+", t) if p]
-        if parts and parts[0] == "-1":
-            return Entry("command", "quit")
+    if not any(ch in separators for ch in t):
+        return [t]
+    return [p for p in re.split("[" + re.escape(separators) + "]+", t) if p]
+
+
+def _guess_entry(t: str, rules: GameRules) -> Entry:
+    """A guess, or the error saying what is wrong with it."""
+    if isinstance(rules, WordRules):
+        try:
+            return Entry("guess", rules.check_guess(t))
+        except InvalidCode as exc:
+            return Entry("error", str(exc))
+    parts = _code_parts(t, rules)
+    if parts != [t]:
         unit = rules.symbols_text.split()[0]
         for p in parts:
             if len(p) != 1:
@@ -69,23 +109,6 @@ def parse_entry(text: str, rules: GameRules = DEFAULT_RULES) -> Entry:
                     f" ({p!r} is not)",
                 )
         t = "".join(parts)
-    if t == "-1":
-        return Entry("command", "quit")
-    try:
-        return Entry("guess", rules.check_guess(t))
-    except InvalidCode as exc:
-        return Entry("error", str(exc))
-
-
-def _word_entry(t: str, rules: WordRules) -> Entry:
-    """Word MOO: any N letters are a guess (LEFT and QUIT are words), so commands start with ?
-    as in ``moo play --words`` (clients/wordplay.py)."""
-    if t.startswith("?"):
-        name = t[1:].strip().lower()
-        command = "rules" if not name else COMMANDS.get(name)
-        if command is None:
-            return Entry("error", f"no command {t!r} (?rules, ?left, ?history, ?clock, ?quit)")
-        return Entry("command", command)
     try:
         return Entry("guess", rules.check_guess(t))
     except InvalidCode as exc:
@@ -104,11 +127,13 @@ def _word_page(rules: WordRules) -> str:
         win = f"{rules.length} bulls"
     return f"""
 THE RULES OF WORD MOO
-  Each secret is an English word of {rules.length} letters from the dictionary (letters may
-  repeat). A guess is any {rules.length} letters A-Z, a word or not (EEEEE is a fine probe).
+  Each secret is a common English word of {rules.length} letters from the answer list (letters
+  may repeat; moo words --answers prints it). A guess is any {rules.length} letters A-Z, a word
+  or not (EEEEE is a fine probe).
 {how}
   {win} wins. Mistyped guesses (not {rules.length} letters A-Z) are explained and NOT counted.
-COMMANDS start with ? (any {rules.length} letters, LEFT or QUIT too, are a guess)
+COMMANDS start with ? (any {rules.length} letters, LEFT too, are a guess; a bare QUIT that is
+  also a guess is asked about: ?QUIT quits, =QUIT plays it)
   ?rules or ?  this page          ?left     how many words are still possible
   ?history     the guesses so far ?clock    your clock
   ?quit        resign
@@ -145,10 +170,10 @@ THE RULES OF MOO
   Mistyped guesses are explained and NOT counted.
   Online, both players race to crack each other's secret: in lockstep pacing each round both
   guess and the responses are shown together; whoever needs fewer guesses wins.
-COMMANDS
-  rules or ?   this page          left      how many codes are still possible
-  history      your guesses       clock     time left (online, when clocks are on)
-  quit         leave (at the start of a game; mid-game online it resigns)
+COMMANDS (with or without the ?, which works in every game: ?quit can never be a guess)
+  ?rules or ?  this page          ?left     how many codes are still possible
+  ?history     your guesses       ?clock    time left (online, when clocks are on)
+  ?quit        leave (at the start of a game; mid-game online it resigns)
 """
 
 
@@ -163,10 +188,10 @@ THE RULES OF MASTERMIND
   Responses are printed as bulls and cows: B = black, C = white. {rules.length}B wins.
   Type a guess as {_spellings(rules.secrets[min(7, len(rules.secrets) - 1)])}.
   Mistyped guesses are explained and NOT counted.
-COMMANDS
-  rules or ?   this page          left      how many codes are still possible
-  history      your guesses       clock     time left (online, when clocks are on)
-  quit         leave (at the start of a game; mid-game online it resigns)
+COMMANDS (with or without the ?, which works in every game: ?quit can never be a guess)
+  ?rules or ?  this page          ?left     how many codes are still possible
+  ?history     your guesses       ?clock    time left (online, when clocks are on)
+  ?quit        leave (at the start of a game; mid-game online it resigns)
 """
 
 

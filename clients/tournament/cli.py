@@ -41,6 +41,7 @@ from clients.tournament.runner import (
     FORMATS,
     SECRET_MODES,
     Engine,
+    Job,
     LocalEngine,
     Progress,
     TournamentResult,
@@ -164,19 +165,20 @@ async def _main(args: argparse.Namespace) -> int:
         rules=config.rules,
     )
     concurrency = args.concurrency or (32 if args.url else 1)
+    progress = Progress(len(jobs), enabled=False if args.no_progress else None)
+    retries = _Retries(progress)
     engine: Engine
     if args.url:
         from clients.tournament.remote import RemoteEngine
 
         engine = RemoteEngine(
             urls_of(args), pacing=args.pacing, prefix=args.name_prefix, rate=args.client_rate,
-            msgpack=args.wire == "msgpack", rules=args.rules,
+            msgpack=args.wire == "msgpack", rules=args.rules, on_retry=retries,
         )
         mode = f"through {', '.join(urls_of(args))}"
     else:
         engine = LocalEngine(config, concurrency)
         mode = "local" + (f", {concurrency} processes" if concurrency > 1 else "")
-    progress = Progress(len(jobs), enabled=False if args.no_progress else None)
     forfeits: dict[str, int] = {}
 
     def forfeited(record: MatchRecord) -> None:
@@ -192,6 +194,7 @@ async def _main(args: argparse.Namespace) -> int:
         jobs, engine, out=out, resume=args.resume, concurrency=concurrency, sprt_spec=spec,
         progress=progress, on_forfeit=forfeited,
     )
+    retries.summary()
     for bot, count in forfeits.items():
         print(f"moo tournament: {bot} forfeited {count} match{'es' if count > 1 else ''}",
               file=sys.stderr)
@@ -211,6 +214,41 @@ async def _main(args: argparse.Namespace) -> int:
     else:
         print(format_standings(result, names, info))
     return 0
+
+
+class _Retries:
+    """Failed match attempts that are retried (``--url``): the first is said at once, the
+    rest only counted, and the count is one line at the end.
+
+    Why not a line each: with a server down, every match of the plan fails up to ten times at
+    once, and a line per attempt buried the one line that mattered (issue 32). A tournament
+    that then fails altogether ends on its own error line instead of the count.
+    """
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.attempts = 0
+        self.matches: set[str] = set()
+        self.last = ""
+
+    def __call__(self, job: Job, attempt: int, exc: BaseException) -> None:
+        from clients.tournament.remote import ATTEMPTS, failure_reason
+
+        self.last = failure_reason(exc)
+        if not self.attempts:
+            self.progress.interrupt(
+                f"moo tournament: match {job.key} failed ({self.last}); retrying it, and any "
+                f"other that fails, up to {ATTEMPTS} times (the count comes at the end)")
+        self.attempts += 1
+        self.matches.add(job.key)
+
+    def summary(self) -> None:
+        if self.attempts:
+            n = len(self.matches)
+            print(f"moo tournament: {self.attempts} failed attempt"
+                  f"{'s' if self.attempts > 1 else ''} of {n} match{'es' if n > 1 else ''} "
+                  f"retried, all played in the end (last failure: {self.last})",
+                  file=sys.stderr)
 
 
 def _num(x: float, digits: int = 1) -> float | str:

@@ -122,7 +122,7 @@ def main_show(args: argparse.Namespace) -> int:
         return 0
     print(f"{data.get('name')} ({info.tournament_id}): {data.get('format')}, {info.status}, "
           f"round {info.round}, {len(info.players)} players, "
-          f"{len(info.games)} games")
+          f"{info.game_count} games")
     print(format_table(info.standings, str(data.get("tiebreak", "tiebreak"))))
     return 0
 

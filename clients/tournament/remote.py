@@ -51,12 +51,14 @@ from clients.sdk import (
     ConnectionLost,
     Finished,
     GuessMade,
+    HandshakeRefused,
     MatchAnnounced,
     MatchEvent,
     RoundRevealed,
     ServerError,
     Started,
 )
+from clients.sdk.wire import Wire
 from clients.tournament.results import MatchRecord
 from clients.tournament.runner import (
     Job,
@@ -71,7 +73,7 @@ from moo.errors import MooError
 from moo.rules import DEFAULT_RULES, Response
 from moo.variants import GameRules
 
-__all__ = ["RemoteEngine", "RemoteError"]
+__all__ = ["ATTEMPTS", "RemoteEngine", "RemoteError", "failure_reason"]
 
 log = logging.getLogger("moo.tournament")
 
@@ -96,6 +98,16 @@ class RemoteError(MooError):
     """The server refused something or a connection failed mid-match."""
 
     code = "tournament_remote"
+
+
+def failure_reason(exc: BaseException | None) -> str:
+    """A connection failure in one short phrase: an ``OSError``'s own words without the
+    ``[Errno N]`` prefix, an error without text by its kind."""
+    if exc is None:
+        return "no attempt was made"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 class _Pool:
@@ -143,8 +155,13 @@ class RemoteEngine:
         rate: float = 18.0,
         msgpack: bool = False,
         rules: GameRules | None = None,
+        on_retry: Callable[[Job, int, BaseException], None] | None = None,
     ) -> None:
         self.urls = [url] if isinstance(url, str) else list(url)
+        #: told of every failed attempt that will be retried (job, attempt number from 1, the
+        #: error): the command line says the first one and counts the rest, rather than a line
+        #: per attempt of every match (issue 32: 321 lines for a server that was down)
+        self.on_retry = on_retry
         self.pacing = pacing
         #: the rules every match asks for (room_create), None for the server's default
         self.rules = rules
@@ -171,6 +188,7 @@ class RemoteEngine:
     async def start(self, jobs: Sequence[Job]) -> None:
         check_programs(sorted({s for job in jobs for s in job.specs}),
                        self.rules or DEFAULT_RULES)
+        await self.check_server()
         for job in jobs:
             for spec, name in zip(job.specs, job.names):
                 self.pools.setdefault(name, _Pool(self, name))
@@ -186,6 +204,28 @@ class RemoteEngine:
         idle = self.strategies.setdefault(spec, [])
         return idle.pop() if idle else await self._new_strategy(spec)
 
+    async def check_server(self) -> None:
+        """One WebSocket handshake (no ``hello``, so no name is made) before any match.
+
+        Why: the retries of :meth:`play` wait out a server that restarts *during* a
+        tournament; a server that is not there at the start (a typo, nothing started yet), or
+        an address that is not an arena, is the person's to fix, so it is one line at once
+        rather than every match failing ten times over 20 s.
+        """
+        last: BaseException | None = None
+        for url in self.urls:
+            try:
+                wire = await Wire.open(url, self.encoding, open_timeout=10)
+            except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+                last = exc
+                continue
+            with contextlib.suppress(Exception):
+                await wire.close()
+            return
+        if isinstance(last, HandshakeRefused) and len(self.urls) == 1:
+            raise RemoteError(str(last))
+        raise RemoteError(f"cannot connect to {', '.join(self.urls)}: {failure_reason(last)}")
+
     async def play(self, job: Job) -> MatchRecord:
         last: BaseException | None = None
         for attempt in range(ATTEMPTS):
@@ -193,10 +233,12 @@ class RemoteEngine:
                 return await asyncio.wait_for(self._play_once(job), MATCH_TIMEOUT_S)
             except _FAILURES as exc:
                 last = exc
-                log.warning("match %s attempt %d failed: %s", job.key, attempt + 1, exc)
+                log.debug("match %s attempt %d failed: %s", job.key, attempt + 1, exc)
                 if attempt + 1 < ATTEMPTS:
+                    if self.on_retry is not None:
+                        self.on_retry(job, attempt + 1, exc)
                     await asyncio.sleep(min(4.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.0))
-        raise RemoteError(f"match {job.key} failed {ATTEMPTS} times: {last}")
+        raise RemoteError(f"match {job.key} failed {ATTEMPTS} times: {failure_reason(last)}")
 
     async def _play_once(self, job: Job) -> MatchRecord:
         pools = (self.pools[job.names[0]], self.pools[job.names[1]])

@@ -76,6 +76,8 @@ const S = {
   tourneys: { list: [], loaded: false }, // the Tournaments tab: summaries from `tournaments`
   tourney: null,            // the tournament page on screen: {id, data, error, watching}
   tourneyNames: {},         // tournament id -> name, for a tournament match's label
+  next: null,               // {msg, at}: the next tournament game, waiting behind a result
+  focusAfterWelcome: false, // the sign-in form was sent: focus the next screen once welcomed
   notesMode: false,         // pad taps mark digits instead of typing them
   pingTimer: null,
   tickTimer: null,
@@ -111,6 +113,8 @@ function newMatch(id, seat, watch = seat === null) {
     rematchOffered: false,
     tournamentId: null,         // the tournament this match is a game of (match.tournament_id)
     events: 0,
+    synced: false,              // this connection has the match (its match message came)
+    outbox: null,               // {type, code, phase}: a move entered offline, sent on resume
   };
 }
 
@@ -193,6 +197,8 @@ function connect() {
     S.welcomed = false;
     S.pending.clear();
     clearInterval(S.pingTimer);
+    // moves wait until the match is resumed on the next connection (flushOutbox)
+    if (S.m) S.m.synced = false;
     if (S.manualClose) {
       setConn("offline");
       return;
@@ -246,6 +252,11 @@ function setConn(state) {
   const el = $("#conn");
   el.dataset.state = state;
   el.textContent = state;
+  // nobody's presence is known while this page is offline: the scoreboard's dots say so
+  $("#view-match").dataset.conn = state;
+  for (const dot of document.querySelectorAll("#view-match .scoreboard .dot")) {
+    dot.title = state === "online" ? "" : "Not known: this page is offline";
+  }
 }
 
 function banner(text, retry = false) {
@@ -335,8 +346,11 @@ function handle(msg) {
         return;
       }
       return renderLobby();
+    case "pong":
+      if (ctx && ctx.flushFor && S.m && S.m.id === ctx.flushFor) flushOutbox();
+      return;
     default:
-      return; // pong, challenge_sent and anything newer: nothing to show
+      return; // challenge_sent and anything newer: nothing to show
   }
 }
 
@@ -391,6 +405,10 @@ function onWelcome(msg) {
   if (S.tab === "tourneys") refreshTourneys();
   // watching belongs to the connection: a reconnect watches the tournament on screen again
   if (S.tourney) watchTourney(S.tourney.id);
+  if (S.focusAfterWelcome) {
+    S.focusAfterWelcome = false;
+    if (focusIsIn(null)) focusView();
+  }
 }
 
 function setStrategies(names) {
@@ -464,7 +482,11 @@ function onMatch(msg) {
     S.m.tournamentId = S.m.tournamentId || msg.tournament_id || null;
     if (S.m.players[msg.seat] === "…") S.m.players[msg.seat] = S.name;
     if (S.m.players[1 - msg.seat] === "…") S.m.players[1 - msg.seat] = msg.opponent;
+    // the seat is ours again on this connection; a move typed while offline goes once the
+    // replayed events are applied: the ping's answer comes after them
+    S.m.synced = true;
     render();
+    if (S.m.outbox) send({ type: "ping" }, { flushFor: S.m.id });
     return;
   }
   if (liveMatch()) {
@@ -474,6 +496,61 @@ function onMatch(msg) {
     renderToast();
     return;
   }
+  const cup = msg.tournament_id || (msg.config && msg.config.tournament_id) || null;
+  if (S.m && !S.m.watch && S.m.phase === "finished" && cup && S.m.tournamentId === cup) {
+    // The next game of a tournament starts the moment the last one ends: its result (the
+    // outcome, the fairness check, the opponent's secret) stays on screen with a countdown,
+    // until it runs out or the player moves on (docs/web.md, "A tournament's page").
+    S.next = { msg, at: Date.now() + NEXT_GAME_MS };
+    save(LS.match, { id: msg.match_id, watch: false }); // a reload goes to the live game
+    const hadFocus = focusIsIn("#view-match");
+    renderMatch();
+    renderMatchTab();
+    if (hadFocus) focusFirst("#btn-next-game");
+    return;
+  }
+  takeMatch(msg, true);
+}
+
+/** How long a finished tournament game's result stays before the next game takes the screen. */
+const NEXT_GAME_MS = 10000;
+
+/** The next tournament game that waited behind a result comes in: on screen (its countdown ran
+ * out, "Play it now") or, when the player left the result for another page, in the background
+ * (the Match tab and the lobby lead to it). Its events so far were not applied: replay them. */
+function startNextGame(onScreen) {
+  const next = S.next;
+  if (!next) return false;
+  S.next = null;
+  S.m = null;
+  takeMatch(next.msg, onScreen);
+  send({ type: "resume", match_id: next.msg.match_id, last_seq: 0 }, { matchId: next.msg.match_id });
+  return true;
+}
+
+function tickNext() {
+  if (!S.next) return;
+  if (Date.now() >= S.next.at) {
+    const hadFocus = focusIsIn("#view-match");
+    startNextGame(true);
+    if (hadFocus) focusView();
+    return;
+  }
+  if (currentView() === "match") renderNext();
+}
+
+function renderNext() {
+  const box = $("#next-game");
+  const next = S.next;
+  box.hidden = !next;
+  if (!next) return;
+  const secs = Math.max(0, Math.ceil((next.at - Date.now()) / 1000));
+  setText($("#next-game-text"),
+    `Your next game, against ${next.msg.opponent}, starts in ${secs} s.`);
+}
+
+/** A match of ours takes the page's state; `onScreen` also gives it the screen. */
+function takeMatch(msg, onScreen) {
   if (S.m && S.m.watch) send({ type: "unwatch", match_id: S.m.id });
   // A person plays one match at a time: whatever else was waiting is withdrawn (the server does
   // it too; these only tidy up after a server that does not).
@@ -495,7 +572,12 @@ function onMatch(msg) {
   players[msg.seat] = S.name;
   players[1 - msg.seat] = msg.opponent;
   S.m.players = players;
+  S.m.synced = true;
   save(LS.match, { id: msg.match_id, watch: false });
+  if (!onScreen) {
+    render();
+    return;
+  }
   S.tab = "match";
   if (pathRoute()) history.pushState(null, "", `/${location.search}`);
   render();
@@ -821,8 +903,14 @@ function onEvent(ev, ctx) {
     verifyFairness(m);
     afterMatchEnded(m.id);
   }
+  // the entry or the Resign button that had the focus goes with the end of the match
+  const refocus = ev.kind === "finished" && currentView() === "match" && focusIsIn("#view-match");
   renderMatchTab();
   renderMatch();
+  if (refocus && S.m === m) {
+    $("#result-panel").scrollIntoView({ block: "nearest" });
+    focusFirst(...resultControls());
+  }
   if ((wasPlaying !== m.phase && m.phase === "playing") || (!couldEnter && canEnter(m))) {
     focusEntry();
   }
@@ -1041,9 +1129,11 @@ function requireOnline() {
   return false;
 }
 
-function showCodeError(text) {
-  $("#code-error").textContent = text || "";
-  $("#code-input").setAttribute("aria-invalid", text ? "true" : "false");
+function showCodeError(text, kind = "error") {
+  const node = $("#code-error");
+  node.textContent = text || "";
+  node.dataset.kind = kind;
+  $("#code-input").setAttribute("aria-invalid", text && kind === "error" ? "true" : "false");
 }
 
 function submitCode() {
@@ -1062,22 +1152,106 @@ function submitCode() {
   }
   if (!canEnter(m)) return;
   const type = isSecret ? "secret" : "guess";
-  const msg = isSecret
-    ? { type, match_id: m.id, secret: code }
-    : { type, match_id: m.id, guess: code };
-  if (send(msg, { code }) === null) {
-    showCodeError("Not connected — not sent. It will reconnect by itself.");
+  if (!sendCode(m, type, code)) {
+    // Offline (or back but not yet resumed): the code stays in the box and goes as soon as the
+    // match is resumed on the next connection; the entry says so.
+    m.outbox = { type, code, phase: m.phase, count: m.counts[m.seat] };
+    input.value = code;
+    showCodeError(`Offline: ${code} is kept and will be sent when the connection is back.`, "queued");
+    renderPad();
+  }
+}
+
+/** Send a secret or guess now if this connection has the match; false when it cannot. */
+function sendCode(m, type, code) {
+  if (!S.welcomed || !m.synced) return false;
+  const msg = type === "secret" ? { type, match_id: m.id, secret: code } : { type, match_id: m.id, guess: code };
+  if (send(msg, { code }) === null) return false;
+  m.outbox = null;
+  showCodeError("");
+  $("#code-input").value = "";
+  renderPad();
+  return true;
+}
+
+/** The move typed while offline goes once the match is resumed and its missed events applied;
+ * if the match moved on meanwhile (another phase, a guess of ours that was sent before the drop
+ * and played after all, or the end) it is dropped: it would be played in the wrong place. */
+function flushOutbox() {
+  const m = S.m;
+  if (!m || !m.outbox) return;
+  const { type, code, phase, count } = m.outbox;
+  if (phase !== m.phase || count !== m.counts[m.seat] || !canEnter(m)) {
+    m.outbox = null;
+    showCodeError("");
     return;
   }
-  showCodeError("");
-  input.value = "";
-  renderPad();
+  sendCode(m, type, code);
+}
+
+/** Editing the box after Enter was pressed offline takes the kept move back. */
+function dropOutboxIfEdited() {
+  const m = S.m;
+  if (m && m.outbox && $("#code-input").value !== m.outbox.code) {
+    m.outbox = null;
+    showCodeError("");
+  }
 }
 
 function canEnter(m) {
   if (!m || m.watch || m.seat === null) return false;
   if (m.phase === "secrets") return !m.secretSet[m.seat];
   return owes(m, m.seat);
+}
+
+/** Is the keyboard focus lost (on the page itself, or on a control just hidden or disabled) or
+ * inside `scope`? Only then does a transition move it: focus the person put elsewhere stays. */
+function focusIsIn(scope) {
+  const a = document.activeElement;
+  if (!a || a === document.body || a === $("#main")) return true;
+  if (a.closest("[hidden]") || a.disabled || a.getClientRects().length === 0) return true;
+  return !!scope && !!a.closest(scope);
+}
+
+/** Focus the first of `selectors` that is on the page and usable; true if one was. */
+function focusFirst(...selectors) {
+  for (const sel of selectors) {
+    const node = document.querySelector(sel);
+    if (node && !node.disabled && !node.closest("[hidden]") && node.getClientRects().length > 0) {
+      node.focus({ preventScroll: true });
+      if (node.scrollIntoViewIfNeeded) node.scrollIntoViewIfNeeded(false);
+      else node.scrollIntoView({ block: "nearest" });
+      return true;
+    }
+  }
+  return false;
+}
+
+/** After a transition to another screen (signing in, leaving a result), the focus goes to the
+ * control a person most likely wants next there, instead of dropping to the page body. */
+function focusView() {
+  const view = currentView();
+  const first = {
+    play: ["#btn-queue", "#btn-back-to-match"],
+    watch: ["#live-list [data-watch]", "#btn-refresh-matches"],
+    tourneys: ["#btn-new-tourney"],
+    tourney: ["#btn-tourney-match", "#btn-tourney-join", "#btn-tourney-start", "#btn-tourney-leave",
+      "#tourney-games .btn"],
+    match: resultControls(),
+    record: ["#rp-next", "#btn-copy-link"],
+    player: ["#history-list .btn"],
+    account: ["#new-password"],
+  }[view] || [];
+  if (view === "match" && S.m && S.m.phase !== "finished") {
+    focusEntry();
+    if (document.activeElement === $("#code-input")) return;
+  }
+  if (!focusFirst(...first)) $("#main").focus({ preventScroll: true });
+}
+
+/** A finished match's controls, the likeliest next step first. */
+function resultControls() {
+  return ["#btn-next-game", "#btn-to-tourney", "#btn-rematch", "#btn-leave"];
 }
 
 function focusEntry() {
@@ -1098,6 +1272,7 @@ function leaveMatch() {
   S.m = null;
   save(LS.match, null);
   syncEntryOwner(null);
+  if (startNextGame(false)) return; // the tournament's next game goes on behind the page chosen
   if (S.extra) {
     // The second match that waited in a notice comes on screen now.
     const x = S.extra;
@@ -1604,7 +1779,8 @@ function renderPad() {
   const value = input.value;
   const distinct = m && !isMastermind(rules) && !isWords(rules)
     && (m.phase === "secrets" || !rules.repeats_in_guess);
-  const enabled = m && canEnter(m) && S.conn === "online";
+  // Typing goes on while offline: the move is kept and sent on reconnection (flushOutbox).
+  const enabled = m && canEnter(m);
   if (pad.dataset.alphabet !== rules.alphabet) {
     pad.replaceChildren();
     const pegs = isMastermind(rules);
@@ -1669,9 +1845,13 @@ function typeKey(key) {
   }
   const input = $("#code-input");
   const rules = rulesOf(S.m);
+  const before = input.value;
   if (key === "Backspace") input.value = [...input.value].slice(0, -1).join("");
   else if ([...input.value].length < rules.length) input.value += key;
-  showCodeError("");
+  if (input.value !== before) {
+    dropOutboxIfEdited();
+    showCodeError("");
+  }
   renderPad();
 }
 
@@ -1707,7 +1887,14 @@ function renderMatch() {
     side.classList.toggle("to-move", owes(m, seat));
     side.classList.toggle("winner", !!m.result && m.result.winner === seat);
     const title = $(`#hist-title-${pos}`);
-    title.textContent = !m.watch && seat === m.seat ? "Your guesses" : `${m.players[seat]}'s guesses`;
+    // a phone's half-width column shows the name alone (style.css hides the rest), so the
+    // title keeps one line for any name that fits one
+    const titleKey = !m.watch && seat === m.seat ? "" : m.players[seat];
+    if (title.dataset.who !== titleKey || !title.firstChild) {
+      title.dataset.who = titleKey;
+      title.replaceChildren(...(titleKey === "" ? [document.createTextNode("Your guesses")]
+        : [el("span", { class: "hist-who", text: titleKey }), el("span", { class: "hist-whose", text: "'s guesses" })]));
+    }
     const list = $(`#hist-${pos}`);
     list.dataset.seat = seat;
     const added = syncList(list, `${m.id}:${seat}`, m.guesses[seat], (e) => e.n,
@@ -1764,7 +1951,13 @@ function renderMatch() {
   const mySecret = $("#my-secret");
   mySecret.hidden = m.watch || !m.mySecret || m.phase === "finished";
   mySecret.textContent = m.mySecret ? `Your secret: ${m.mySecret}` : "";
-  $("#btn-resign").hidden = m.watch || m.phase === "finished";
+  const resign = $("#btn-resign");
+  resign.hidden = m.watch || m.phase === "finished";
+  if (resign.hidden && resign.dataset.armed === "true") {
+    // an armed Resign goes with its match: the next match's first tap only arms it again
+    resign.dataset.armed = "false";
+    resign.textContent = "Resign";
+  }
   $("#btn-stop-watch").hidden = !m.watch || m.phase === "finished";
 
   // Result
@@ -1780,6 +1973,7 @@ function renderMatch() {
     $("#result-link").href = `/match/${encodeURIComponent(m.id)}${location.search}`;
     renderFairness(m);
     renderAnalyses();
+    renderNext();
     const rematch = $("#btn-rematch");
     // a tournament's game leads back to its tournament (the pairings are the tournament's)
     const cupGame = !!m.tournamentId;
@@ -2534,6 +2728,7 @@ function wireTourneys() {
     leaveMatch();
     openTourney(id);
     navigate(`/tournament/${encodeURIComponent(id)}`);
+    focusView();
   });
 }
 
@@ -2643,6 +2838,7 @@ function signOutHere() {
   S.offer = null;
   S.rematch = null;
   S.extra = null;
+  S.next = null;
   S.secured = false;
   save(LS.match, null);
   save(LS.name, null);
@@ -2678,6 +2874,7 @@ function wire() {
     save(LS.name, name);
     const r = pathRoute();
     S.tab = r ? r.tab : "play";
+    S.focusAfterWelcome = true; // the form goes away: the focus follows to the next screen
     connect();
     render();
   });
@@ -2805,11 +3002,13 @@ function wire() {
   $("#code-input").addEventListener("keydown", (e) => {
     if (e.key === "Escape") {
       $("#code-input").value = "";
+      dropOutboxIfEdited();
       showCodeError("");
       renderPad();
     }
   });
   $("#code-input").addEventListener("input", () => {
+    dropOutboxIfEdited();
     showCodeError("");
     renderPad();
   });
@@ -2843,8 +3042,15 @@ function wire() {
     btn.textContent = "Resign";
     send({ type: "resign", match_id: m.id });
   });
-  $("#btn-stop-watch").addEventListener("click", leaveMatch);
-  $("#btn-leave").addEventListener("click", leaveMatch);
+  for (const b of ["#btn-stop-watch", "#btn-leave"]) {
+    $(b).addEventListener("click", () => {
+      leaveMatch();
+      focusView();
+    });
+  }
+  $("#btn-next-game").addEventListener("click", () => {
+    if (startNextGame(true)) focusView();
+  });
   $("#btn-rematch").addEventListener("click", () => {
     const m = S.m;
     if (!m || m.watch || !requireOnline()) return;
@@ -2942,6 +3148,7 @@ function wire() {
       refreshMatches();
     }
     if (ticks % 4 === 0) tickTourneys();
+    if (S.next) tickNext();
     // the list refreshes itself while on screen (a tournament's own page is kept live by watching)
     if (ticks % 40 === 0 && currentView() === "tourneys" && S.welcomed && !document.hidden) {
       refreshTourneys();

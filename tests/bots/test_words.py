@@ -193,3 +193,30 @@ def test_bot_reports_secret_outside_list() -> None:
     bot.observe("SKUNK", rules.score("ZZZZZ", "SKUNK"))
     with pytest.raises(RuntimeError, match="no dictionary word"):
         bot.next_guess()
+
+
+@pytest.mark.parametrize("scoring", ["bulls_cows", "hits_misses"])
+def test_bot_searches_the_answers_and_widens_to_the_dictionary(scoring: str) -> None:
+    """With the system's lists the bot guesses only answers while one fits (so never a word
+    the answer list leaves out); a secret outside them (another machine's list) makes it
+    carry on with the whole dictionary rather than give up."""
+    from bots.dictionary import answers_of_length
+
+    rules = WordRules(5, scoring)  # type: ignore[arg-type]
+    answers, words = set(answers_of_length(5)), set(load_words(5))
+    outside = sorted(words - answers)
+    rng = random.Random(7)
+    for secret in [*rng.sample(sorted(answers), 3), *rng.sample(outside, 3)]:
+        bot = WordBot()
+        bot.new_match(rules, random.Random(2))
+        guesses: list[str] = []
+        for _ in range(40):
+            guesses.append(bot.next_guess())
+            if guesses[-1] == secret:
+                break
+            bot.observe(guesses[-1], rules.score(secret, guesses[-1]))
+        else:
+            pytest.fail(f"{secret} not found in 40 guesses")
+        assert all(g in words for g in guesses)
+        if secret in answers:
+            assert all(g in answers for g in guesses), guesses

@@ -4,12 +4,17 @@ Two people (two browser contexts: no shared storage) find a tournament on the To
 join it from its page, are taken into each of their games when the server pairs them, play
 them, come back to the tournament page and see the final table; a third watches a game from
 the tournament's page and comes back to it; at 1280x800 and at 390x844.
+Issue 32: the first game's result (outcome, fairness check, the opponent's secret) stays on
+screen with a countdown while the second game has started, until the player moves on ("Play it
+now") or the countdown runs out; the focus goes to the result's next step; on a phone every
+control of the result and of the finished tournament's page is a 44 x 44 px tap target.
 The tournament is a round-robin of one round in the humans pool with secrets set by the
 players, created from the page's form: one pairing, two games (seats swapped).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -18,6 +23,7 @@ from clients.web_harness import MooServer
 from tests import browser_support
 from tests.browser_support import (
     SIZES,
+    assert_fair,
     assert_fits,
     click,
     cut,
@@ -26,6 +32,7 @@ from tests.browser_support import (
     next_consistent,
     rows,
     set_secret,
+    tap_targets,
     type_guess,
 )
 
@@ -73,6 +80,7 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
     browser: Any, shared_server: MooServer, size: str
 ) -> None:
     ann_name, bob_name = f"tann-{size}", f"tbob-{size}"
+    measured: list[str] = []  # the tap targets measured on a phone (issue 32)
     ann = new_page(browser, shared_server.url, **SIZES[size])
     bob = new_page(browser, shared_server.url, **SIZES[size])
     carl = new_page(browser, shared_server.url, **SIZES[size])
@@ -159,14 +167,41 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
             bob.wait_for_selector(f"#match-variant:text-is('Tournament: {name}')")
             bob.wait_for_selector("body[data-view=match] #entry[data-mode=secret]")
             assert bob.evaluate("() => window.moo.state.m.id") == match
-        play_game([ann, bob], ["0123", "4567"] if game == 1 else ["8901", "2345"], match)
+        secrets = ["0123", "4567"] if game == 1 else ["8901", "2345"]
+        play_game([ann, bob], secrets, match)
         seen.append(match)
+        if game == 2:
+            break
+        # The second game has started, but the first one's result stays on screen: the outcome,
+        # the fairness check with the opponent's secret, a countdown to the next game, and the
+        # focus on "Play it now".
+        for page in (ann, bob):
+            page.wait_for_selector("#next-game:not([hidden])")
+            assert page.evaluate("() => window.moo.state.m.id") == match
+            assert page.is_visible("#result-panel") and page.is_hidden("#entry")
+            assert page.text_content("#result-title") in ("You win!", "You lose", "Draw")
+            assert_fair(page)
+            shown = page.eval_on_selector_all(
+                "#fairness .secret", "ss => ss.map(s => s.textContent)")
+            assert sorted(shown) == sorted(secrets)
+            assert re.fullmatch(r"Your next game, against t(ann|bob)-\w+, starts in \d+ s\.",
+                                page.text_content("#next-game-text") or "")
+            assert page.evaluate("() => document.activeElement.id") == "btn-next-game"
+            assert page.evaluate("() => window.moo.state.next.msg.match_id") != match
+        if size == "phone":
+            tap_targets(ann, "a tournament game's result", measured)
+        # the tournament's page lists the finished game with its result, to replay
+        carl.wait_for_selector(f"#tourney-games [data-match='{match}']:not([data-result='']) a.btn")
+        # ann moves on at once; bob's countdown runs out and the next game takes his screen
+        click(ann, "#btn-next-game")
     # The second game was the last: its result stays, and leads back to the tournament (not to
-    # a rematch). After the first, the second game took the screen as soon as it started.
+    # a rematch), with the focus on that button.
     for page in (ann, bob):
         page.wait_for_selector("#result-panel:not([hidden])")
         assert page.evaluate("() => window.moo.state.m.id") == seen[1]
         assert page.is_visible("#btn-to-tourney") and page.is_hidden("#btn-rematch")
+        assert page.is_hidden("#next-game")
+        assert page.evaluate("() => document.activeElement.id") == "btn-to-tourney"
 
     # Back on the tournament page: the final table, both games, each replayable.
     for page in (ann, bob):
@@ -211,8 +246,11 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
         assert cut(page, "#standings th, #standings td, #tourney-title, #tourney-facts,"
                    " #tourney-games .hrow-vs, .tab") == []
         assert_fits(page)
+        if size == "phone":
+            tap_targets(page, "a finished tournament", measured)
 
     # The Tournaments tab lists it among the finished ones.
     click(ann, "#nav .tab[data-tab=tourneys]")
     ann.wait_for_selector(f"#tourney-groups [data-status=finished] [data-tournament='{tid}']")
     assert ann.moo_errors == [] and bob.moo_errors == [] and carl.moo_errors == []
+    print("\n".join(measured))

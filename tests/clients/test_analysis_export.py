@@ -66,7 +66,8 @@ def test_moo_analyse_reads_an_export_file(tmp_path: Path,
                      (["0123", "4567", "0724"], ["1234", "5678", "3581"]))
     exported = tmp_path / "matches.jsonl"
     exported.write_text(json.dumps(record) + "\n" + json.dumps(record) + "\n")
-    assert analyse_main(argparse.Namespace(file=exported, json=True, url=None, db=None)) == 0
+    assert analyse_main(argparse.Namespace(file=exported, json=True, url=None, db=None,
+                                           record=1)) == 0
     out = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in out["players"]] == ["ann", "bob"]
     assert out["players"][1]["secret"] == "5381"

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.typing import Subprotocol
 
 from bots.registry import create
 from clients.botrunner import StrategyPlayer, play_match
@@ -29,9 +30,14 @@ from clients.sdk import (
     retryable,
     url_list,
 )
+from moo.protocol import SUBPROTOCOLS
 from tests.cluster_support import client_resync_off  # noqa: F401
 from tests.failover_support import Server, dead_url
 from tests.patience import patience
+
+#: the scripted server selects the subprotocol offered, as an arena does (docs/protocol.md,
+#: "Encodings"): the SDK takes a server that does not for something else (NotAnArena)
+ARENA = [Subprotocol(s) for s in SUBPROTOCOLS]
 
 
 def test_url_list_keeps_order_and_splits_commas() -> None:
@@ -160,7 +166,7 @@ class _Refusing:
 ])
 async def test_a_refused_unstored_guess_is_sent_again(code: str, message: str) -> None:
     script = _Refusing(code, message, stored=False)
-    async with serve(script.handler, "127.0.0.1", 0) as server:
+    async with serve(script.handler, "127.0.0.1", 0, subprotocols=ARENA) as server:
         port = server.sockets[0].getsockname()[1]
         async with Client(f"ws://127.0.0.1:{port}/", "ann", backoff_initial=0.01,
                           rate_per_s=None) as client:
@@ -175,7 +181,7 @@ async def test_a_refused_numbered_guess_that_was_stored_gets_its_event_on_retry(
     """The SDK numbers every guess: the retry of one whose answer was lost although it was
     stored is the same guess, and the server answers it with the original event."""
     script = _Refusing("not_available", "node b did not answer; try again", stored=True)
-    async with serve(script.handler, "127.0.0.1", 0) as server:
+    async with serve(script.handler, "127.0.0.1", 0, subprotocols=ARENA) as server:
         port = server.sockets[0].getsockname()[1]
         async with Client(f"ws://127.0.0.1:{port}/", "ann", backoff_initial=0.01,
                           rate_per_s=None) as client:
@@ -191,7 +197,7 @@ async def test_a_refused_numbered_guess_that_was_stored_gets_its_event_on_retry(
 
 async def test_a_refused_unnumbered_guess_that_was_stored_is_not_played_twice() -> None:
     script = _Refusing("not_available", "node b did not answer; try again", stored=True)
-    async with serve(script.handler, "127.0.0.1", 0) as server:
+    async with serve(script.handler, "127.0.0.1", 0, subprotocols=ARENA) as server:
         port = server.sockets[0].getsockname()[1]
         async with Client(f"ws://127.0.0.1:{port}/", "ann", backoff_initial=0.01,
                           rate_per_s=None) as client:
@@ -206,7 +212,7 @@ async def test_a_refused_unnumbered_guess_that_was_stored_is_not_played_twice() 
 async def test_a_final_not_available_is_not_retried() -> None:
     script = _Refusing("not_available", "watching 32 matches already; unwatch one first",
                        stored=False)
-    async with serve(script.handler, "127.0.0.1", 0) as server:
+    async with serve(script.handler, "127.0.0.1", 0, subprotocols=ARENA) as server:
         port = server.sockets[0].getsockname()[1]
         async with Client(f"ws://127.0.0.1:{port}/", "ann", rate_per_s=None) as client:
             await client.play_bot("random")

@@ -301,7 +301,7 @@ def test_quick_pair_through_the_queue(tmp_path):
     with moo_serve(tmp_path) as url:
         # Nobody there: waiting, then leaving the queue at once is fine.
         alone = spawn(tmp_path, "--url", url, "--name", "early")
-        alone.expect(r"WAITING FOR AN OPPONENT \(lockstep; TYPE QUIT TO STOP\)")
+        alone.expect(r"WAITING FOR AN OPPONENT \(lockstep; TYPE \?QUIT TO STOP\)")
         alone.sendline("quit")
         alone.expect("GOODBYE")
         alone.expect(pexpect.EOF)

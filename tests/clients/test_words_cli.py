@@ -25,7 +25,8 @@ def test_word_entries_commands_start_with_a_question_mark() -> None:
     assert parse_entry("left", rules) == Entry("guess", "LEFT")  # a word, so a guess
     assert parse_entry("?left", rules) == Entry("command", "left")
     assert parse_entry("?", rules) == Entry("command", "rules")
-    assert parse_entry(" Quit ", rules) == Entry("guess", "QUIT")
+    assert parse_entry(" Quit ", rules) == Entry("ambiguous", "Quit")  # asked (issue 32)
+    assert parse_entry("=quit", rules) == Entry("guess", "QUIT")
     assert parse_entry("?quit", rules) == Entry("command", "quit")
     assert parse_entry("?dance", rules).kind == "error"
     assert parse_entry("ab1d", rules) == Entry("error", "only letters A-Z (not '1')")
@@ -39,7 +40,7 @@ def test_solo_with_word_rules_is_the_offline_word_game() -> None:
     typed = iter(["?quit"])
     args = argparse.Namespace(seed=4, helper=False, rules=WordRules(6, "hits_misses"))
     assert play_solo(args, lambda _prompt: next(typed, None), said.append) == 0
-    assert said[0].startswith("WORD MOO\nI THINK OF AN ENGLISH WORD OF 6 LETTERS")
+    assert said[0].startswith("WORD MOO\nI THINK OF A COMMON ENGLISH WORD OF 6 LETTERS")
     assert "MISS IS A GUESSED LETTER" in said[0]
     assert any(line.startswith("THE WORD WAS ") for line in said)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bots.dictionary import DEFAULT_SOURCE, words_of_length
+from bots.dictionary import DEFAULT_SOURCE, answers_of_length, words_of_length
 from moo.errors import BadRules, UnknownSymbol, WrongLength
 from moo.match import Match, MatchConfig
 from moo.variants import (
@@ -118,9 +118,33 @@ def test_the_dictionary_is_injected_not_read_by_the_rules() -> None:
         with pytest.raises(NotAWord):
             WordRules(5).check_secret("QUICK")
     finally:
-        set_dictionary(words_of_length)
+        set_dictionary(words_of_length, answers=answers_of_length)
     assert WordRules(5).check_secret("QUICK") == "QUICK"
-    assert len(WordRules(5).secrets) > 3000
+    assert len(WordRules(5).guesses) > 3000
+
+
+def test_secrets_are_the_answers_guesses_the_whole_dictionary() -> None:
+    """As in Wordle: a secret must be one of the injected answers; every dictionary word (and
+    any letters) is still a guess; a caller's own ``words`` serve as both lists."""
+    every = ("MOOSE", "SKUNK", "SPUNK", "TRUNK", "XYSTI")
+    try:
+        set_dictionary(lambda n: every if n == 5 else (),
+                       answers=lambda n: SMALL if n == 5 else ())
+        rules = WordRules(5)
+        assert rules.secrets == SMALL and rules.guesses == every == rules.dictionary
+        assert rules.is_word("XYSTI") and not rules.is_answer("XYSTI")
+        with pytest.raises(NotAWord, match="XYSTI is not one of the 5-letter answer words "
+                           r"\(common words; moo words --length 5 --answers lists them\)"):
+            rules.check_secret("xysti")
+        with pytest.raises(NotAWord, match="ZZZZZ is not a 5-letter word of the dictionary"):
+            rules.check_secret("zzzzz")
+        assert rules.check_guess("xysti") == "XYSTI"
+        assert rules.check_secret("trunk") == "TRUNK"
+        assert WordRules(5, words=every).check_secret("XYSTI") == "XYSTI"  # a contest's list
+    finally:
+        set_dictionary(words_of_length, answers=answers_of_length)
+    real = WordRules(5)
+    assert set(real.secrets) < set(real.guesses)
 
 
 @pytest.mark.parametrize("scoring", ["bulls_cows", "hits_misses"])

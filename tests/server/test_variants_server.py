@@ -273,9 +273,9 @@ async def test_word_match_end_to_end(tmp_path: Path, enc: str) -> None:
 
 
 async def test_play_the_word_bot(tmp_path: Path, enc: str) -> None:
-    """The hosted word bot: only it plays word MOO (bot_unsupported names it), its secret is a
-    dictionary word, it guesses dictionary words and solves."""
-    from bots.dictionary import words_of_length
+    """The hosted word bot: only it plays word MOO (bot_unsupported names it), its secret is
+    one of the answers, it guesses answer words and solves."""
+    from bots.dictionary import answers_of_length
 
     settings = dataclasses.replace(server_settings(tmp_path), pacing="free")
     async with running(settings) as app:
@@ -293,7 +293,7 @@ async def test_play_the_word_bot(tmp_path: Path, enc: str) -> None:
         bot_seat = 1 - m["seat"]
         solved = await a.event(mid, "guess", seat=bot_seat, bulls=5)
         assert solved["guess"] == "QUICK"
-        words = set(words_of_length(5))
+        words = set(answers_of_length(5))
         guesses = [e["guess"] for e in a.events(mid) if e["kind"] == "guess"
                    and e["seat"] == bot_seat]
         assert all(g in words for g in guesses)
@@ -302,6 +302,37 @@ async def test_play_the_word_bot(tmp_path: Path, enc: str) -> None:
             assert reply.get("kind") == "guess", reply
         done = await a.event(mid, "finished")
         assert done["solved"][bot_seat] and done["secrets"][bot_seat] in words
+
+
+async def test_secrets_drawn_by_the_server_are_answers(tmp_path: Path, enc: str) -> None:
+    """Every secret the server draws (the hosted bot's, 24 matches) is one of the answers, and
+    a person's secret must be one too, while any dictionary word is a guess (Wordle's rule)."""
+    from bots.dictionary import answers_of_length, words_of_length
+
+    answers = set(answers_of_length(5))
+    outside = sorted(set(words_of_length(5)) - answers)
+    assert len(outside) > 1000  # more than half the dictionary: the old draw would show it
+    # 24 matches of 5 requests each, as fast as the server answers: not the rate limit's test
+    settings = dataclasses.replace(server_settings(tmp_path), pacing="free", rate_per_s=1000.0,
+                                   rate_burst=1000)
+    drawn: list[str] = []
+    async with running(settings) as app:
+        a = await Client.hello(app.port, "ann", enc)
+        for i in range(24):
+            m = await a.request({"type": "play_bot", "strategy": "words", "rules": WORDS5})
+            mid, seat = m["match_id"], m["seat"]
+            if i == 0:
+                err = await a.request({"type": "secret", "match_id": mid, "secret": outside[0]})
+                assert err["code"] == "not_a_word", err
+                assert f"{outside[0]} is not one of the 5-letter answer words" in err["message"]
+            await a.request({"type": "secret", "match_id": mid, "secret": "HOUSE"})
+            await a.event(mid, "started")
+            reply = await a.request({"type": "guess", "match_id": mid, "guess": outside[i]})
+            assert reply.get("kind") == "guess", reply  # a word that is no answer: a guess
+            await a.request({"type": "resign", "match_id": mid})
+            done = await a.event(mid, "finished")
+            drawn.append(done["secrets"][1 - seat])
+    assert all(w in answers for w in drawn), sorted(set(drawn) - answers)
 
 
 async def test_word_variants_not_offered_without_dictionary(
@@ -338,10 +369,12 @@ async def test_a_word_list_installed_later_is_offered_without_restart(
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setattr(server.arena, "WORDS_RECHECK_S", 0.0)  # look at every request
     bots.dictionary.words_of_length.cache_clear()
+    bots.dictionary.answers_of_length.cache_clear()
     try:
         await _installed_later(tmp_path, enc)
     finally:  # the small list must not stay cached for the other tests of this process
         bots.dictionary.words_of_length.cache_clear()
+        bots.dictionary.answers_of_length.cache_clear()
 
 
 async def _installed_later(tmp_path: Path, enc: str) -> None:
