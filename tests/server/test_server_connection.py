@@ -17,7 +17,7 @@ from server.connection import WRITE_HIGH_WATER, Connection, frame_header
 from server.heartbeat import Heartbeat
 from server.ratelimit import TokenBucket
 from tests.patience import patience
-from tests.server_support import Client, running, server_settings
+from tests.server_support import Client, free_match, running, server_settings
 
 
 class FakeTransport:
@@ -208,3 +208,40 @@ def test_token_bucket_refills_at_its_rate() -> None:
     assert bucket.take() and not bucket.take()
     now[0] += 100
     assert sum(bucket.take() for _ in range(10)) == 3
+
+
+# -- messages handed to the session as they are parsed (server/connection.py, FrameConnection) --
+async def test_a_move_behind_a_request_that_awaits_is_answered_after_it(tmp_path: Path) -> None:
+    """Moves are applied in the callback that parsed them only while the session has nothing
+    queued: a guess sent right behind a request that awaits the database must not overtake it
+    (its append would then join the same commit and its acknowledgement arrive first)."""
+    async with running(server_settings(tmp_path)) as app:
+        ann, bob, mid = await free_match(app.port)
+        slow = await ann.send({"type": "history"})
+        move = await ann.send({"type": "guess", "match_id": mid, "guess": "1234"})
+        await ann.expect(lambda m: m.get("ref") == move)
+        refs = [m.get("ref") for m in ann.seen if m.get("ref") in (slow, move)]
+        assert refs == [slow, move]
+        await ann.close()
+        await bob.close()
+
+
+async def test_a_fragmented_message_is_read_and_the_next_ones_too(tmp_path: Path) -> None:
+    """A message in several frames takes websockets' own path; those after it are still read."""
+    async with running(server_settings(tmp_path)) as app:
+        ann, bob, mid = await free_match(app.port)
+        await ann.ws.send(['{"type":"ping",', '"id":"frag"}'])
+        assert (await ann.expect(lambda m: m.get("ref") == "frag"))["type"] == "pong"
+        ack = await ann.request({"type": "guess", "match_id": mid, "guess": "1234"})
+        assert (ack["kind"], ack["n"], ack["bulls"], ack["cows"]) == ("guess", 1, 0, 1)
+        assert (await ann.request({"type": "ping"}))["type"] == "pong"
+        await ann.close()
+        await bob.close()
+
+
+async def test_text_that_is_not_utf8_still_closes_with_1007(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann, bob, _ = await free_match(app.port)
+        await ann.ws.send(b'{"type":"ping","id":"\xff"}', text=True)
+        assert await ann.closed() == 1007
+        await bob.close()
