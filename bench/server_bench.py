@@ -110,7 +110,7 @@ async def start(
         cmd = [
             sys.executable, "-m", "cli", "serve", "--port", "0",
             "--db", db or str(Path(tmp.name) / "bench.sqlite3"),
-            "--rate-per-s", "10000", "--rate-burst", "10000", "--max-connections", "20000",
+            "--rate-per-s", "10000", "--rate-burst", "10000", "--max-connections", "12000",
             "--sqlite-synchronous", synchronous,
         ]
         env.update(MOO_GUESS_CAP="10000", MOO_SECRET_MS="0")
@@ -363,7 +363,8 @@ class Workers:
     async def phase(self, kind: str) -> list[Any]:
         """Run the next phase (``steady`` or ``saturation``); each worker's result."""
         def collect() -> list[Any]:
-            got = [self.results.get(timeout=60) for _ in self.procs]
+            wait = 60 + self.args.steady_seconds + self.args.seconds
+            got = [self.results.get(timeout=wait) for _ in self.procs]
             assert all(k == kind for k, _, _ in got)
             return [v for _, _, v in got]
 

@@ -245,3 +245,23 @@ async def test_text_that_is_not_utf8_still_closes_with_1007(tmp_path: Path) -> N
         await ann.ws.send(b'{"type":"ping","id":"\xff"}', text=True)
         assert await ann.closed() == 1007
         await bob.close()
+
+
+def test_serve_raises_its_open_file_limit_towards_max_connections() -> None:
+    """A soft limit of 1024 descriptors would refuse accepts long before max_connections;
+    `moo serve` raises it as far as the hard limit allows (in a child: this process keeps its
+    own limit)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import resource; from server.cli import raise_fd_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "print(raise_fd_limit(1000), resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    returned, now, hard = (int(x) for x in out)
+    want = 1000 + 256
+    assert returned == now == (want if hard < 0 else min(want, hard))
