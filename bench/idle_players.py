@@ -110,6 +110,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(args.idle_seconds)
         idle_cpu = (server.cpu_s() - cpu0) / (time.perf_counter() - t0)
         rss_idle = server.rss_kib()
+        # counted now: once the phase is over the workers start closing their players
+        connected = (await _healthz(server.port)).get("connections")
         cpu0 = server.cpu_s()
         buckets = await ack_buckets(server.port)
         lat = [x for part in await workers.phase("steady") for x in part]
@@ -134,7 +136,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             # the server's own view: over the whole phase (histogram), and the last 5000 acks
             "server_side_whole_phase": whole,
             "server_side_ack_ms": health.get("ack_latency_ms"),
-            "server_connections": health.get("connections"),
+            "server_connections_before": connected,
         }
     finally:
         workers.close()
