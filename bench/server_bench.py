@@ -363,7 +363,8 @@ class Workers:
     async def phase(self, kind: str) -> list[Any]:
         """Run the next phase (``steady`` or ``saturation``); each worker's result."""
         def collect() -> list[Any]:
-            got = [self.results.get(timeout=60) for _ in self.procs]
+            wait = 60 + self.args.steady_seconds + self.args.seconds
+            got = [self.results.get(timeout=wait) for _ in self.procs]
             assert all(k == kind for k, _, _ in got)
             return [v for _, _, v in got]
 
@@ -460,12 +461,44 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             results["saturation_ratio"] = round(
                 moo["saturation"]["guesses_per_s"] / echo["saturation"]["guesses_per_s"], 3
             )
+            results["cpu_per_guess_ratio"] = round(
+                moo["saturation"]["server_cpu_us_per_guess"]
+                / echo["saturation"]["server_cpu_us_per_guess"], 2
+            )
         if "steady" in moo:
             results["steady_p99_ratio"] = round(
                 moo["steady"]["p99_ms"] / echo["steady"]["p99_ms"], 2
             )
     results["loadavg_after"] = os.getloadavg()[0]
     return results
+
+
+def summary(results: dict[str, Any]) -> str:
+    """The three figures issue 33 sets targets for, as one line: match server / echo server
+    (targets: saturation >= 0.8, CPU per guess <= 1.3, steady p99 <= 1.5), with the load."""
+    echo, moo = results.get("echo", {}), results.get("moo", {})
+    parts = []
+    if "saturation_ratio" in results:
+        parts.append(
+            f"saturation {results['saturation_ratio']:.2f} x echo"
+            f" ({moo['saturation']['guesses_per_s']} / {echo['saturation']['guesses_per_s']}"
+            " guesses/s)"
+        )
+        parts.append(
+            f"CPU per guess {results['cpu_per_guess_ratio']:.2f} x"
+            f" ({moo['saturation']['server_cpu_us_per_guess']} /"
+            f" {echo['saturation']['server_cpu_us_per_guess']} us)"
+        )
+    if "steady_p99_ratio" in results:
+        parts.append(
+            f"steady p99 {results['steady_p99_ratio']:.2f} x"
+            f" ({moo['steady']['p99_ms']} / {echo['steady']['p99_ms']} ms)"
+        )
+    parts.append(
+        f"load average {results['loadavg_before']:.1f} -> {results['loadavg_after']:.1f}"
+        f" on {results['cpus']} CPUs"
+    )
+    return "summary: " + "; ".join(parts)
 
 
 def main() -> None:
@@ -494,7 +527,9 @@ def main() -> None:
         or args.steady_seconds > 300
     ):
         parser.error("bounded: 1-5000 matches, at most 300 s per phase")
-    print(json.dumps(asyncio.run(amain(args)), indent=2))
+    results = asyncio.run(amain(args))
+    print(json.dumps(results, indent=2))
+    print(summary(results), file=sys.stderr)
 
 
 if __name__ == "__main__":

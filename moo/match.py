@@ -459,14 +459,16 @@ class Match:
         return out
 
     # -- what a viewer may see --------------------------------------------------------------
-    def view(self, event: Event, viewer: Viewer) -> Event | None:
+    def view(self, event: Event, viewer: Viewer, head: Event | None = None) -> Event | None:
         """The part of ``event`` that ``viewer`` (seat 0, seat 1 or "spectator") may see.
 
         Secrets never leave the match before ``finished``; in lockstep no response is shown
         before its round is complete, so neither side can act on the other's progress early.
+        ``head`` (a message's envelope, say) comes first in the returned dict, which is then
+        the one copy made: the server sends three views per guess.
         """
         kind = event["kind"]
-        out = event.copy()
+        out = event.copy() if head is None else {**head, **event}
         if kind == "secret":
             if viewer != event["seat"]:
                 out.pop("secret", None)

@@ -30,7 +30,7 @@ from moo.errors import StorageError
 from moo.protocol import SUBPROTOCOLS, TRANSPORT_FACTOR
 from server.accounts import Accounts
 from server.arena import Arena
-from server.connection import CLOSE_RESTART, Connection
+from server.connection import CLOSE_RESTART, Connection, FrameConnection
 from server.heartbeat import Heartbeat
 from server.history import History
 from server.hosted import bot_player_name
@@ -156,6 +156,8 @@ class App:
             ping_timeout=None,
             close_timeout=2,
             server_header=None,
+            # messages straight to the session while it waits (server/connection.py)
+            create_connection=FrameConnection,
         )
         self.server = await serve(self._handler, s.host, s.port, **options)
         if s.unix:

@@ -594,15 +594,15 @@ class Arena:
         spectators = lm.spectators
         # the acknowledgement: the actor's first view carries its request's ref
         ref_conn = actor[0] if actor is not None and actor[1] is not None else None
+        head = {"type": "event", "match_id": match_id}  # each message: this, then the view
         for event in events:
             for seat in (0, 1):
                 conn = seats[seat]
                 if conn is None:
                     continue
-                view = match.view(event, seat)
-                if view is None:
+                msg = match.view(event, seat, head)
+                if msg is None:
                     continue
-                msg = _event_message(match_id, view)
                 if conn is ref_conn:
                     assert actor is not None
                     msg["ref"] = actor[1]

@@ -101,6 +101,7 @@ def main(args: argparse.Namespace) -> int:
         for handler in logging.getLogger().handlers:
             handler.setFormatter(JsonFormatter(settings.node if settings.cluster_url else ""))
     logging.getLogger("websockets").setLevel(logging.WARNING)
+    raise_fd_limit(settings.max_connections)
     footprint = Footprint(settings.db)
     try:
         asyncio.run(_serve(settings))
@@ -274,6 +275,36 @@ async def _check_port(host: str, port: int) -> None:
         raise ServeError(f"cannot listen on {host}:{port}: {why}") from None
     probe.close()
     await probe.wait_closed()
+
+
+#: descriptors beyond one per connection: the database, the WAL, log and listening sockets
+FD_SPARE = 256
+
+
+def raise_fd_limit(connections: int) -> int:
+    """Raise this process's soft limit on open files towards ``connections`` + spare, as far
+    as the hard limit allows, and return the soft limit now in force.
+
+    Every connection holds a descriptor; the usual soft limit (1024) would refuse accepts
+    long before ``max_connections`` (5000 by default). Raising the soft limit up to the hard
+    one needs no privilege; above the hard limit only the operator can help (``ulimit -n``,
+    ``LimitNOFILE=`` in a systemd unit, docs/server.md).
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = connections + FD_SPARE
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        if new > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+    if soft != resource.RLIM_INFINITY and soft < want:
+        logging.getLogger("moo.serve").warning(
+            "open-file limit %d is below max_connections %d + %d: raise it (ulimit -n)",
+            soft, connections, FD_SPARE,
+        )
+    return soft
 
 
 def tune_gc() -> None:

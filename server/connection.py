@@ -25,10 +25,18 @@ import logging
 import random
 import struct
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
-from websockets.protocol import State
+
+try:  # websockets' own unmasking, in C when its extension is built
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover - the pure-Python wheel
+    from websockets.utils import apply_mask
+from websockets.frames import DATA_OPCODES, Opcode
+from websockets.frames import Frame as WsFrame
+from websockets.protocol import Event, State
 
 from moo.errors import MooError
 from moo.protocol import Codec
@@ -40,8 +48,10 @@ __all__ = [
     "CLOSE_REPLACED",
     "CLOSE_RESTART",
     "Connection",
+    "FrameConnection",
     "error_message",
     "frame_header",
+    "next_frame",
 ]
 
 log = logging.getLogger("moo.connection")
@@ -93,6 +103,149 @@ def _flush_dirty(loop: asyncio.AbstractEventLoop) -> None:
             log.exception("cannot write to %s; closing it", conn.player)
             conn.drop_pending()
             conn.close(CLOSE_INTERNAL_ERROR, "internal error")
+
+
+def next_frame(buf: bytes, pos: int, limit: int | None) -> tuple[int, int] | None:
+    """Where the frame starting at ``buf[pos]`` has its payload: ``(start, end)``, None while
+    it is incomplete, or ``(-1, -1)`` when it announces more than ``limit`` bytes (RFC 6455
+    section 5.2; the mask key, if any, is the 4 bytes before ``start``)."""
+    have = len(buf) - pos
+    if have < 2:
+        return None
+    second = buf[pos + 1]
+    size = second & 0x7F
+    start = pos + 2
+    if size == 126:
+        if have < 4:
+            return None
+        size = int.from_bytes(buf[pos + 2 : pos + 4], "big")
+        start = pos + 4
+    elif size == 127:
+        if have < 10:
+            return None
+        size = int.from_bytes(buf[pos + 2 : pos + 10], "big")
+        start = pos + 10
+    if limit is not None and size > limit:
+        return (-1, -1)
+    if second & 0x80:
+        start += 4
+    end = start + size
+    return (start, end) if end <= len(buf) else None
+
+
+class FrameConnection(ServerConnection):
+    """websockets' server connection that hands a whole message straight to the session.
+
+    Through websockets, every message costs its generator-based parser, then an assembler
+    queue entry, a future, a task wake-up and a coroutine resumption before the session sees
+    it: at saturation, a fifth of the event loop's time per guess (docs/benchmarks.md, issue
+    33). So, once the handshake is done:
+
+    * the frames are split here (:func:`next_frame`). A complete, unfragmented, masked text or
+      binary frame without RSV bits is unmasked here and, while the session waits in
+      ``recv()`` with nothing queued (:attr:`on_message` set), given to its handler in this
+      same callback. Every other frame (control frames, fragments, anything malformed or over
+      the size limit) is handed to websockets byte for byte, one whole frame at a time, so its
+      parser always starts at a frame boundary and answers, pongs and closes as it always
+      has;
+    * the handler returns False to have the message queued for ``recv()`` after all (a
+      request that must await something); text that is not UTF-8 takes websockets' path too,
+      where ``recv()`` turns it into a 1007 close. Either clears :attr:`on_message`, so no
+      later frame can overtake one that is queued: the session's requests are still handled
+      strictly in the order they arrived.
+
+    If websockets already holds part of the stream when the connection opens (a client that
+    sent frames along with its handshake), websockets keeps the framing for good and only
+    :meth:`process_event` hands messages over.
+    """
+
+    #: the session's handler, set only while its task waits in ``recv()`` with no message
+    #: queued (class defaults: an idle connection's ``__dict__`` holds none of these)
+    on_message: Callable[[str | bytes], bool] | None = None
+    #: complete messages queued for ``recv()`` and not yet taken by the session
+    queued: int = 0
+    #: whether this class splits the frames (None: not decided before the first data)
+    own_framing: bool | None = None
+    #: the start of a frame not complete yet
+    partial: bytes = b""
+    #: a fragmented message is in progress (its frames all go to websockets)
+    fragmented: bool = False
+
+    def deliver_to(self, handler: Callable[[str | bytes], bool] | None) -> None:
+        """Hand the next messages to ``handler`` (None: queue them for ``recv()``)."""
+        self.on_message = handler
+
+    def data_received(self, data: bytes) -> None:
+        own = self.own_framing
+        if own is None:
+            if self.protocol.state is not State.OPEN:  # the handshake is websockets'
+                super().data_received(data)
+                return
+            own = self.own_framing = not self.protocol.reader.buffer
+        if not own:
+            super().data_received(data)
+            return
+        if self.partial:
+            data, self.partial = self.partial + data, b""
+        protocol = self.protocol
+        limit = protocol.max_message_size
+        pos, size = 0, len(data)
+        while pos < size:
+            bounds = next_frame(data, pos, limit)
+            if bounds is None:
+                self.partial = data[pos:]
+                return
+            start, end = bounds
+            if start < 0:  # too large: websockets refuses it (1009) and reads on
+                self.own_framing = False
+                super().data_received(data[pos:])
+                return
+            first = data[pos]
+            if (
+                (first == 0x82 or first == 0x81)  # FIN, no RSV bits, binary or text
+                and data[pos + 1] & 0x80  # masked, as a client's frame must be
+                and not self.fragmented
+                and self.on_message is not None
+                and protocol.state is State.OPEN
+            ):
+                payload = apply_mask(data[start:end], data[start - 4 : start])
+                message: str | bytes | None = payload
+                if first == 0x81:
+                    try:
+                        message = payload.decode()
+                    except UnicodeDecodeError:
+                        message = None
+                if message is not None and self.on_message(message):
+                    pos = end
+                    continue
+                self.on_message = None  # websockets queues it for recv(), below
+            elif (first & 0x0F) in (0, 1, 2):  # a data frame websockets reads
+                self.fragmented = not first & 0x80
+            super().data_received(data[pos:end])
+            pos = end
+
+    def eof_received(self) -> None:
+        if self.partial:  # websockets reports the incomplete frame as it would have
+            partial, self.partial = self.partial, b""
+            super().data_received(partial)
+        return super().eof_received()
+
+    def process_event(self, event: Event) -> None:
+        handler = self.on_message
+        if handler is not None and type(event) is WsFrame and event.fin:
+            data: str | bytes | None = None
+            if event.opcode is Opcode.BINARY:
+                data = bytes(event.data)  # what recv() returns (no copy: it is bytes already)
+            elif event.opcode is Opcode.TEXT:
+                with contextlib.suppress(UnicodeDecodeError):
+                    data = bytes(event.data).decode()
+            if data is not None and handler(data):
+                return
+        if isinstance(event, WsFrame) and event.opcode in DATA_OPCODES:
+            self.on_message = None
+            if event.fin:
+                self.queued += 1
+        super().process_event(event)
 
 
 class Connection:

@@ -120,7 +120,8 @@ class History:
 
     # -- arena listener -------------------------------------------------------------------------
     def __call__(self, match: Match, events: list[Event]) -> None:
-        if any(e["kind"] == "finished" for e in events):
+        # match.finished first: one attribute read for the many commits that end nothing
+        if match.finished and any(e["kind"] == "finished" for e in events):
             self._generation += 1
             for name in match.players:
                 self._cache.pop(name.casefold(), None)

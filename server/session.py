@@ -45,9 +45,11 @@ from moo.protocol import (
 from moo.variants import CLASSIC_SPEC, is_classic, parse_rules_spec, rules_spec
 from server.accounts import CLOSE_SIGNED_OUT, hash_token, new_token
 from server.connection import (
+    CLOSE_INTERNAL_ERROR,
     CLOSE_POLICY,
     CLOSE_REPLACED,
     Connection,
+    FrameConnection,
     error_message,
 )
 from server.context import ServerContext
@@ -77,15 +79,93 @@ def valid_name(name: str) -> bool:
     return bool(_NAME_RE.match(name))
 
 
+class _Stop:
+    """:meth:`_Receiver.check`'s verdict on a connection over the rate too long: close it."""
+
+
+_STOP = _Stop()
+
+
+class _Receiver:
+    """The checks every frame goes through, and the moves handled as the frame arrives.
+
+    :meth:`check` is the order of docs/protocol.md (rate, size, decoding, schema), and a
+    refused frame is answered there. :meth:`on_frame` is the handler a
+    :class:`~server.connection.FrameConnection` calls while the session's task waits idle:
+    a move (the hot path) is applied in the same callback that parsed its frame; anything
+    that must await is left, checked, in :attr:`deferred` for the task.
+    """
+
+    __slots__ = ("app", "bucket", "clock", "codec", "conn", "deferred", "handler", "strikes")
+
+    def __init__(self, app: ServerContext, conn: Connection, codec: Codec) -> None:
+        self.app = app
+        self.conn = conn
+        self.codec = codec
+        settings = app.settings
+        self.bucket = TokenBucket(settings.rate_per_s, settings.rate_burst)
+        #: refused (over-rate) messages in a row, before and after hello alike
+        self.strikes = 0
+        # Idle timeout and keepalive: server/heartbeat.py reads the stamp set on every frame.
+        self.clock = asyncio.get_running_loop().time
+        #: a checked request :meth:`on_frame` left for the task (the frame ``recv()`` returns
+        #: next is the one it came in), or the verdict to close
+        self.deferred: dict[str, Any] | _Stop | None = None
+        self.handler = self.on_frame  # one bound method, set again and again as on_message
+
+    def check(self, frame: str | bytes) -> dict[str, Any] | _Stop | None:
+        """The frame's valid message; None if it was refused (and answered)."""
+        conn = self.conn
+        conn.last_in = self.clock()
+        if not self.bucket.take():
+            self.strikes += 1
+            if self.strikes >= _MAX_STRIKES:
+                return _STOP
+            conn.send_error(RateLimited("too many messages: slow down"))
+            return None
+        self.strikes = 0
+        raw: Any = None
+        try:
+            raw = self.codec.decode(frame)
+            return validate_client(raw)
+        except MooError as exc:
+            conn.send(_error_reply(exc, raw))
+            return None
+
+    def on_frame(self, frame: str | bytes) -> bool:
+        """A whole message, straight from the parser; False: let the task have it."""
+        conn = self.conn
+        if conn.closing:  # replaced or closing: its seats belong to somebody else now
+            return True
+        try:
+            received = time.perf_counter()
+            msg = self.check(frame)
+            if msg is None:
+                return True
+            if isinstance(msg, dict) and msg["type"] in _MOVES:
+                try:
+                    _move(self.app, conn, msg, received)
+                except MooError as exc:
+                    conn.send(_error_reply(exc, msg))
+                return True
+            self.deferred = msg
+            return False
+        except Exception:  # the task would have died with it: the same 1011 close
+            log.exception("request of %s failed; closing", conn.player)
+            conn.close(CLOSE_INTERNAL_ERROR, "internal error")
+            return True
+
+
 async def run_session(app: ServerContext, ws: ServerConnection) -> None:
     settings = app.settings
     codec = _codec(ws.subprotocol or JSON_SUBPROTOCOL, settings.max_message_bytes)
     conn = Connection(ws, codec=codec, queue_max=settings.send_queue_max)
     app.connections.add(conn)
-    bucket = TokenBucket(settings.rate_per_s, settings.rate_burst)
-    strikes = 0  # refused (over-rate) messages in a row, before and after hello alike
-    # Idle timeout and keepalive: server/heartbeat.py reads the stamp set on every frame.
-    clock = asyncio.get_running_loop().time
+    rx = _Receiver(app, conn, codec)
+    # While this task waits with nothing queued, a FrameConnection hands each message to
+    # rx.on_frame as it is parsed (moves end there); what reaches recv() is a request that
+    # awaits something, already checked (rx.deferred), or one that took websockets' path.
+    direct = ws if isinstance(ws, FrameConnection) else None
     try:
         # -- hello, within the handshake timeout ----------------------------------------------
         listed: list[dict[str, Any]] = []  # welcome.matches: the seats given back
@@ -93,19 +173,15 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
             async with asyncio.timeout(settings.handshake_timeout_s):
                 while conn.player is None:
                     frame = await ws.recv()
-                    conn.last_in = clock()
-                    if not bucket.take():
-                        strikes += 1
-                        if strikes >= _MAX_STRIKES:
-                            conn.close(CLOSE_POLICY, "rate limit exceeded")
-                            return
-                        conn.send_error(RateLimited("too many messages: slow down"))
+                    if direct is not None:
+                        direct.queued -= 1
+                    msg = rx.check(frame)
+                    if msg is None:
                         continue
-                    strikes = 0
-                    raw: Any = None
+                    if isinstance(msg, _Stop):
+                        conn.close(CLOSE_POLICY, "rate limit exceeded")
+                        return
                     try:
-                        raw = codec.decode(frame)
-                        msg = validate_client(raw)
                         if msg["type"] == "ping":  # "any time": before hello too
                             conn.send(_ref({"type": "pong"}, msg.get("id")))
                             continue
@@ -113,7 +189,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
                             raise NotHello("the first message must be hello")
                         listed = await _hello(app, conn, msg)
                     except MooError as exc:
-                        conn.send(_error_reply(exc, raw))
+                        conn.send(_error_reply(exc, msg))
         except TimeoutError:
             conn.close(CLOSE_POLICY, "no hello in time")
             return
@@ -127,36 +203,41 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
         for message in (ws.request, ws.response):
             if message is not None:
                 message.headers.clear()
-        raw, msg, frame = None, {}, b""
+        msg = None
+        frame = b""
         while not conn.closing:
+            if direct is not None and direct.queued == 0:
+                direct.deliver_to(rx.handler)
             frame = await ws.recv()
-            if conn.closing:  # replaced while it waited: its seats belong to the newer one
-                break
-            conn.last_in = clock()
-            if not bucket.take():
-                strikes += 1
-                if strikes >= _MAX_STRIKES:
-                    conn.close(CLOSE_POLICY, "rate limit exceeded")
-                    return
-                conn.send_error(RateLimited("too many messages: slow down"))
-                continue
-            strikes = 0
-            raw = None
-            received = time.perf_counter()
+            if direct is not None:
+                direct.queued -= 1
+            msg, rx.deferred = rx.deferred, None
+            if msg is None:
+                if conn.closing:  # replaced while it waited: its seats belong to the newer one
+                    break
+                received = time.perf_counter()
+                msg = rx.check(frame)
+                if msg is None:
+                    continue
+            else:
+                received = time.perf_counter()
+            if isinstance(msg, _Stop):
+                conn.close(CLOSE_POLICY, "rate limit exceeded")
+                return
             try:
-                raw = codec.decode(frame)
-                msg = validate_client(raw)
-                if msg["type"] in _MOVES:  # the hot path: no coroutine, nothing awaited
+                if msg["type"] in _MOVES:
                     _move(app, conn, msg, received)
                 else:
                     await _dispatch(app, conn, msg)
             except MooError as exc:
-                conn.send(_error_reply(exc, raw))
+                conn.send(_error_reply(exc, msg))
             # Nothing of this request stays alive while the connection waits for the next one.
-            raw, frame = None, b""
+            msg, frame = None, b""
     except ConnectionClosed:
         pass
     finally:
+        if direct is not None:
+            direct.deliver_to(None)
         app.connections.discard(conn)
         app.matches.detach(conn)
         app.lobby.leave(conn)

@@ -7,17 +7,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from websockets.asyncio.connection import Connection as WsConnection
+from websockets.datastructures import Headers
 from websockets.frames import Frame, Opcode
+from websockets.http11 import Request
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.streams import StreamReader
 
 from moo.protocol import Codec
-from server.connection import WRITE_HIGH_WATER, Connection, frame_header
+from server.connection import (
+    WRITE_HIGH_WATER,
+    Connection,
+    FrameConnection,
+    frame_header,
+    next_frame,
+)
 from server.heartbeat import Heartbeat
 from server.ratelimit import TokenBucket
 from tests.patience import patience
-from tests.server_support import Client, running, server_settings
+from tests.server_support import Client, free_match, running, server_settings
 
 
 class FakeTransport:
@@ -208,3 +217,168 @@ def test_token_bucket_refills_at_its_rate() -> None:
     assert bucket.take() and not bucket.take()
     now[0] += 100
     assert sum(bucket.take() for _ in range(10)) == 3
+
+
+# -- messages handed to the session as they are parsed (server/connection.py, FrameConnection) --
+async def test_a_move_behind_a_request_that_awaits_is_answered_after_it(tmp_path: Path) -> None:
+    """Moves are applied in the callback that parsed them only while the session has nothing
+    queued: a guess sent right behind a request that awaits the database must not overtake it
+    (its append would then join the same commit and its acknowledgement arrive first)."""
+    async with running(server_settings(tmp_path)) as app:
+        ann, bob, mid = await free_match(app.port)
+        slow = await ann.send({"type": "history"})
+        move = await ann.send({"type": "guess", "match_id": mid, "guess": "1234"})
+        await ann.expect(lambda m: m.get("ref") == move)
+        refs = [m.get("ref") for m in ann.seen if m.get("ref") in (slow, move)]
+        assert refs == [slow, move]
+        await ann.close()
+        await bob.close()
+
+
+async def test_a_fragmented_message_is_read_and_the_next_ones_too(tmp_path: Path) -> None:
+    """A message in several frames takes websockets' own path; those after it are still read."""
+    async with running(server_settings(tmp_path)) as app:
+        ann, bob, mid = await free_match(app.port)
+        await ann.ws.send(['{"type":"ping",', '"id":"frag"}'])
+        assert (await ann.expect(lambda m: m.get("ref") == "frag"))["type"] == "pong"
+        ack = await ann.request({"type": "guess", "match_id": mid, "guess": "1234"})
+        assert (ack["kind"], ack["n"], ack["bulls"], ack["cows"]) == ("guess", 1, 0, 1)
+        assert (await ann.request({"type": "ping"}))["type"] == "pong"
+        await ann.close()
+        await bob.close()
+
+
+async def test_text_that_is_not_utf8_still_closes_with_1007(tmp_path: Path) -> None:
+    async with running(server_settings(tmp_path)) as app:
+        ann, bob, _ = await free_match(app.port)
+        await ann.ws.send(b'{"type":"ping","id":"\xff"}', text=True)
+        assert await ann.closed() == 1007
+        await bob.close()
+
+
+def test_serve_raises_its_open_file_limit_towards_max_connections() -> None:
+    """A soft limit of 1024 descriptors would refuse accepts long before max_connections;
+    `moo serve` raises it as far as the hard limit allows (in a child: this process keeps its
+    own limit)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import resource; from server.cli import raise_fd_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "print(raise_fd_limit(1000), resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    returned, now, hard = (int(x) for x in out)
+    want = 1000 + 256
+    assert returned == now == (want if hard < 0 else min(want, hard))
+
+
+def _client_frame(payload: bytes, first: int = 0x82, mask: bytes = b"\x01\x02\x03\x04") -> bytes:
+    """A client's frame as it is on the wire: masked (RFC 6455 section 5.3)."""
+    size = len(payload)
+    if size < 126:
+        head = bytes((first, 0x80 | size))
+    elif size < 1 << 16:
+        head = bytes((first, 0x80 | 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((first, 0x80 | 127)) + size.to_bytes(8, "big")
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+@pytest.mark.parametrize("size", [0, 5, 125, 126, 300, 65535, 65536])
+def test_next_frame_finds_the_payload_only_once_the_frame_is_complete(size: int) -> None:
+    frame = _client_frame(bytes(range(256)) * (size // 256) + bytes(size % 256))
+    buf = b"xy" + frame + b"\x81"  # something before, the start of the next frame after
+    start, end = 2 + len(frame) - size, 2 + len(frame)
+    for cut in range(2, len(frame) + 2):
+        assert next_frame(buf[:cut], 2, None) is None
+    assert next_frame(buf, 2, None) == (start, end)
+    assert next_frame(buf, 2, size) == (start, end)
+    if size:
+        assert next_frame(buf, 2, size - 1) == (-1, -1)
+    assert next_frame(buf, end, None) is None  # one byte of the next frame: incomplete
+
+
+class _Recorder:
+    def __init__(self, answer: bool = True) -> None:
+        self.got: list[str | bytes] = []
+        self.answer = answer
+
+    def __call__(self, message: str | bytes) -> bool:
+        self.got.append(message)
+        return self.answer
+
+
+class ReadingTransport(FakeTransport):
+    """A socket that records what is written and lets websockets pause its reading."""
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def _open_frame_connection() -> tuple[FrameConnection, ReadingTransport]:
+    """A server connection past its handshake, on a transport that records what it writes
+    (websockets' own connection set-up, without the server's handler task)."""
+    protocol = ServerProtocol(state=State.OPEN, max_size=1000)  # its parser reads frames
+    conn = FrameConnection(protocol, server=None)  # type: ignore[arg-type]
+    conn.request = Request("/", Headers())  # the handshake's, as if it had been read
+    transport = ReadingTransport()
+    WsConnection.connection_made(conn, transport)  # type: ignore[arg-type]
+    return conn, transport
+
+
+async def test_frames_split_anywhere_reach_the_session_whole_and_in_order() -> None:
+    conn, _ = _open_frame_connection()
+    handler = _Recorder()
+    conn.deliver_to(handler)
+    stream = (_client_frame(b"one") + _client_frame("twö".encode(), first=0x81)
+              + _client_frame(b"x" * 300))
+    for i in range(len(stream)):  # one byte per read: every frame arrives in pieces
+        conn.data_received(stream[i : i + 1])
+    assert handler.got == [b"one", "twö", b"x" * 300]
+    assert conn.queued == 0
+
+
+async def test_what_the_session_declines_is_queued_for_recv_and_nothing_overtakes_it() -> None:
+    conn, _ = _open_frame_connection()
+    handler = _Recorder(answer=False)  # "this one needs the task"
+    conn.deliver_to(handler)
+    conn.data_received(_client_frame(b"slow") + _client_frame(b"next"))
+    assert handler.got == [b"slow"]  # the second frame was not offered ahead of the first
+    assert conn.on_message is None and conn.queued == 2
+    assert await conn.recv() == b"slow"
+    assert await conn.recv() == b"next"
+
+
+async def test_control_frames_and_fragments_are_websockets_own() -> None:
+    conn, transport = _open_frame_connection()
+    handler = _Recorder()
+    conn.deliver_to(handler)
+    ping = _client_frame(b"hi", first=0x89)
+    fragments = _client_frame(b"ab", first=0x02) + _client_frame(b"cd", first=0x80)
+    conn.data_received(ping + fragments + _client_frame(b"after"))
+    assert transport.written == [bytes((0x8A, 2)) + b"hi"]  # websockets answered the Ping
+    assert handler.got == []  # the fragments went to recv(), and so did what followed
+    assert await conn.recv() == b"abcd"
+    assert await conn.recv() == b"after"
+
+
+async def test_an_oversized_frame_is_left_to_websockets_which_refuses_it() -> None:
+    conn, transport = _open_frame_connection()
+    conn.deliver_to(_Recorder())
+    conn.data_received(_client_frame(b"y" * 1001))
+    assert conn.protocol.state is not State.OPEN  # failed with 1009 (message too big)
+    close = transport.written[0]  # a Close frame with code 1009 (message too big)
+    assert close[0] == 0x88 and int.from_bytes(close[2:4], "big") == 1009
