@@ -487,7 +487,11 @@ class ServerProcess:
     def __init__(self, db: Path, port: int, *extra: str, env: dict[str, str] | None = None):
         self.db = db
         self.port = port
-        self.extra = extra
+        # every player of a bench registers from 127.0.0.1: the per-address budget of new
+        # names (docs/protocol.md) would refuse all but the first hundred
+        budget = () if "--new-names-per-address" in extra else (
+            "--new-names-per-address", "1000000")
+        self.extra = (*budget, *extra)
         self.env = env or {}
         self.proc: asyncio.subprocess.Process | None = None
         self.log: list[bytes] = []
