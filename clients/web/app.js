@@ -196,14 +196,15 @@ function connect() {
     if (S.ws !== ws) return;
     S.ws = null;
     S.welcomed = false;
-    S.pending.clear();
-    clearInterval(S.pingTimer);
     // moves wait until the match is resumed on the next connection (flushOutbox); the guesses
     // sent on this one and not answered are counted from the resumed match's events
     if (S.m) {
+      keepUnanswered(S.m);
       S.m.synced = false;
       S.m.sentN = 0;
     }
+    S.pending.clear();
+    clearInterval(S.pingTimer);
     if (S.manualClose) {
       setConn("offline");
       return;
@@ -1215,16 +1216,37 @@ function sendCode(m, type, code, n) {
   return true;
 }
 
+/** A guess sent on a connection that closed before its answer came may or may not have been
+ * played. It is kept like a guess typed offline, under the number it went with: on the next
+ * connection the resumed match's events tell, and it is sent again only if they do not show it
+ * (the server would play that number once in any case). Not when the box holds something else:
+ * what the player is typing is theirs. */
+function keepUnanswered(m) {
+  if (m.watch || m.outbox || m.phase !== "playing") return;
+  let first = null;
+  for (const ctx of S.pending.values()) {
+    if (ctx.type === "guess" && ctx.matchId === m.id && (first === null || ctx.n < first.n)) first = ctx;
+  }
+  const input = $("#code-input");
+  if (!first || (input.value && input.value !== first.code)) return;
+  m.outbox = { type: "guess", code: first.code, phase: m.phase, count: first.n - 1, n: first.n, unanswered: true };
+  input.value = first.code;
+  showCodeError(`Offline: ${first.code} is kept and will be sent when the connection is back.`, "queued");
+}
+
 /** The move typed while offline goes once the match is resumed and its missed events applied;
  * if the match moved on meanwhile (another phase, a guess of ours that was sent before the drop
  * and played after all, or the end) it is dropped: it would be played in the wrong place. */
 function flushOutbox() {
   const m = S.m;
   if (!m || !m.outbox) return;
-  const { type, code, phase, count, n } = m.outbox;
+  const { type, code, phase, count, n, unanswered } = m.outbox;
   if (phase !== m.phase || count !== m.counts[m.seat] || !canEnter(m)) {
     m.outbox = null;
     showCodeError("");
+    // an unanswered guess the events show was played after all: the box is done with it
+    if (unanswered && $("#code-input").value === code) $("#code-input").value = "";
+    renderPad();
     return;
   }
   sendCode(m, type, code, n);

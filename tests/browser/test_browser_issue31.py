@@ -4,9 +4,12 @@
    then one more each time), read from the WebSocket frames the page sends;
 2. a guess typed while the server is down keeps the number it was given when typed: the resend
    after reconnection carries it, and the guess is played once;
-3. `guess_ahead` and `guess_taken` are said at the entry and the page takes the server's number
+3. a guess whose answer is lost with its connection (the connection is cut by the test right
+   after the page sent it, before or after it reached the server) is kept and, on the next
+   connection, sent again under the same number unless the resumed match shows it: played once;
+4. `guess_ahead` and `guess_taken` are said at the entry and the page takes the server's number
    (`expected`) for the next try, which is played;
-4. `too_many_names` on `hello` is said in one plain sentence with the wait.
+5. `too_many_names` on `hello` is said in one plain sentence with the wait.
 """
 
 from __future__ import annotations
@@ -113,6 +116,56 @@ def test_a_guess_kept_offline_is_sent_with_the_number_it_was_typed_with_and_play
     solve(page)
     played = [(int(r["n"]), r["guess"]) for r in rows(page, 0)]
     assert [(g.get("n"), g["guess"]) for g in sent] == played, (sent, played)
+    assert page.moo_errors == []
+
+
+@pytest.mark.parametrize("reached", [False, True], ids=["lost-on-the-way", "answer-lost"])
+@pytest.mark.parametrize("size", SIZES)
+def test_a_guess_whose_answer_is_lost_is_sent_again_under_its_number_and_played_once(
+    browser: Any, server: MooServer, size: str, reached: bool
+) -> None:
+    page = new_page(browser, server.url, **SIZES[size])
+    sent: list[dict[str, Any]] = []
+    cut: list[str] = []
+
+    def route(ws: Any) -> None:
+        """Proxy the page's connections to the server; the first time the page sends 1234,
+        close the page's side at once (the guess forwarded first when ``reached``)."""
+        upstream = ws.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            msg = json.loads(message)
+            if msg.get("type") == "guess":
+                sent.append(msg)
+                if msg["guess"] == "1234" and not cut:
+                    cut.append(msg["guess"])
+                    if reached:
+                        upstream.send(message)
+                    ws.close(code=1000, reason="cut by the test")
+                    return
+            upstream.send(message)
+
+        ws.on_message(from_page)
+
+    page.route_web_socket(lambda url: True, route)
+    start_bot_match(page, f"lost-{size}-{int(reached)}")
+    type_guess(page, "0123")
+    wait_revealed(page, 0, 1)
+    type_guess(page, "1234")
+    page.wait_for_selector("#hist-0 .hist-row[data-n='2']", timeout=RECONNECT_MS)
+    wait_revealed(page, 0, 2)
+    assert cut == ["1234"]
+    # the guess that reached the server is not sent again (the resumed events show it); the
+    # one lost on the way is, under the number it first went with
+    resends = [] if reached else [("1234", 2)]
+    assert [(g["guess"], g.get("n")) for g in sent] == [("0123", 1), ("1234", 2), *resends]
+    assert [(r["n"], r["guess"]) for r in rows(page, 0)][:2] == [("1", "0123"), ("2", "1234")]
+    assert page.eval_on_selector("#code-input", "e => e.value") == ""
+    assert page.text_content("#code-error") == ""
+    solve(page)
+    played = [(int(r["n"]), r["guess"]) for r in rows(page, 0)]
+    assert played[:2] == [(1, "0123"), (2, "1234")]
+    assert sorted({(g.get("n"), g["guess"]) for g in sent}) == played
     assert page.moo_errors == []
 
 
