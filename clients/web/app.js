@@ -114,7 +114,8 @@ function newMatch(id, seat, watch = seat === null) {
     tournamentId: null,         // the tournament this match is a game of (match.tournament_id)
     events: 0,
     synced: false,              // this connection has the match (its match message came)
-    outbox: null,               // {type, code, phase}: a move entered offline, sent on resume
+    outbox: null,               // {type, code, phase, count, n}: a move entered offline, sent on resume
+    sentN: 0,                   // the number of our latest guess sent and not yet answered
   };
 }
 
@@ -195,10 +196,15 @@ function connect() {
     if (S.ws !== ws) return;
     S.ws = null;
     S.welcomed = false;
+    // moves wait until the match is resumed on the next connection (flushOutbox); the guesses
+    // sent on this one and not answered are counted from the resumed match's events
+    if (S.m) {
+      keepUnanswered(S.m);
+      S.m.synced = false;
+      S.m.sentN = 0;
+    }
     S.pending.clear();
     clearInterval(S.pingTimer);
-    // moves wait until the match is resumed on the next connection (flushOutbox)
-    if (S.m) S.m.synced = false;
     if (S.manualClose) {
       setConn("offline");
       return;
@@ -594,6 +600,11 @@ function helloProblem(msg, ctx) {
     const secs = Math.max(1, Math.ceil((msg.retry_after_ms || 0) / 1000));
     return { text: `Too many failed sign-ins. Try again in ${secs} s.`, password: true };
   }
+  if (msg.code === "too_many_names") {
+    // Only new names are budgeted: signing in to an existing name with its password still works.
+    const secs = Math.max(1, Math.ceil((msg.retry_after_ms || 0) / 1000));
+    return { text: `Too many new names from this address. Try again in ${secs} s.`, password: true };
+  }
   if (msg.code === "bad_token" && ctx && ctx.withToken) {
     // The token this browser kept was revoked (signed out everywhere elsewhere).
     forgetToken(name);
@@ -726,6 +737,25 @@ function onError(msg, ctx) {
       }
     }
     return;
+  }
+  if (type === "guess" && S.m && ctx.matchId === S.m.id && typeof ctx.n === "number") {
+    const m = S.m;
+    const expected = Number.isInteger(msg.expected) ? msg.expected : null;
+    if ((msg.code === "guess_taken" || msg.code === "guess_ahead") && expected !== null) {
+      // Our count was off (events we have not seen yet, or a guess of ours refused meanwhile):
+      // the server's own number is the right one, and a resume brings any missed events.
+      m.sentN = expected - 1;
+      send({ type: "resume", match_id: m.id, last_seq: m.lastSeq }, { matchId: m.id, resync: true });
+      const entry = $("#code-input");
+      if (ctx.code && !entry.value) entry.value = ctx.code;
+      showCodeError(msg.code === "guess_taken"
+        ? `Not counted: guess ${ctx.n} was already played, with another code. This one would be guess ${expected}: press Enter to send it.`
+        : `Not counted: it went as guess ${ctx.n}, but your next guess is number ${expected}. Press Enter to send it as guess ${expected}.`);
+      renderPad();
+      return;
+    }
+    // refused, so not played: its number is free again
+    m.sentN = Math.min(m.sentN, ctx.n - 1);
   }
   if (type === "guess" || type === "secret") {
     const entry = $("#code-input");
@@ -1152,26 +1182,56 @@ function submitCode() {
   }
   if (!canEnter(m)) return;
   const type = isSecret ? "secret" : "guess";
-  if (!sendCode(m, type, code)) {
+  // The guess's number is fixed now, before the first try: a resend carries the same one, so
+  // the server can tell a retry from a second guess (docs/protocol.md, "Retrying safely").
+  const n = isSecret ? null : nextGuessN(m);
+  if (!sendCode(m, type, code, n)) {
     // Offline (or back but not yet resumed): the code stays in the box and goes as soon as the
     // match is resumed on the next connection; the entry says so.
-    m.outbox = { type, code, phase: m.phase, count: m.counts[m.seat] };
+    m.outbox = { type, code, phase: m.phase, count: m.counts[m.seat], n };
     input.value = code;
     showCodeError(`Offline: ${code} is kept and will be sent when the connection is back.`, "queued");
     renderPad();
   }
 }
 
-/** Send a secret or guess now if this connection has the match; false when it cannot. */
-function sendCode(m, type, code) {
+/** The number our next guess takes in its match: one more than our guesses the events show,
+ * or than the last one sent whose answer has not come yet (free pacing lets a quick player send
+ * the next guess before the event of the previous one is back). */
+function nextGuessN(m) {
+  return Math.max(m.counts[m.seat], m.sentN) + 1;
+}
+
+/** Send a secret or guess (numbered `n`) now if this connection has the match; false when it
+ * cannot. */
+function sendCode(m, type, code, n) {
   if (!S.welcomed || !m.synced) return false;
-  const msg = type === "secret" ? { type, match_id: m.id, secret: code } : { type, match_id: m.id, guess: code };
-  if (send(msg, { code }) === null) return false;
+  const msg = type === "secret" ? { type, match_id: m.id, secret: code } : { type, match_id: m.id, guess: code, n };
+  if (send(msg, { code, n, matchId: m.id }) === null) return false;
+  if (type === "guess") m.sentN = Math.max(m.sentN, n);
   m.outbox = null;
   showCodeError("");
   $("#code-input").value = "";
   renderPad();
   return true;
+}
+
+/** A guess sent on a connection that closed before its answer came may or may not have been
+ * played. It is kept like a guess typed offline, under the number it went with: on the next
+ * connection the resumed match's events tell, and it is sent again only if they do not show it
+ * (the server would play that number once in any case). Not when the box holds something else:
+ * what the player is typing is theirs. */
+function keepUnanswered(m) {
+  if (m.watch || m.outbox || m.phase !== "playing") return;
+  let first = null;
+  for (const ctx of S.pending.values()) {
+    if (ctx.type === "guess" && ctx.matchId === m.id && (first === null || ctx.n < first.n)) first = ctx;
+  }
+  const input = $("#code-input");
+  if (!first || (input.value && input.value !== first.code)) return;
+  m.outbox = { type: "guess", code: first.code, phase: m.phase, count: first.n - 1, n: first.n, unanswered: true };
+  input.value = first.code;
+  showCodeError(`Offline: ${first.code} is kept and will be sent when the connection is back.`, "queued");
 }
 
 /** The move typed while offline goes once the match is resumed and its missed events applied;
@@ -1180,13 +1240,16 @@ function sendCode(m, type, code) {
 function flushOutbox() {
   const m = S.m;
   if (!m || !m.outbox) return;
-  const { type, code, phase, count } = m.outbox;
+  const { type, code, phase, count, n, unanswered } = m.outbox;
   if (phase !== m.phase || count !== m.counts[m.seat] || !canEnter(m)) {
     m.outbox = null;
     showCodeError("");
+    // an unanswered guess the events show was played after all: the box is done with it
+    if (unanswered && $("#code-input").value === code) $("#code-input").value = "";
+    renderPad();
     return;
   }
-  sendCode(m, type, code);
+  sendCode(m, type, code, n);
 }
 
 /** Editing the box after Enter was pressed offline takes the kept move back. */
