@@ -54,7 +54,7 @@ from moo.errors import (
 from moo.match import Event, Match, MatchConfig, Viewer
 from moo.variants import GameRules, is_words, parse_rules, parse_rules_spec, rules_spec
 from server.background import spawn
-from server.connection import error_message
+from server.connection import Connection, error_message
 from server.hosted import HostedBot, HostedBots, bot_player_name
 from server.matches import SPECTATOR, Follower, TournamentGame
 from server.review_worker import MatchAnalysis
@@ -1086,6 +1086,8 @@ class Arena:
         for conn in lm.conns:
             if conn is not None:
                 _discard(conn.matches, lm.id)
+                if lm.match.finished and isinstance(conn, Connection):
+                    conn.saw_end(lm.id)  # its seat is forgotten here: remember the end
         for conn in lm.spectators:
             _discard(conn.spectating, lm.id)
 

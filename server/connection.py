@@ -56,6 +56,10 @@ __all__ = [
 
 log = logging.getLogger("moo.connection")
 
+#: how long a connection remembers that it saw a match end (:meth:`Connection.saw_end`):
+#: far longer than a takeover's announcements take to arrive
+ENDED_MEMORY_S = 120.0
+
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY = 1008
 CLOSE_INTERNAL_ERROR = 1011
@@ -260,6 +264,7 @@ class Connection:
         "binary",
         "closing",
         "codec",
+        "ended",
         "last_in",
         "matches",
         "ping_at",
@@ -281,6 +286,11 @@ class Connection:
         self.matches: list[str] = []
         self.spectating: list[str] = []
         self.closing = False
+        #: matches this connection was sent to their ``finished`` event (match id -> loop
+        #: time), kept ENDED_MEMORY_S: what follows a match forgets it at its end, and a late
+        #: announcement of the match (a takeover's ``Seated``) must not replay it again
+        #: (None until the first: most connections never need it)
+        self.ended: dict[str, float] | None = None
         #: the seats its ``welcome`` listed are given back (server/session.py): from then on
         #: anything that attaches it to a match sees what that did (:meth:`welcome_done`)
         self.welcomed = False
@@ -393,6 +403,22 @@ class Connection:
         for waiter in waiters or ():
             if not waiter.done():
                 waiter.set_result(None)
+
+    def saw_end(self, match_id: str) -> None:
+        """This connection was sent ``match_id``'s ``finished`` event (see :attr:`ended`)."""
+        now = asyncio.get_running_loop().time()
+        ended = self.ended
+        if ended is None:
+            ended = self.ended = {}
+        else:
+            for old in [m for m, at in ended.items() if now - at > ENDED_MEMORY_S]:
+                del ended[old]
+        ended[match_id] = now
+
+    def has_seen_end(self, match_id: str) -> bool:
+        """Whether this connection was sent ``match_id`` to its end within ENDED_MEMORY_S."""
+        at = None if self.ended is None else self.ended.get(match_id)
+        return at is not None and asyncio.get_running_loop().time() - at <= ENDED_MEMORY_S
 
     async def welcome_done(self) -> None:
         """Wait until :meth:`seats_given_back`: a match attached to a connection in the middle

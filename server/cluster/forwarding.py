@@ -362,6 +362,7 @@ class Forwarding:
         sub.conn.send(msg)
         if msg.get("kind") == "finished":
             self.subs.get(sub.cid, {}).pop(sub.match_id, None)
+            sub.conn.saw_end(sub.match_id)  # the subscription is gone: remember the end
             for act in sub.acts:
                 # its answer was lost on the way (the owner's link broke) and the match is
                 # over: the request is answered all the same (a move that counted came in

@@ -166,6 +166,10 @@ class Takeover:
                 continue
             if self.forwarding.following(conn, match_id) is not None:
                 continue  # it heard of the match: its subscription follows it to its owner
+            if conn.has_seen_end(match_id):
+                # announced before it ended, heard after: this connection was sent the whole
+                # match already (the subscription or seat that did it ended with the match)
+                continue
             if self.arena.is_live(match_id):
                 await self.arena.rejoin(conn, player, [{"match_id": match_id, "seat": seat}])
             else:

@@ -236,12 +236,23 @@ class FakeConn:
         self.matches: list[str] = []
         self.spectating: list[str] = []
 
+        self.ended: set[str] = set()
+
     def send(self, msg: dict[str, Any]) -> None:
         self.sent.append(msg)
 
     def close(self, code: int, reason: str) -> None:
         self.closed = (code, reason)
         self.closing = True
+
+    def saw_end(self, match_id: str) -> None:
+        self.ended.add(match_id)
+
+    def has_seen_end(self, match_id: str) -> bool:
+        return match_id in self.ended
+
+    async def welcome_done(self) -> None:
+        return None
 
 
 class Net:
@@ -489,3 +500,50 @@ def test_a_move_waiting_for_the_directory_is_answered_once() -> None:
     net.deliver(cid, _marker(refollow.gen))
     net.fw.received("b", 1, Followed(cid, "m1", refollow.gen, 0, [5]))
     assert [m["code"] for m in ann.sent if m.get("ref") == 5] == ["match_finished"]
+
+
+class FakeArena:
+    """What Takeover asks of the arena when it attaches players: nothing runs here."""
+
+    def __init__(self) -> None:
+        self.movers: list[Callable[[str], None]] = []
+        self.rejoined: list[str] = []
+
+    def is_live(self, match_id: str) -> bool:
+        return False
+
+    async def rejoin(self, conn: Any, player: str, listed: list[dict[str, Any]]) -> None:
+        self.rejoined += [str(m["match_id"]) for m in listed]
+
+
+class FakeLobby:
+    def __init__(self, conns: dict[str, FakeConn]) -> None:
+        self.conns = conns
+
+    def local(self, player: str) -> FakeConn | None:
+        return self.conns.get(player)
+
+
+async def test_a_match_announced_after_its_end_is_not_replayed_to_who_saw_it_end() -> None:
+    """The fault harness's whole-match repeat on one connection (docs/cluster.md, Status 12):
+    a player followed its match at its owner to ``finished``; the subscription ends with the
+    match, and a takeover's ``Seated`` announcement of the match (sent while it still ran,
+    heard after) attached the player again from seq 1: the whole match a second time. A
+    player connected here that never heard of the match is still attached."""
+    from server.cluster.takeover import Takeover
+    from server.cluster.wire import Seated
+
+    net, ann, bob = Net(), FakeConn("ann"), FakeConn("bob")
+    cid = _attached(net, ann)
+    for seq, kind in ((1, "secret_set"), (2, "guess"), (3, "finished")):
+        net.deliver(cid, _event(seq, kind))
+    assert [m["seq"] for m in ann.sent] == [1, 2, 3]
+    assert net.fw.following(ann, "m1") is None  # type: ignore[arg-type]
+    takeover = Takeover("a", FakeArena(), None, None, None, net.fw,  # type: ignore[arg-type]
+                        FakeLobby({"ann": ann, "bob": bob}), None, lambda m: None, 1.0)  # type: ignore[arg-type]
+    follows = len(net.follows())
+    takeover.seated(Seated("c", 2, {"m1": ["ann", "bob"]}))
+    await asyncio.gather(*(t for t in asyncio.all_tasks() if t is not asyncio.current_task()))
+    fresh = net.follows()[follows:]
+    assert [f.conn for f in fresh] == [net.fw.cid(bob)], fresh  # type: ignore[arg-type]
+    assert fresh[0].cursor == 0
