@@ -37,6 +37,8 @@ class Directory:
         self.lease_s = lease_ms / 1000
         #: nodes whose will the broker published -> (the dead epoch, until when it counts)
         self.dead: dict[str, tuple[int | None, float]] = {}
+        #: node -> when (monotonic) its death was last confirmed (its will, no session left)
+        self.deaths: dict[str, float] = {}
         #: nodes with a live lease as of the last check
         self.alive: set[str] = set()
         #: match id -> lookups waiting for its owner to be known
@@ -46,7 +48,14 @@ class Directory:
 
     # -- what the bus says ------------------------------------------------------------------------
     def gone(self, node: str, epoch: int | None) -> None:
-        self.dead[node] = (epoch, time.monotonic() + self.lease_s * 2)
+        now = time.monotonic()
+        self.dead[node] = (epoch, now + self.lease_s * 2)
+        self.deaths[node] = now
+
+    def died_since(self, node: str, when: float) -> bool:
+        """Whether a process of ``node`` was confirmed dead after ``when`` (monotonic): what
+        it was sent before and had not read is lost."""
+        return self.deaths.get(node, float("-inf")) > when
 
     def is_dead(self, owner: Owner) -> bool:
         """Whether ``owner``'s process is known dead (its will, for that very epoch)."""

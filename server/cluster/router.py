@@ -271,7 +271,10 @@ class Router:
         matches spread over the nodes like their players."""
         first = next((c for c in conns if c is not None), None)
         target = first.origin if isinstance(first, StandIn) else self.node
-        if target == self.node or not self.transport.up.is_set():
+        if not self.transport.up.is_set():
+            target = self.node
+        self.lobby.creating(players, target)
+        if target == self.node:
             self._create_here(players, conns, pacing, bots, refs, rated, rules, assist,
                               tournament)
             return

@@ -225,6 +225,45 @@ async def test_a_join_whose_match_node_dies_with_the_request_is_still_answered(
         await broker.stop()
 
 
+async def test_a_queue_pairing_whose_match_node_dies_with_the_request_is_queued_again(
+    pg_url: str, broker: Broker, tmp_path: Path
+) -> None:
+    """bob queues on b, then b is paused; ann queues on a, the lobby leader, which pairs them
+    and asks b (the node of bob, who queued first) to start the match; b is killed before it
+    could read that request. ann is put back in the queue and told so (``queued`` again,
+    ``requeued: true``, no ``ref``): carl, queueing next, is paired with her. Before the
+    leader watched its queue pairings, ann had her ``queued`` and then nothing, for ever."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=2000) as (a, b):
+            await _on_bus(a, b)
+            await until(lambda: _leader_is(a, "a"), 15, "a to lead the lobby")
+            await until(lambda: _leader_is(b, "a"), 15, "b to follow a")
+            bob = await Client.hello(b.port, "bob")
+            queued = await bob.request({"type": "queue", "pacing": "free"})
+            assert queued["type"] == "queued", queued
+            ann = await Client.hello(a.port, "ann")
+            os.kill(b.proc.pid, signal.SIGSTOP)
+            mine = await ann.request({"type": "queue", "pacing": "free"})
+            assert mine["type"] == "queued" and "requeued" not in mine, mine
+            # the leader paired ann with bob as it answered her (the match sent to b) ...
+            b.proc.kill()  # ... and b dies without reading it (SIGKILL ends a stopped process)
+            await b.proc.wait()
+            again = await ann.expect(lambda m: m.get("requeued") is True, 60)
+            assert again == {"type": "queued", "pool": "any", "pacing": "free", "rated": True,
+                             "rules": mine["rules"], "requeued": True}, again
+            assert not any(m.get("type") in ("match", "unqueued") for m in ann.seen), ann.seen
+            carl = await Client.hello(a.port, "carl")
+            await carl.request({"type": "queue", "pacing": "free"})
+            m = await carl.expect(lambda x: x.get("type") == "match", 30)
+            assert m["opponent"] == "ann", m
+            await ann.expect(lambda x: x.get("type") == "match" and x["match_id"] == m["match_id"])
+            for p in (ann, carl):
+                await p.close()
+    finally:
+        await broker.stop()
+
+
 @pytest.mark.slow
 async def test_a_challenge_right_after_the_targets_hello_on_another_node(
     pg_url: str, broker: Broker, tmp_path: Path
