@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from moo.variants import parse_rules_spec
-from tests.cluster_support import Node, nodes, query, until
+from tests.cluster_support import Node, nodes, query, start_node, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -39,6 +39,14 @@ async def _on_bus(*ns: Node) -> None:
 async def _leader_is(node: Node, leader: str) -> bool:
     lines = [ln for ln in node.text().splitlines() if "lobby leader is" in ln]
     return bool(lines) and lines[-1].split("lobby leader is ", 1)[1].startswith(f"{leader} ")
+
+
+async def _follow(leader: str, *ns: Node) -> None:
+    for n in ns:
+        async def follows(n: Node = n) -> bool:
+            return await _leader_is(n, leader)
+
+        await until(follows, 15, f"{n.name} to follow {leader}")
 
 
 async def _challenge(src: Client, dst: Client, **terms: Any) -> tuple[str, dict[str, Any]]:
@@ -221,6 +229,57 @@ async def test_a_join_whose_match_node_dies_with_the_request_is_still_answered(
             assert sum(1 for m in ann.seen if m.get("ref") == ref) == 1
             for p in (ann, dan):
                 await p.close()
+    finally:
+        await broker.stop()
+
+
+async def test_a_restarted_leader_leads_for_everyone_at_once(
+    pg_url: str, broker: Broker, tmp_path: Path
+) -> None:
+    """a (the lobby leader) is killed, b leads; a is started again and ann opens a room on it
+    at once; dan joins it from c. The join finds the room, at once or after the documented
+    "try again" (``not_available``: nothing applied), never ``unknown_room``. Before, b and c
+    kept a out of the leadership for 2 x the lease after its death notice whatever its new
+    epoch, while a led at once in its own view: the room was made on a, the join went to b."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=5000) as (a, b, c):
+            await _on_bus(a, b, c)
+            await _follow("a", a, b, c)
+            a.proc.kill()
+            await a.proc.wait()
+            await _follow("b", b, c)
+            again = await start_node(pg_url, "a", bus=broker.url, lease_ms=5000)
+            try:
+                ann = await Client.hello(again.port, "ann")
+                dan = await Client.hello(c.port, "dan")
+
+                async def answered(c: Client, msg: dict[str, Any], want: str) -> dict[str, Any]:
+                    async def ok() -> bool:
+                        reply = await c.request(msg)
+                        if reply["type"] == want:
+                            ok.reply = reply  # type: ignore[attr-defined]
+                            return True
+                        # the only refusal allowed: "try again", nothing applied
+                        assert reply["type"] == "error", reply
+                        assert reply["code"] == "not_available", reply
+                        return False
+
+                    await until(ok, 30, f"{msg['type']} answered {want}")
+                    return ok.reply  # type: ignore[attr-defined,no-any-return]
+
+                room = await answered(ann, {"type": "room_create", "pacing": "free"}, "room")
+                joined = await answered(dan, {"type": "room_join", "code": room["code"]},
+                                        "match")
+                assert joined["opponent"] == "ann", joined
+                await ann.expect(
+                    lambda x: x.get("type") == "match" and x["match_id"] == joined["match_id"]
+                )
+                await _follow("a", again, b, c)
+                for p in (ann, dan):
+                    await p.close()
+            finally:
+                await again.stop(signal.SIGKILL)
     finally:
         await broker.stop()
 
