@@ -43,9 +43,10 @@ class Directory:
         self.alive: set[str] = set()
         #: the newest epoch known of each node (its lease, its envelopes)
         self.epochs: dict[str, int] = {}
-        #: this node has announced itself on the bus (and the broker has the announcement):
-        #: until then, or until the others have read its lease (:meth:`leased`), it does not
-        #: lead in its own view, since nobody else may know it is back
+        #: this node counts itself for the leadership: it has announced itself on the bus (and
+        #: the broker has the announcement), the others have read its lease (:meth:`leased`),
+        #: or it was alone; until then it does not lead in its own view, since nobody else
+        #: may know it is back
         self.joined = False
         self._leased_at = float("inf")
         #: match id -> lookups waiting for its owner to be known
@@ -106,7 +107,11 @@ class Directory:
             if until > now and (epoch is None or self.epochs.get(n, 0) <= epoch)
         }
         candidates = (self.alive - dead) - {self.node}
-        if self.joined or not candidates or now - self._leased_at > 0.3 * self.lease_s:
+        if not candidates or now - self._leased_at > 0.3 * self.lease_s:
+            # alone (nobody to agree with), or everybody has read its lease: for good, so
+            # that a node starting next to it does not make it step back for a moment
+            self.joined = True
+        if self.joined:
             candidates.add(self.node)
         return min(candidates)
 
