@@ -105,6 +105,9 @@ class Lobby:
     ``matches`` is where agreed matches start (the arena on one node, the cluster's router
     otherwise); ``busy(player)`` names the unfinished match a player sits in as far as the
     deciding node knows (on a cluster the leader adds what the player's own node reported).
+    ``paired(a, b)`` is told of two queue entries just before they start a match (on a cluster
+    the leader keeps them until the match is known to have started, to put them back in the
+    queue if the node asked to start it dies with the request).
     """
 
     def __init__(
@@ -114,8 +117,10 @@ class Lobby:
         *,
         matches: MatchService | None = None,
         busy: Callable[[str], str | None] | None = None,
+        paired: Callable[[Waiting, Waiting], None] | None = None,
     ) -> None:
         self.arena = arena
+        self.paired = paired
         self.matches: MatchService = matches if matches is not None else arena
         self.busy = busy if busy is not None else self.matches.busy
         self.allowed_bots = bot_strategies
@@ -230,12 +235,12 @@ class Lobby:
         assist = _assist(msg, rated)
         me = Waiting(conn, player, bot, pool, pacing, rated, rules, assist)
         self.queue = [w for w in self.queue if w.conn is not conn]
-        reply = {"type": "queued", "pool": pool, "pacing": pacing, "rated": rated,
-                 "rules": rules.to_dict(), **({"assist": True} if assist else {})}
-        conn.send(_with_ref(reply, msg.get("id")))
+        conn.send(_with_ref(_queued(me), msg.get("id")))
         for i, other in enumerate(self.queue):
             if me.pairs_with(other):
                 del self.queue[i]
+                if self.paired is not None:
+                    self.paired(other, me)
                 self.start(
                     (other.player, player), (other.conn, conn), pacing, rated=rated, rules=rules,
                     assist=assist,
@@ -257,6 +262,8 @@ class Lobby:
                 if me.pairs_with(other):
                     del self.queue[i]
                     del self.queue[j]
+                    if self.paired is not None:
+                        self.paired(other, me)
                     self.start(
                         (other.player, me.player), (other.conn, me.conn), me.pacing,
                         rated=me.rated, rules=me.rules, assist=me.assist,
@@ -265,6 +272,21 @@ class Lobby:
                     break
             else:
                 i += 1
+
+    def requeue(self, entry: Waiting) -> bool:
+        """Put back a paired entry whose match never started (the node asked to start it
+        died with the request), telling its client with ``queued`` again, ``requeued: true``
+        and no ``ref``; then pair what pairs. False if its player left or queued anew meanwhile,
+        or sits in a match now."""
+        if self.online.get(entry.player) is not entry.conn or any(
+            w.player == entry.player for w in self.queue
+        ):
+            return False
+        if not entry.bot and self.busy(entry.player) is not None:
+            return False
+        self.queue.append(entry)
+        entry.conn.send({**_queued(entry), "requeued": True})
+        return True
 
     def unqueue(self, conn: Follower, ref: Any) -> None:
         self.queue = [w for w in self.queue if w.conn is not conn]
@@ -486,6 +508,12 @@ def _assist(msg: dict[str, Any], rated: bool) -> bool:
             "the assistant is for practice matches only: send rated: false with assist: true"
         )
     return assist
+
+
+def _queued(w: Waiting) -> dict[str, Any]:
+    """The ``queued`` message for an entry (the reply to ``queue``, and a requeue's notice)."""
+    return {"type": "queued", "pool": w.pool, "pacing": w.pacing, "rated": w.rated,
+            "rules": w.rules.to_dict(), **({"assist": True} if w.assist else {})}
 
 
 def _with_ref(msg: dict[str, Any], ref: Any) -> dict[str, Any]:

@@ -314,7 +314,8 @@ OWNERS_OF = Query(
 )
 MATCH_FINISHED = Query("SELECT finished FROM matches WHERE match_id = ?")
 ALIVE_NODES = Query(
-    f"SELECT name FROM nodes WHERE epoch > 0 AND expires_ms > {_NOW}", only="postgresql"
+    f"SELECT name, epoch FROM nodes WHERE epoch > 0 AND expires_ms > {_NOW}",
+    only="postgresql",
 )
 #: (``jsonb_exists``: the ``?`` operator, which would read as a parameter here)
 UNFINISHED_OF_PLAYER = Query(

@@ -81,8 +81,9 @@ class ClusterStore(PostgresStore):
         row = await self._row(sql.MATCH_FINISHED, match_id)
         return None if row is None else row[0] == 0
 
-    async def alive_nodes(self) -> set[str]:
-        return {str(r[0]) for r in await self._rows(sql.ALIVE_NODES)}
+    async def alive_nodes(self) -> dict[str, int]:
+        """The nodes with a live lease, each with its epoch."""
+        return {str(r[0]): int(r[1]) for r in await self._rows(sql.ALIVE_NODES)}
 
     async def unfinished_of(self, player: str) -> list[StoredMatch]:
         """The unfinished matches ``player`` sits in, wherever they run, with their logs."""

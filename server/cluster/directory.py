@@ -37,8 +37,18 @@ class Directory:
         self.lease_s = lease_ms / 1000
         #: nodes whose will the broker published -> (the dead epoch, until when it counts)
         self.dead: dict[str, tuple[int | None, float]] = {}
-        #: nodes with a live lease as of the last check
+        #: node -> when (monotonic) its death was last confirmed (its will, no session left)
+        self.deaths: dict[str, float] = {}
+        #: nodes with a live lease as of the last check, or heard on the bus since
         self.alive: set[str] = set()
+        #: the newest epoch known of each node (its lease, its envelopes)
+        self.epochs: dict[str, int] = {}
+        #: this node counts itself for the leadership: it has announced itself on the bus (and
+        #: the broker has the announcement), the others have read its lease (:meth:`leased`),
+        #: or it was alone; until then it does not lead in its own view, since nobody else
+        #: may know it is back
+        self.joined = False
+        self._leased_at = float("inf")
         #: match id -> lookups waiting for its owner to be known
         self._lookups: dict[str, list[Callable[[Placement], None]]] = {}
         #: match id -> an event set when an Adopted names it (wakes a waiting lookup at once)
@@ -46,7 +56,14 @@ class Directory:
 
     # -- what the bus says ------------------------------------------------------------------------
     def gone(self, node: str, epoch: int | None) -> None:
-        self.dead[node] = (epoch, time.monotonic() + self.lease_s * 2)
+        now = time.monotonic()
+        self.dead[node] = (epoch, now + self.lease_s * 2)
+        self.deaths[node] = now
+
+    def died_since(self, node: str, when: float) -> bool:
+        """Whether a process of ``node`` was confirmed dead after ``when`` (monotonic): what
+        it was sent before and had not read is lost."""
+        return self.deaths.get(node, float("-inf")) > when
 
     def is_dead(self, owner: Owner) -> bool:
         """Whether ``owner``'s process is known dead (its will, for that very epoch)."""
@@ -65,15 +82,45 @@ class Directory:
             if event is not None:
                 event.set()
 
+    def leased(self) -> None:
+        """This node's lease (its new epoch) is in the database from now on."""
+        self._leased_at = time.monotonic()
+
+    def heard(self, node: str, epoch: int) -> bool:
+        """An envelope from ``node`` in ``epoch``: whether that epoch is new here (a restarted
+        node is alive again, whatever will its former process left)."""
+        if epoch <= self.epochs.get(node, 0):
+            return False
+        self.epochs[node] = epoch
+        self.alive.add(node)
+        return True
+
     def leader(self) -> str:
-        """The lobby leader: the alive node with the smallest name not known dead (this node
-        counts itself alive)."""
+        """The lobby leader: the alive node with the smallest name not known dead in the
+        epoch it has now (a restarted node counts at once, under its new epoch). This node
+        counts itself once it has joined the bus, or (no bus) once every node has read its
+        lease (three of their checks, each lease/10): a node that leads in its own view
+        before the others can know it is back would split the lobby."""
         now = time.monotonic()
-        dead = {n for n, (_, until) in self.dead.items() if until > now}
-        return min((self.alive - dead) | {self.node})
+        dead = {
+            n for n, (epoch, until) in self.dead.items()
+            if until > now and (epoch is None or self.epochs.get(n, 0) <= epoch)
+        }
+        candidates = (self.alive - dead) - {self.node}
+        if not candidates or now - self._leased_at > 0.3 * self.lease_s:
+            # alone (nobody to agree with), or everybody has read its lease: for good, so
+            # that a node starting next to it does not make it step back for a moment
+            self.joined = True
+        if self.joined:
+            candidates.add(self.node)
+        return min(candidates)
 
     async def refresh(self) -> set[str]:
-        self.alive = await self.store.alive_nodes()
+        leases = await self.store.alive_nodes()
+        for node, epoch in leases.items():
+            if epoch > self.epochs.get(node, 0):
+                self.epochs[node] = epoch
+        self.alive = set(leases)
         return self.alive
 
     # -- lookups ----------------------------------------------------------------------------------

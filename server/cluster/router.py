@@ -103,6 +103,7 @@ class Router:
     async def start(self) -> None:
         """Lease and adopt first (so this node knows what it runs), then join the bus."""
         await self.leases.start()
+        self.directory.leased()
         with contextlib.suppress(MooError):
             await self.directory.refresh()
         self.lobby.elect()
@@ -271,7 +272,10 @@ class Router:
         matches spread over the nodes like their players."""
         first = next((c for c in conns if c is not None), None)
         target = first.origin if isinstance(first, StandIn) else self.node
-        if target == self.node or not self.transport.up.is_set():
+        if not self.transport.up.is_set():
+            target = self.node
+        self.lobby.creating(players, target)
+        if target == self.node:
             self._create_here(players, conns, pacing, bots, refs, rated, rules, assist,
                               tournament)
             return
@@ -388,7 +392,17 @@ class Router:
         self.forwarding.lost(sender)
 
     def connected(self) -> None:
-        self.lobby.announce()
+        """On the bus (the broker has this node's announcement): from the first time on, this
+        node counts itself for the lobby's leadership, as the others count it now."""
+        was = self.lobby.leader
+        self.directory.joined = True
+        self.lobby.elect()
+        if self.lobby.leader == was:  # (a change announces, or takes over, by itself)
+            self.lobby.announce()
+
+    def heard(self, sender: str, epoch: int) -> None:
+        if self.directory.heard(sender, epoch):
+            self.lobby.elect()
 
     def back(self, sender: str) -> None:
         self.forwarding.retry_pending(sender)

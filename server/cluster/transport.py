@@ -13,7 +13,9 @@ QoS 1, so the broker delivers it in order. What one turn of the event loop sends
 out as one envelope; envelopes are numbered per destination (``n`` = 1, 2, 3, ... for each
 publishing process, ``run``). A receiver drops an ``n`` it has seen (a publish repeated after a
 reconnect) and reports a skipped ``n`` as a loss of that sender's messages; a :class:`Tick`
-every second says how many were sent, so a lost *last* envelope is noticed too. Losing its own
+every second (and one as soon as a session is up) says how many were sent, so a lost *last*
+envelope is noticed too. Every envelope names its sender's epoch: the receiver is told
+(:meth:`Receiver.heard`), so a restarted node counts as alive again at once. Losing its own
 session is reported as well (everything in flight may be gone). What to do about a loss is the
 business of the layers above (:mod:`server.cluster.forwarding` re-attaches the affected
 followers from their cursors).
@@ -66,7 +68,11 @@ class Receiver(Protocol):
         have been lost."""
 
     def connected(self) -> None:
-        """A new session is up (after start or a reconnect)."""
+        """A new session is up (after start or a reconnect) and the broker has this node's
+        announcement to every node."""
+
+    def heard(self, sender: str, epoch: int) -> None:
+        """An envelope from ``sender``'s process in ``epoch`` arrived."""
 
     def back(self, sender: str) -> None:
         """``sender`` has a new session (its Tick after a reconnect): what this node sent it
@@ -310,8 +316,9 @@ class Transport:
                     self.up.set()
                     backoff = 0.1
                     log.info("bus: connected to %s:%d", self.host, self.port)
-                    if self._sent:  # the others learn at once what they missed from here
-                        self.broadcast(Tick({d: n for d, n in self._sent.items() if d}))
+                    # the others learn at once that this process is here (its epoch: a
+                    # restarted node counts again) and what they missed from it
+                    await self._announce()
                     self.receiver.connected()
                     await self._session(client)
             except asyncio.CancelledError:
@@ -331,6 +338,19 @@ class Transport:
             # a local broker is cheap to ask: at most half a second between attempts, so a
             # node is back on the bus within that of the broker (or the link) coming back
             backoff = min(0.5, backoff * 2)
+
+    async def _announce(self) -> None:
+        """Broadcast a :class:`Tick` now and wait (at most :data:`ACK_TIMEOUT_S`) until the
+        broker acknowledged it: it has handed it on to every node then, before anything this
+        node's clients could make other nodes publish afterwards."""
+        self.broadcast(Tick({d: n for d, n in self._sent.items() if d}))
+        self._flush()
+        if not self._unacked:
+            return
+        info = self._unacked[-1][0]
+        deadline = time.monotonic() + ACK_TIMEOUT_S
+        while not _acked(info) and time.monotonic() < deadline and self.up.is_set():
+            await asyncio.sleep(0.005)
 
     async def _session(self, client: _Client) -> None:
         """Read until the session ends; whichever ends first (the reader sees a lost
@@ -381,6 +401,8 @@ class Transport:
             return
         if envelope.node == self.node and envelope.run == self.run:
             return  # our own broadcast
+        if envelope.node != self.node:
+            self.receiver.heard(envelope.node, envelope.epoch)
         broadcast = topic == f"{PREFIX}/all"
         key = (envelope.run, broadcast)
         last = self._seen.get(key)

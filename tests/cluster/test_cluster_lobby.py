@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from moo.variants import parse_rules_spec
-from tests.cluster_support import Node, nodes, query, until
+from tests.cluster_support import Node, nodes, query, start_node, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -39,6 +39,14 @@ async def _on_bus(*ns: Node) -> None:
 async def _leader_is(node: Node, leader: str) -> bool:
     lines = [ln for ln in node.text().splitlines() if "lobby leader is" in ln]
     return bool(lines) and lines[-1].split("lobby leader is ", 1)[1].startswith(f"{leader} ")
+
+
+async def _follow(leader: str, *ns: Node) -> None:
+    for n in ns:
+        async def follows(n: Node = n) -> bool:
+            return await _leader_is(n, leader)
+
+        await until(follows, 15, f"{n.name} to follow {leader}")
 
 
 async def _challenge(src: Client, dst: Client, **terms: Any) -> tuple[str, dict[str, Any]]:
@@ -220,6 +228,96 @@ async def test_a_join_whose_match_node_dies_with_the_request_is_still_answered(
             assert joined["type"] == "match" and joined["opponent"] == "ann", joined
             assert sum(1 for m in ann.seen if m.get("ref") == ref) == 1
             for p in (ann, dan):
+                await p.close()
+    finally:
+        await broker.stop()
+
+
+async def test_a_restarted_leader_leads_for_everyone_at_once(
+    pg_url: str, broker: Broker, tmp_path: Path
+) -> None:
+    """a (the lobby leader) is killed, b leads; a is started again and ann opens a room on it
+    at once; dan joins it from c. The join finds the room, at once or after the documented
+    "try again" (``not_available``: nothing applied), never ``unknown_room``. Before, b and c
+    kept a out of the leadership for 2 x the lease after its death notice whatever its new
+    epoch, while a led at once in its own view: the room was made on a, the join went to b."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=5000) as (a, b, c):
+            await _on_bus(a, b, c)
+            await _follow("a", a, b, c)
+            a.proc.kill()
+            await a.proc.wait()
+            await _follow("b", b, c)
+            again = await start_node(pg_url, "a", bus=broker.url, lease_ms=5000)
+            try:
+                ann = await Client.hello(again.port, "ann")
+                dan = await Client.hello(c.port, "dan")
+
+                async def answered(c: Client, msg: dict[str, Any], want: str) -> dict[str, Any]:
+                    async def ok() -> bool:
+                        reply = await c.request(msg)
+                        if reply["type"] == want:
+                            ok.reply = reply  # type: ignore[attr-defined]
+                            return True
+                        # the only refusal allowed: "try again", nothing applied
+                        assert reply["type"] == "error", reply
+                        assert reply["code"] == "not_available", reply
+                        return False
+
+                    await until(ok, 30, f"{msg['type']} answered {want}")
+                    return ok.reply  # type: ignore[attr-defined,no-any-return]
+
+                room = await answered(ann, {"type": "room_create", "pacing": "free"}, "room")
+                joined = await answered(dan, {"type": "room_join", "code": room["code"]},
+                                        "match")
+                assert joined["opponent"] == "ann", joined
+                await ann.expect(
+                    lambda x: x.get("type") == "match" and x["match_id"] == joined["match_id"]
+                )
+                await _follow("a", again, b, c)
+                for p in (ann, dan):
+                    await p.close()
+            finally:
+                await again.stop(signal.SIGKILL)
+    finally:
+        await broker.stop()
+
+
+async def test_a_queue_pairing_whose_match_node_dies_with_the_request_is_queued_again(
+    pg_url: str, broker: Broker, tmp_path: Path
+) -> None:
+    """bob queues on b, then b is paused; ann queues on a, the lobby leader, which pairs them
+    and asks b (the node of bob, who queued first) to start the match; b is killed before it
+    could read that request. ann is put back in the queue and told so (``queued`` again,
+    ``requeued: true``, no ``ref``): carl, queueing next, is paired with her. Before the
+    leader watched its queue pairings, ann had her ``queued`` and then nothing, for ever."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=2000) as (a, b):
+            await _on_bus(a, b)
+            await until(lambda: _leader_is(a, "a"), 15, "a to lead the lobby")
+            await until(lambda: _leader_is(b, "a"), 15, "b to follow a")
+            bob = await Client.hello(b.port, "bob")
+            queued = await bob.request({"type": "queue", "pacing": "free"})
+            assert queued["type"] == "queued", queued
+            ann = await Client.hello(a.port, "ann")
+            os.kill(b.proc.pid, signal.SIGSTOP)
+            mine = await ann.request({"type": "queue", "pacing": "free"})
+            assert mine["type"] == "queued" and "requeued" not in mine, mine
+            # the leader paired ann with bob as it answered her (the match sent to b) ...
+            b.proc.kill()  # ... and b dies without reading it (SIGKILL ends a stopped process)
+            await b.proc.wait()
+            again = await ann.expect(lambda m: m.get("requeued") is True, 60)
+            assert again == {"type": "queued", "pool": "any", "pacing": "free", "rated": True,
+                             "rules": mine["rules"], "requeued": True}, again
+            assert not any(m.get("type") in ("match", "unqueued") for m in ann.seen), ann.seen
+            carl = await Client.hello(a.port, "carl")
+            await carl.request({"type": "queue", "pacing": "free"})
+            m = await carl.expect(lambda x: x.get("type") == "match", 30)
+            assert m["opponent"] == "ann", m
+            await ann.expect(lambda x: x.get("type") == "match" and x["match_id"] == m["match_id"])
+            for p in (ann, carl):
                 await p.close()
     finally:
         await broker.stop()

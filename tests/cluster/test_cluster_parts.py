@@ -135,6 +135,9 @@ class Recorder:
     def connected(self) -> None:
         pass
 
+    def heard(self, sender: str, epoch: int) -> None:
+        pass
+
     def back(self, sender: str) -> None:
         self.backs.append(sender)
 
