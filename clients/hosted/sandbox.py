@@ -500,7 +500,10 @@ class SandboxedProgram:
         lim = self.limits
         used = self.cpu()
         if self.memory > lim.memory_mb << 20:
-            self._broken = ("memory", f"its processes together used {self.memory >> 20} MiB "
+            # rounded up: a tree over the limit by less than a MiB must not read "used 128 MiB
+            # (limit 128 MiB)" (seen once in the suite)
+            mib = (self.memory + (1 << 20) - 1) >> 20
+            self._broken = ("memory", f"its processes together used {mib} MiB "
                             f"of memory (limit {lim.memory_mb} MiB)")
         elif used > lim.match_cpu:
             self._broken = ("cpu", f"used {used:.2f} s of CPU in the match, children "
