@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass
 
 from bots.external import MAX_LINE, BotFailure
-from clients.potm.sandbox import HIDDEN, TOP_DIRS, USR_SHARE_KEPT
+from clients.potm.sandbox import system_argv
 
 __all__ = ["ENV", "Limits", "SandboxError", "SandboxedProgram", "live_pids_of_user"]
 
@@ -198,37 +198,9 @@ def _etc_kept() -> tuple[str, ...]:
     return tuple(out)
 
 
-@functools.cache
-def _hidden_dirs() -> tuple[str, ...]:
-    """The directories of the POTM sandbox's ``HIDDEN`` patterns that exist here."""
-    out: list[str] = []
-    for pattern in HIDDEN:
-        out += sorted(p for p in glob.glob(pattern) if os.path.isdir(p) and not os.path.islink(p))
-    return tuple(out)
-
-
 def bwrap_argv(bwrap: str, program_fd: int, info_fd: int, limits: Limits) -> list[str]:
     """The bubblewrap command line (the mounts are the POTM sandbox's, docs/potm.md)."""
-    a = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-         "--unshare-uts", "--unshare-cgroup", "--disable-userns", "--die-with-parent",
-         "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", "bot",
-         "--info-fd", str(info_fd), "--clearenv"]
-    for k, v in ENV.items():
-        a += ["--setenv", k, v]
-    a += ["--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/share"]
-    for name in USR_SHARE_KEPT:
-        a += ["--ro-bind-try", f"/usr/share/{name}", f"/usr/share/{name}"]
-    a += ["--remount-ro", "/usr/share"]
-    hidden = _hidden_dirs()
-    for path in hidden:
-        if not path.startswith("/etc/"):
-            a += ["--tmpfs", path, "--remount-ro", path]
-    for name in TOP_DIRS:
-        host = f"/{name}"
-        if os.path.islink(host):
-            a += ["--symlink", os.readlink(host), host]
-        elif os.path.isdir(host):
-            a += ["--ro-bind", host, host]
+    a = system_argv(bwrap, "bot", info_fd, ENV)
     for path in _etc_kept():
         if os.path.islink(path):
             a += ["--symlink", os.readlink(path), path]

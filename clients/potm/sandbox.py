@@ -30,6 +30,7 @@ sees and may touch whatever its user may.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -149,28 +150,9 @@ class Sandbox:
     # -- the command --------------------------------------------------------------------------
     def _bwrap_argv(self, program: Path, work: Path, info_fd: int) -> list[str]:
         assert self.bwrap is not None
-        a = [self.bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-             "--unshare-uts", "--unshare-cgroup", "--disable-userns", "--die-with-parent",
-             "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", "potm",
-             "--info-fd", str(info_fd),
-             "--clearenv"]
-        for k, v in ENV.items():
-            a += ["--setenv", k, v]
-        a += ["--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/share"]
-        for name in USR_SHARE_KEPT:
-            a += ["--ro-bind-try", f"/usr/share/{name}", f"/usr/share/{name}"]
-        a += ["--remount-ro", "/usr/share"]
-        for path in _hidden_dirs():
-            if not path.startswith("/etc/"):
-                a += ["--tmpfs", path, "--remount-ro", path]
-        for name in TOP_DIRS:
-            host = f"/{name}"
-            if os.path.islink(host):
-                a += ["--symlink", os.readlink(host), host]
-            elif os.path.isdir(host):
-                a += ["--ro-bind", host, host]
+        a = system_argv(self.bwrap, "potm", info_fd, ENV)
         a += ["--ro-bind", "/etc", "/etc"]
-        for path in _hidden_dirs():  # /etc's after /etc is mounted
+        for path in hidden_dirs():  # /etc's after /etc is mounted
             if path.startswith("/etc/"):
                 a += ["--tmpfs", path, "--remount-ro", path]
         a += ["--proc", "/proc", "--dev", "/dev", "--bind", str(work), "/dev/shm",
@@ -321,13 +303,42 @@ class Sandbox:
         select.select([reaper_fd], [], [])  # bubblewrap reaps it, then exits by itself
 
 
-def _hidden_dirs() -> list[str]:
-    """The directories of :data:`HIDDEN` (patterns expanded) that exist here."""
+@functools.cache
+def hidden_dirs() -> tuple[str, ...]:
+    """The directories of :data:`HIDDEN` (patterns expanded) that exist here (read once)."""
     out: list[str] = []
     for pattern in HIDDEN:
         out += sorted(p for p in glob.glob(pattern)
                       if os.path.isdir(p) and not os.path.islink(p))
-    return out
+    return tuple(out)
+
+
+def system_argv(bwrap: str, hostname: str, info_fd: int, env: dict[str, str]) -> list[str]:
+    """The start of a bubblewrap command line that both sandboxes share (this referee's and
+    the hosted bots', clients/hosted/sandbox.py): new namespaces, no capabilities, a clean
+    environment, read-only /usr with /usr/share filtered, the :data:`HIDDEN` directories
+    outside /etc hidden, and the top-level library and binary directories. Each adds its own
+    /etc, /proc, /dev, /tmp and program after it."""
+    a = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+         "--unshare-uts", "--unshare-cgroup", "--disable-userns", "--die-with-parent",
+         "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", hostname,
+         "--info-fd", str(info_fd), "--clearenv"]
+    for k, v in env.items():
+        a += ["--setenv", k, v]
+    a += ["--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/share"]
+    for name in USR_SHARE_KEPT:
+        a += ["--ro-bind-try", f"/usr/share/{name}", f"/usr/share/{name}"]
+    a += ["--remount-ro", "/usr/share"]
+    for path in hidden_dirs():
+        if not path.startswith("/etc/"):
+            a += ["--tmpfs", path, "--remount-ro", path]
+    for name in TOP_DIRS:
+        host = f"/{name}"
+        if os.path.islink(host):
+            a += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            a += ["--ro-bind", host, host]
+    return a
 
 
 def _finish_info(info_r: int, info: bytearray, deadline: float) -> int | None:
