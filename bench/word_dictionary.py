@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bots import dictionary
 from moo.rules import DEFAULT_RULES
@@ -62,6 +63,24 @@ def once(fn: Callable[[], object], repeat: int, before: Callable[[], None]) -> f
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def first_use(cache: Path, variable: str, memos: tuple[Any, ...], load: Callable[[], object],
+              repeat: int) -> tuple[float, float]:
+    """Best of ``repeat`` for ``load`` with no cache file (it is built) and with the file
+    (it is read); ``variable`` points the program at ``cache``, ``memos`` are the in-process
+    caches (``functools.cache``) cleared before every try."""
+    os.environ[variable] = str(cache)
+
+    def forget() -> None:
+        for memo in memos:
+            memo.cache_clear()
+
+    def cold() -> None:
+        cache.unlink(missing_ok=True)
+        forget()
+
+    return once(load, repeat, cold), once(load, repeat, forget)
 
 
 async def start_stop(settings: Settings) -> float:
@@ -106,36 +125,14 @@ def main() -> None:
     print(f"offered_variants: {without * 1e6:.1f} µs without words, {with_words * 1e6:.1f} µs "
           f"with (ratio {with_words / without:.2f})")
     with tempfile.TemporaryDirectory() as tmp:
-        cache = Path(tmp) / "words.txt"
-        os.environ["MOO_WORDS_CACHE"] = str(cache)
-
-        def cold() -> None:
-            cache.unlink(missing_ok=True)
-            dictionary._load.cache_clear()
-            dictionary.words_of_length.cache_clear()
-
-        def warm_file() -> None:
-            dictionary._load.cache_clear()
-            dictionary.words_of_length.cache_clear()
-
-        build = once(lambda: dictionary.words_of_length(5), r, cold)
-        read = once(lambda: dictionary.words_of_length(5), r, warm_file)
+        build, read = first_use(Path(tmp) / "words.txt", "MOO_WORDS_CACHE",
+                                (dictionary._load, dictionary.words_of_length),
+                                lambda: dictionary.words_of_length(5), r)
         print(f"first use ever (filter wamerican into the cache, 5 letters): {build * 1e3:.0f} ms")
         print(f"first word match of a process (read the cache, 5 letters): {read * 1e3:.0f} ms")
-        answers = Path(tmp) / "answers.txt"
-        os.environ["MOO_ANSWERS_CACHE"] = str(answers)
-
-        def cold_answers() -> None:
-            answers.unlink(missing_ok=True)
-            dictionary._all_answers.cache_clear()
-            dictionary.answers_of_length.cache_clear()
-
-        def warm_answers() -> None:
-            dictionary._all_answers.cache_clear()
-            dictionary.answers_of_length.cache_clear()
-
-        derive = once(lambda: dictionary.answers_of_length(5), r, cold_answers)
-        cached = once(lambda: dictionary.answers_of_length(5), r, warm_answers)
+        derive, cached = first_use(Path(tmp) / "answers.txt", "MOO_ANSWERS_CACHE",
+                                   (dictionary._all_answers, dictionary.answers_of_length),
+                                   lambda: dictionary.answers_of_length(5), r)
         print(f"first use ever (derive the answers into their cache, 5 letters): {derive:.2f} s")
         print(f"first word match of a process (read the answers' cache): {cached * 1e3:.0f} ms")
         dictionary.install()  # as every program that checks word secrets does at start
