@@ -198,6 +198,9 @@ class Create(Message):
     assist: bool
     #: a hosted tournament's game: [tournament_id, match_id, secrets or None]
     tournament: list[Any] | None = None
+    #: a match that answers requests with a ``request_id``: [match_id, records]
+    #: (server/matches.py ``Requested``)
+    requested: list[Any] | None = None
 
 
 # -- to every node -----------------------------------------------------------------------------
