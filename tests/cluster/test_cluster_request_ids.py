@@ -1,0 +1,130 @@
+"""Lobby and tournament requests retried under their ``request_id`` after the node that did
+them was killed right after the commit (issue 31, gap 6 of docs/cluster.md "Status";
+docs/protocol.md, "Retrying safely").
+
+Real ``moo serve`` nodes on one fresh PostgreSQL database and a Mosquitto broker, short
+leases. The request lands in the database, the node that stored it (the lobby's leader, and
+the node of the match) dies with the answer, and the client, still connected to the other
+node, sends the same request again: it gets the first answer (the same match, the same
+tournament), not ``unknown_room`` or a second tournament, and the database holds one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.cluster_support import Node, nodes, query, until
+from tests.mqtt_support import Broker
+from tests.pg_support import pg_url
+from tests.server.test_server_http import http_get
+from tests.server_support import Client
+
+__all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
+
+LEASE_MS = 2000
+
+
+async def _ready(a: Node, b: Node) -> None:
+    """Both nodes on the bus, both agreeing that a leads the lobby."""
+    for n in (a, b):
+        async def up(n: Node = n) -> bool:
+            _, _, body = await http_get(n.port, "/healthz")
+            health = json.loads(body)
+            return bool(health["bus"] == "ok" and health["lobby_leader"] == "a")
+
+        await until(up, 20, f"{n.name} on the bus, following a")
+
+
+async def _retry(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
+    """Send ``msg`` until it is not refused with "try again" (the lobby or the match moving
+    to the surviving node: nothing was done, the docs say to send it again)."""
+    async def answered() -> bool:
+        nonlocal reply
+        reply = await client.request(msg, timeout=30)
+        return not (reply.get("type") == "error" and "try again" in reply.get("message", ""))
+
+    reply: dict[str, Any] = {}
+    await until(answered, 60, f"an answer to {msg}", poll=0.2)
+    return reply
+
+
+async def _matches_of(db: str, name: str) -> list[str]:
+    rows = await query(db, "SELECT match_id FROM matches"
+                           " WHERE jsonb_exists(meta::jsonb -> 'players', $1)", name)
+    return [r[0] for r in rows]
+
+
+async def test_a_room_join_retried_after_its_node_died_gets_its_match(
+    pg_url: str, broker: Broker
+) -> None:
+    """ann (on a, the lobby leader) opens a room; bob (on b) joins it under a request id.
+    The match starts on a (the room owner's node) and a is killed once it is committed. bob
+    sends the join again on b: the match he was seated in (``match`` with the retry's
+    ``ref``), one match in the database, and he plays it on b. Before request ids the room
+    was gone with a, and the retry was ``unknown_room``."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
+            await _ready(a, b)
+            ann = await Client.hello(a.port, "ann")
+            room = await ann.request({"type": "room_create", "pacing": "free"})
+            bob = await Client.hello(b.port, "bob")
+            join = {"type": "room_join", "code": room["code"], "request_id": "bob-join-1"}
+            await bob.send(join)
+
+            async def committed() -> bool:
+                return len(await _matches_of(pg_url, "bob")) == 1
+
+            await until(committed, 30, "the match to be committed")
+            a.proc.kill()  # whatever a had not sent yet dies with it
+            await a.proc.wait()
+            (mid,) = await _matches_of(pg_url, "bob")
+            reply = await _retry(bob, join)
+            assert reply["type"] == "match", reply
+            assert reply["match_id"] == mid and reply["opponent"] == "ann" and reply["seat"] == 1
+            assert await _matches_of(pg_url, "bob") == [mid]
+            # the seat is his: the match goes on at b, which took it over
+            secret = await _retry(bob, {"type": "secret", "match_id": mid, "secret": "0123"})
+            assert secret["type"] == "event" and secret["kind"] == "secret", secret
+            await bob.close()
+            assert await b.stop() == 0
+    finally:
+        await broker.stop()
+
+
+async def test_a_tournament_create_retried_after_the_leader_died_makes_one(
+    pg_url: str, broker: Broker
+) -> None:
+    """ann (on b) creates a tournament under a request id; a, the lobby leader that runs
+    the tournaments, stores it and is killed. ann sends the creation again: b, leading now,
+    answers with the same tournament; the database holds one. Before request ids the retry
+    made a second tournament."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
+            await _ready(a, b)
+            ann = await Client.hello(b.port, "ann", bot=True)
+            # the leader runs the tournaments once it has read them ("try again" until then)
+            await _retry(ann, {"type": "tournaments"})
+            create = {"type": "tournament_create", "name": "Friday", "format": "round-robin",
+                      "pool": "bots", "request_id": "ann-friday"}
+            await ann.send(create)
+
+            async def stored() -> bool:
+                return bool(await query(pg_url, "SELECT 1 FROM tournaments"))
+
+            await until(stored, 30, "the tournament to be stored")
+            a.proc.kill()
+            await a.proc.wait()
+            (tid,) = [r[0] for r in await query(pg_url, "SELECT tournament_id FROM tournaments")]
+            reply = await _retry(ann, create)
+            assert reply["type"] == "tournament", reply
+            assert reply["tournament"]["tournament_id"] == tid
+            assert reply["tournament"]["name"] == "Friday"
+            rows = await query(pg_url, "SELECT tournament_id FROM tournaments")
+            assert [r[0] for r in rows] == [tid]
+            await ann.close()
+            assert await b.stop() == 0
+    finally:
+        await broker.stop()
