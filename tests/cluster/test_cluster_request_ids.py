@@ -39,12 +39,13 @@ async def _ready(a: Node, b: Node) -> None:
 async def _retry(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
     """Send ``msg`` until it is not refused with "try again" (the lobby or the match moving
     to the surviving node: nothing was done, the docs say to send it again)."""
+    reply: dict[str, Any] = {}
+
     async def answered() -> bool:
         nonlocal reply
         reply = await client.request(msg, timeout=30)
         return not (reply.get("type") == "error" and "try again" in reply.get("message", ""))
 
-    reply: dict[str, Any] = {}
     await until(answered, 60, f"an answer to {msg}", poll=0.2)
     return reply
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from server.app import App
+from server.lobby import Lobby
 from server.settings import Settings
 from tests.server_support import ENCODINGS, Client, running, server_settings
 
@@ -27,6 +28,12 @@ def _matches_of(settings: Settings, name: str) -> list[str]:
     with sqlite3.connect(settings.db) as db:
         rows = db.execute("SELECT match_id, meta FROM matches").fetchall()
     return [m for m, meta in rows if f'"{name}"' in meta]
+
+
+def _lobby(app: App) -> Lobby:
+    """The single node's lobby, whose rooms and challenges the tests count."""
+    assert isinstance(app.lobby, Lobby)
+    return app.lobby
 
 
 def _tournaments(settings: Settings) -> list[str]:
@@ -184,12 +191,12 @@ async def test_a_retried_room_create_and_challenge_make_one_each(tmp_path: Path)
         room = await ann.request(make)
         again = await ann.request(make)
         assert again["type"] == "room" and again["code"] == room["code"], again
-        assert list(app.lobby.rooms) == [room["code"]]
+        assert list(_lobby(app).rooms) == [room["code"]]
         challenge = {"type": "challenge", "opponent": "bob", "request_id": "c1"}
         sent = await ann.request(challenge)
         resent = await ann.request(challenge)
         assert resent["challenge_id"] == sent["challenge_id"], resent
-        assert list(app.lobby.challenges) == [sent["challenge_id"]]
+        assert list(_lobby(app).challenges) == [sent["challenge_id"]]
         await bob.request({"type": "ping"})  # what bob was sent before is in his inbox
         offers = [m for m in bob.inbox if m.get("type") == "challenge"]
         assert len(offers) == 1  # bob was challenged once
@@ -197,7 +204,7 @@ async def test_a_retried_room_create_and_challenge_make_one_each(tmp_path: Path)
         await bob.request({"type": "room_join", "code": room["code"]})
         used = await ann.request(make)
         assert used["type"] == "room" and used["code"] == room["code"], used
-        assert app.lobby.rooms == {}
+        assert _lobby(app).rooms == {}
         reused = await ann.request({"type": "room_create", "request_id": "r1"})
         assert reused["code"] == "request_reused", reused
 
@@ -212,9 +219,9 @@ async def test_a_room_gone_with_its_connection_is_made_again_under_its_code(
         make = {"type": "room_create", "request_id": "r-lost"}
         room = await ann.request(make)
         ann = await _lost(app, ann, {"type": "ping"}, "ann")
-        assert app.lobby.rooms == {}
+        assert _lobby(app).rooms == {}
         again = await ann.request(make)
-        assert again["code"] == room["code"] and list(app.lobby.rooms) == [room["code"]]
+        assert again["code"] == room["code"] and list(_lobby(app).rooms) == [room["code"]]
 
 
 @pytest.mark.parametrize("restart", [False, True])
