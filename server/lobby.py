@@ -13,6 +13,7 @@ with ``unqueued`` / ``room_closed`` (reason ``matched``) so their client knows.
 from __future__ import annotations
 
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,11 @@ _MAX_ROOMS_PER_PLAYER = 3
 _MAX_CHALLENGES_PER_PLAYER = 10
 #: finished matches whose rematch wishes are remembered
 _REMATCH_MAX = 1000
+#: seconds a request that asked for a match is taken to be starting it (its first commit, on
+#: a cluster on another node, not seen yet): a retry meanwhile is "try again", not a refusal
+_STARTING_S = 30.0
+#: requests remembered so (the oldest go first)
+_STARTING_MAX = 10_000
 
 
 @dataclass(eq=False)
@@ -148,6 +154,8 @@ class Lobby:
         #: answers to requests with a ``request_id`` whose result a retry no longer finds
         #: where it looks (a room joined, a challenge answered, a queue entry paired)
         self.answered = Answered()
+        #: (player, request id) -> when that request asked for its match (monotonic s)
+        self.starting: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     # -- presence -----------------------------------------------------------------------------
     def arrive(self, conn: Follower, player: str, bot: bool) -> Follower | None:
@@ -247,6 +255,10 @@ class Lobby:
         """The id and records of a match that answers ``player``'s request ``msg`` (and the
         records of other requests it answers); None if none of them has a ``request_id``."""
         mine = (record(player, msg),) if msg.get("request_id") is not None else ()
+        if mine:
+            self.starting[(player.casefold(), msg["request_id"])] = time.monotonic()
+            while len(self.starting) > _STARTING_MAX:
+                self.starting.popitem(last=False)
         records = (*mine, *others)
         if not records:
             return None
@@ -428,7 +440,12 @@ class Lobby:
         """A retry of a request whose match is being started (its first commit not done yet):
         "try again", not the refusal of a request whose room or challenge it used itself."""
         rid = msg.get("request_id")
-        if rid is not None and self.matches.is_live(match_id_of(player, rid)):
+        if rid is None:
+            return
+        asked = self.starting.get((player.casefold(), rid))
+        if self.matches.is_live(match_id_of(player, rid)) or (
+            asked is not None and time.monotonic() - asked < _STARTING_S
+        ):
             raise NotAvailable("this request is being answered already; try again")
 
     def _find_online(self, name: str) -> str:
