@@ -20,7 +20,14 @@ import pytest
 from server.app import App
 from server.lobby import Lobby
 from server.settings import Settings
-from tests.server_support import ENCODINGS, Client, running, server_settings
+from tests.server_support import (
+    ENCODINGS,
+    Client,
+    break_store,
+    read_only,
+    running,
+    server_settings,
+)
 
 
 def _matches_of(settings: Settings, name: str) -> list[str]:
@@ -294,3 +301,26 @@ async def test_a_request_id_is_checked(tmp_path: Path) -> None:
         nowhere = await ann.request({"type": "unqueue", "request_id": "u"})
         assert nowhere["code"] == "bad_field", nowhere
         assert app.lobby.queue_length() == 0
+
+
+async def test_a_play_bot_refused_by_the_store_is_done_by_its_retry(tmp_path: Path) -> None:
+    """The store refuses the new match (``storage_unavailable``: nothing was stored); sent
+    again under the same request id once the store is back (here: the server restarted with
+    its database writable), the request is done then: one match, and the next retry gets it."""
+    settings = server_settings(tmp_path)
+    ask = {"type": "play_bot", "strategy": "random", "request_id": "pb-store"}
+    async with running(settings) as app:
+        bot = await Client.hello(app.port, "prog", bot=True)
+        await break_store(app, read_only)
+        refused = await bot.request(ask)
+        assert refused["code"] == "storage_unavailable", refused
+        token = bot.token
+    assert _matches_of(settings, "prog") == []
+    async with running(settings) as app:
+        bot = await Client.hello(app.port, "prog", token=token)
+        reply = await bot.request(ask)
+        assert reply["type"] == "match", reply
+        assert _matches_of(settings, "prog") == [reply["match_id"]]
+        again = await bot.request(ask)
+        assert again["match_id"] == reply["match_id"], again
+        assert _matches_of(settings, "prog") == [reply["match_id"]]
