@@ -11,10 +11,14 @@ tournament), not ``unknown_room`` or a second tournament, and the database holds
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
-from tests.cluster_support import Node, nodes, query, until
+from bench.harness.services import TcpCut
+from tests.cluster_support import Node, nodes, query, start_node, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -37,14 +41,15 @@ async def _ready(a: Node, b: Node) -> None:
 
 
 async def _retry(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
-    """Send ``msg`` until it is not refused with "try again" (the lobby or the match moving
-    to the surviving node: nothing was done, the docs say to send it again)."""
+    """Send ``msg`` until it is not refused with "try again" or ``storage_unavailable`` (the
+    lobby or the match moving to the surviving node: the docs say to send it again)."""
     reply: dict[str, Any] = {}
 
     async def answered() -> bool:
         nonlocal reply
         reply = await client.request(msg, timeout=30)
-        return not (reply.get("type") == "error" and "try again" in reply.get("message", ""))
+        return not (reply.get("type") == "error" and (
+            "try again" in reply.get("message", "") or reply["code"] == "storage_unavailable"))
 
     await until(answered, 60, f"an answer to {msg}", poll=0.2)
     return reply
@@ -127,5 +132,60 @@ async def test_a_tournament_create_retried_after_the_leader_died_makes_one(
             assert [r[0] for r in rows] == [tid]
             await ann.close()
             assert await b.stop() == 0
+    finally:
+        await broker.stop()
+
+
+@contextlib.asynccontextmanager
+async def _cut_a(pg_url: str, bus: str) -> AsyncIterator[tuple[Node, Node, TcpCut]]:
+    """Node a reaching the database through a relay that the test can cut, node b directly."""
+    cut = TcpCut(urlsplit(pg_url).port or 5432)
+    await cut.up()
+    via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
+    started: list[Node] = []
+    try:
+        started.append(await start_node(via, "a", bus=bus, lease_ms=LEASE_MS))
+        started.append(await start_node(pg_url, "b", bus=bus, lease_ms=LEASE_MS))
+        yield started[0], started[1], cut
+    finally:
+        for n in started:
+            if n.proc.returncode is None:
+                n.proc.kill()
+                await n.proc.wait()
+        if cut.is_up:
+            await cut.down()
+
+
+async def test_a_room_join_retried_after_its_node_was_cut_from_the_database(
+    pg_url: str, broker: Broker
+) -> None:
+    """As above, but a is not killed: it is cut from the database right after the match's
+    commit (alive, on the bus, its lease running out). bob's retry on b is answered with the
+    match from the database, and he plays it once b has taken it over."""
+    await broker.start()
+    try:
+        async with _cut_a(pg_url, broker.url) as (a, b, cut):
+            await _ready(a, b)
+            ann = await Client.hello(a.port, "ann")
+            room = await ann.request({"type": "room_create", "pacing": "free"})
+            bob = await Client.hello(b.port, "bob")
+            join = {"type": "room_join", "code": room["code"], "request_id": "bob-join-cut"}
+            await bob.send(join)
+
+            async def committed() -> bool:
+                return len(await _matches_of(pg_url, "bob")) == 1
+
+            await until(committed, 30, "the match to be committed")
+            await cut.down()
+            (mid,) = await _matches_of(pg_url, "bob")
+            reply = await _retry(bob, join)
+            assert reply["type"] == "match", reply
+            assert reply["match_id"] == mid and reply["opponent"] == "ann" and reply["seat"] == 1
+            assert await _matches_of(pg_url, "bob") == [mid]
+            secret = await _retry(bob, {"type": "secret", "match_id": mid, "secret": "0123"})
+            assert secret["type"] == "event" and secret["kind"] == "secret", secret
+            assert await _matches_of(pg_url, "bob") == [mid]
+            for c in (ann, bob):
+                await c.close()
     finally:
         await broker.stop()
