@@ -83,6 +83,9 @@ async def test_a_retried_room_join_gets_its_match_not_unknown_room(
         assert reply["seat"] == 1 and reply["opponent"] == "ann"
         assert reply["config"] == first["config"]
         assert _matches_of(settings, "bob") == [first["match_id"]]
+        # seated by the welcome already: the retry replays nothing to this connection again
+        await bob.request({"type": "ping"})
+        assert [e["seq"] for e in bob.events(reply["match_id"])].count(1) == 1
         # a request id names one request: another request under it is refused
         other = await bob.request({"type": "room_join", "code": "ZZZZZZ", "request_id": "join-1"})
         assert other["type"] == "error" and other["code"] == "request_reused", other
@@ -110,11 +113,15 @@ async def test_a_retried_accept_after_a_restart_gets_its_match(tmp_path: Path) -
         reply = await bob.request(accept)
         assert reply["type"] == "match" and reply["match_id"] == first["match_id"], reply
         assert _matches_of(settings, "bob") == [first["match_id"]]
-        # a new connection that does not follow the match yet gets its events too
+        # a connection that does not follow the match (it has ended: welcome lists nothing)
+        # gets its events too, as the first answer's connection did
+        await bob.request({"type": "resign", "match_id": first["match_id"]})
         fresh = await Client.hello(app.port, "bob", token=token)
-        await fresh.of_type("match")  # (the welcome's seat)
         again = await fresh.request(accept)
-        assert again["match_id"] == first["match_id"], again
+        assert again["type"] == "match" and again["match_id"] == first["match_id"], again
+        end = await fresh.event(first["match_id"], "finished")
+        seqs = [e["seq"] for e in fresh.events(first["match_id"])]
+        assert seqs == list(range(1, end["seq"] + 1)), seqs
         assert _matches_of(settings, "bob") == [first["match_id"]]
 
 
