@@ -28,16 +28,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from moo.errors import RequestReused
+from server.matches import Follower, MatchService
+from server.storage import Store, StoredMatch
 
 __all__ = [
-    "Answered", "check_record", "derived", "fingerprint", "match_id_of", "record", "reused",
+    "MATCH_REQUESTS", "Answered", "answer_from_log", "check_record", "derived", "fingerprint",
+    "match_id_of", "record", "reused",
 ]
 
 #: answers kept by :class:`Answered` (per lobby); the oldest go first
 ANSWERED_MAX = 10_000
+#: the requests a match answers (or ends with): sent again under their ``request_id``, they
+#: are answered from the match's log (:func:`answer_from_log`)
+MATCH_REQUESTS = frozenset(("queue", "accept", "room_join", "play_bot", "rematch"))
 
 
 def _digest(*parts: str) -> str:
@@ -133,3 +140,49 @@ class Answered:
         if body != fingerprint(msg):
             raise reused(rid)
         return [dict(r) for r in replies]
+
+
+async def answer_from_log(
+    store: Store, matches: MatchService,
+    match_message: Callable[[StoredMatch, str, Any], dict[str, Any]],
+    conn: Follower, msg: dict[str, Any],
+) -> bool:
+    """Answer a request sent again whose first sending started a match, from the database,
+    on whichever node it arrives (docs/protocol.md, "Retrying safely"): its first reply
+    (``queued``) if it had one before the match, then the ``match`` message with the retry's
+    ``ref``, and the match's events from seq 1 unless ``conn`` follows the match already.
+    False when no match answers it (the lobby then does the request, or answers it from what
+    it remembers). A database that cannot be read is ``storage_unavailable``, which the client
+    retries. Used for a client's request (server/session.py) and for one a cluster node sends
+    again to a new lobby leader (server/cluster/leadership.py), whose first sending may have
+    started its match as the old leader died."""
+    player = conn.player
+    if player is None or msg.get("request_id") is None or msg["type"] not in MATCH_REQUESTS:
+        return False
+    mid = match_id_of(player, msg["request_id"])
+    stored = await store.stored_match(mid)
+    found = None if stored is None else check_record(
+        stored.meta.get("requests", []), player, msg)
+    if found is None and msg["type"] == "queue":
+        # a queue entry paired by another player's queue: the match has that player's
+        # derived id, and a person's live match is the one to look in
+        live = matches.busy(player)
+        if live is not None and live != mid:
+            stored = await store.stored_match(live)
+            found = None if stored is None else check_record(
+                stored.meta.get("requests", []), player, msg)
+    if found is None or stored is None:
+        return False
+    ref = msg.get("id")
+    if "answer" in found:
+        reply = dict(found["answer"])
+        if ref is not None:
+            reply["ref"] = ref
+        conn.send(reply)
+        ref = None
+    if matches.follows(conn, stored.match_id):
+        if ref is not None:
+            conn.send(match_message(stored, player, ref))
+    else:
+        await matches.follow(conn, stored.match_id, None, 0, announce=True, ref=ref)
+    return True

@@ -55,7 +55,7 @@ from server.connection import (
 from server.context import ServerContext
 from server.proxy import UNIX_PEER, client_address
 from server.ratelimit import TokenBucket
-from server.requests import check_record, match_id_of
+from server.requests import MATCH_REQUESTS, answer_from_log
 from server.storage import PlayerRecord
 
 __all__ = ["hash_token", "run_session", "valid_name"]
@@ -321,7 +321,9 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
     kind = msg["type"]
     ref = msg.get("id")
     matches, lobby = app.matches, app.lobby
-    if "request_id" in msg and kind in _MATCH_REQUESTS and await _started_before(app, conn, msg):
+    if "request_id" in msg and kind in MATCH_REQUESTS and await answer_from_log(
+        app.store, matches, app.arena.match_message, conn, msg
+    ):
         return
     if kind == "ping":
         conn.send(_ref({"type": "pong"}, ref))
@@ -374,45 +376,6 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
 
 
 _MOVES = frozenset(("secret", "guess", "resign"))
-#: the requests a match answers (or ends with): sent again under their ``request_id``, they
-#: are answered from the match's log (server/requests.py)
-_MATCH_REQUESTS = frozenset(("queue", "accept", "room_join", "play_bot", "rematch"))
-
-
-async def _started_before(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> bool:
-    """Answer a request sent again whose first sending started a match, from the database,
-    on whichever node it arrives (docs/protocol.md, "Retrying safely"): its first reply
-    (``queued``) if it had one before the match, then the ``match`` message with the retry's
-    ``ref``, and the match's events from seq 1 unless this connection follows the match
-    already. False when no match answers it (the lobby then does the request, or answers it
-    from what it remembers). A database that cannot be read is ``storage_unavailable``, which
-    the client retries."""
-    player = conn.player
-    assert player is not None
-    mid = match_id_of(player, msg["request_id"])
-    stored = await app.store.stored_match(mid)
-    found = None if stored is None else check_record(
-        stored.meta.get("requests", []), player, msg)
-    if found is None and msg["type"] == "queue":
-        # a queue entry paired by another player's queue: the match has that player's
-        # derived id, and a person's live match is the one to look in
-        live = app.matches.busy(player)
-        if live is not None and live != mid:
-            stored = await app.store.stored_match(live)
-            found = None if stored is None else check_record(
-                stored.meta.get("requests", []), player, msg)
-    if found is None or stored is None:
-        return False
-    ref = msg.get("id")
-    if "answer" in found:
-        conn.send(_ref(dict(found["answer"]), ref))
-        ref = None
-    if app.matches.follows(conn, stored.match_id):
-        if ref is not None:
-            conn.send(app.arena.match_message(stored, player, ref))
-    else:
-        await app.matches.follow(conn, stored.match_id, None, 0, announce=True, ref=ref)
-    return True
 _ACCOUNT_REQUESTS = frozenset(
     ("set_password", "sign_out_all", "history", "match_record", "player")
 )

@@ -43,6 +43,7 @@ from server.cluster.wire import Deliver, LobbyCall, LobbyState, Message
 from server.connection import CLOSE_REPLACED, Connection, error_message
 from server.lobby import Lobby, Waiting
 from server.matches import Follower, MatchService
+from server.requests import MATCH_REQUESTS, answer_from_log
 from server.tournaments import unanswered_watch
 
 __all__ = ["ClusterLobby"]
@@ -84,6 +85,7 @@ class ClusterLobby:
     ) -> None:
         self.node = node
         self.arena = arena
+        self.matches = matches
         self.directory = directory
         self.serving = serving
         self.forwarding = forwarding
@@ -543,6 +545,9 @@ class ClusterLobby:
         for (cid, _), (call, _, _) in list(self.pending.items()):
             conn = self.forwarding.local.get(cid)
             if conn is not None and not conn.closing:
+                if _may_be_done(call):
+                    spawn(self._run_unless_done(conn, call))
+                    continue
                 try:
                     self._run(conn, call.op, call.msg)
                 except MooError as exc:
@@ -569,8 +574,54 @@ class ClusterLobby:
                 self._call(conn, "restore", state, track=False)
             self._rewatch(conn, run_here=False)
         for key, (call, _, first) in list(self.pending.items()):
+            client = self.forwarding.local.get(key[0])
+            if client is not None and _may_be_done(call):
+                del self.pending[key]  # answered by the check, or tracked again after it
+                spawn(self._send_unless_done(client, call, first))
+                continue
             self.pending[key] = (call, time.monotonic(), first)
             self.send(leader, call)
+
+    # -- seating requests sent again to a new leader ----------------------------------------
+    # The old leader may have started the request's match (committed on some node) and died
+    # before answering: done again, the request would be refused (the room or challenge is
+    # used) or, for a program, start a second match. One with a request_id is looked up in
+    # the database first (server/requests.py), and answered from there if it was done.
+    async def _run_unless_done(self, conn: Connection, call: LobbyCall) -> None:
+        """As this node takes the leadership over: run ``call`` here unless it was done."""
+        try:
+            if await self._answered(conn, call) or conn.closing:
+                return
+            if self.leading():
+                try:
+                    self._run(conn, call.op, call.msg)
+                finally:
+                    self.sync()
+            else:
+                self._call(conn, call.op, call.msg)
+        except MooError as exc:
+            conn.send(error_message(exc, call.msg.get("id")))
+
+    async def _send_unless_done(self, conn: Connection, call: LobbyCall, first: float) -> None:
+        """After a leader change: send ``call`` to the leader unless it was done."""
+        try:
+            if await self._answered(conn, call) or conn.closing:
+                return
+        except MooError as exc:
+            conn.send(error_message(exc, call.msg.get("id")))
+            return
+        leader = self.leader
+        if leader is None or leader == self.node:
+            await self._run_unless_done(conn, call)
+            return
+        ref = call.msg.get("id")
+        if ref is not None:
+            self.pending[(call.conn, ref)] = (call, time.monotonic(), first)
+        self.send(leader, call)
+
+    async def _answered(self, conn: Connection, call: LobbyCall) -> bool:
+        return await answer_from_log(self.arena.store, self.matches, self.arena.match_message,
+                                     conn, call.msg)
 
 
 #: arrivals, departures and restored records kept while this node is not yet the leader
@@ -579,6 +630,12 @@ _EARLY_MAX = 10_000
 
 #: lobby requests that would seat the player in a match
 _SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
+
+
+def _may_be_done(call: LobbyCall) -> bool:
+    """A request that may have started its match already, and can be found by its
+    ``request_id`` (server/requests.py)."""
+    return call.msg.get("request_id") is not None and call.msg.get("type") in MATCH_REQUESTS
 
 
 def _refusal(call: LobbyCall) -> Message:

@@ -55,6 +55,19 @@ async def _retry(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+async def _first_answer_is_no_refusal(client: Client, ref: Any, mid: str) -> None:
+    """The first sending's own answer (its node re-sent it to the new leader, which found
+    its match done) is the match, or a "try again" (nothing more was done): never a refusal
+    of what happened, such as ``unknown_room``; and it is answered once."""
+    first = await client.expect(lambda m: m.get("ref") == ref, 60)
+    if first["type"] == "error":
+        assert "try again" in first["message"], first
+    else:
+        assert first["type"] == "match" and first["match_id"] == mid, first
+    await client.request({"type": "ping"})
+    assert sum(1 for m in client.seen if m.get("ref") == ref) == 1
+
+
 async def _matches_of(db: str, name: str) -> list[str]:
     rows = await query(db, "SELECT match_id FROM matches"
                            " WHERE jsonb_exists(meta::jsonb -> 'players', $1)", name)
@@ -77,7 +90,7 @@ async def test_a_room_join_retried_after_its_node_died_gets_its_match(
             room = await ann.request({"type": "room_create", "pacing": "free"})
             bob = await Client.hello(b.port, "bob")
             join = {"type": "room_join", "code": room["code"], "request_id": "bob-join-1"}
-            await bob.send(join)
+            first_ref = await bob.send(join)
 
             async def committed() -> bool:
                 return len(await _matches_of(pg_url, "bob")) == 1
@@ -90,6 +103,7 @@ async def test_a_room_join_retried_after_its_node_died_gets_its_match(
             assert reply["type"] == "match", reply
             assert reply["match_id"] == mid and reply["opponent"] == "ann" and reply["seat"] == 1
             assert await _matches_of(pg_url, "bob") == [mid]
+            await _first_answer_is_no_refusal(bob, first_ref, mid)
             # the seat is his: the match goes on at b, which took it over
             secret = await _retry(bob, {"type": "secret", "match_id": mid, "secret": "0123"})
             assert secret["type"] == "event" and secret["kind"] == "secret", secret
@@ -170,7 +184,7 @@ async def test_a_room_join_retried_after_its_node_was_cut_from_the_database(
             room = await ann.request({"type": "room_create", "pacing": "free"})
             bob = await Client.hello(b.port, "bob")
             join = {"type": "room_join", "code": room["code"], "request_id": "bob-join-cut"}
-            await bob.send(join)
+            first_ref = await bob.send(join)
 
             async def committed() -> bool:
                 return len(await _matches_of(pg_url, "bob")) == 1
@@ -182,6 +196,7 @@ async def test_a_room_join_retried_after_its_node_was_cut_from_the_database(
             assert reply["type"] == "match", reply
             assert reply["match_id"] == mid and reply["opponent"] == "ann" and reply["seat"] == 1
             assert await _matches_of(pg_url, "bob") == [mid]
+            await _first_answer_is_no_refusal(bob, first_ref, mid)
             secret = await _retry(bob, {"type": "secret", "match_id": mid, "secret": "0123"})
             assert secret["type"] == "event" and secret["kind"] == "secret", secret
             assert await _matches_of(pg_url, "bob") == [mid]
