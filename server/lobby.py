@@ -195,11 +195,16 @@ class Lobby:
     def queue_length(self) -> int:
         return len(self.queue)
 
-    def free(self, player: str) -> None:
-        """Refuse (``in_match``) if ``player`` is a person already in an unfinished match."""
+    def free(self, player: str, msg: dict[str, Any] | None = None) -> None:
+        """Refuse (``in_match``) if ``player`` is a person already in an unfinished match;
+        "try again" when that match is the one this very request (``msg``, sent again under
+        its ``request_id``) is starting: it is answered once it is stored."""
         if self.is_bot(player):
             return
         live = self.busy(player)
+        rid = None if msg is None else msg.get("request_id")
+        if live is not None and rid is not None and live == match_id_of(player, rid):
+            raise NotAvailable("this request is being answered already; try again")
         if live is not None:
             raise InMatch(
                 f"you are playing match {live}: finish or resign it first", match_id=live
@@ -283,7 +288,7 @@ class Lobby:
                         raise reused(rid)
                     conn.send(_with_ref(_queued(w), msg.get("id")))
                     return
-        self.free(player)
+        self.free(player, msg)
         bot = self.is_bot(player)
         pool = msg.get("pool") or "any"
         if pool == "bots" and not bot:
@@ -381,7 +386,7 @@ class Lobby:
             conn.send(_with_ref({"type": "challenge_sent", "challenge_id": known.challenge_id,
                                  "to": known.target}, msg.get("id")))
             return
-        self.free(player)
+        self.free(player, msg)
         target = self._find_online(msg["opponent"])
         if target == player:
             raise NotAvailable("you cannot challenge yourself")
@@ -421,7 +426,7 @@ class Lobby:
             conn.send(_with_ref(declined, msg.get("id")))
             return
         self.check_open()
-        self.free(player)
+        self.free(player, msg)
         if ch.source.closing or self.online.get(ch.source_name) is not ch.source:
             del self.challenges[ch.challenge_id]
             raise NotAvailable(f"{ch.source_name} is no longer online")
@@ -471,7 +476,7 @@ class Lobby:
             _check_same(known.request, request)
             conn.send(_with_ref(_room_message(known), msg.get("id")))
             return
-        self.free(player)
+        self.free(player, msg)
         rules = self.arena.rules_of(msg)
         if sum(1 for r in self.rooms.values() if r.owner is conn) >= _MAX_ROOMS_PER_PLAYER:
             raise NotAvailable("too many open rooms; use or close one first")
@@ -511,7 +516,7 @@ class Lobby:
             raise UnknownRoom(f"no open room {code!r}")
         if room.owner_name == player:
             raise NotAvailable("that is your own room: share the code with your opponent")
-        self.free(player)
+        self.free(player, msg)
         del self.rooms[code]
         self.start(
             (room.owner_name, player), (room.owner, conn), room.pacing, rated=room.rated,
@@ -528,7 +533,7 @@ class Lobby:
     def play_bot(self, conn: Follower, msg: dict[str, Any]) -> None:
         self.check_open()
         player = _player(conn)
-        self.free(player)
+        self.free(player, msg)
         strategy = msg["strategy"]
         # Only registered names: create() would also import "module:Class" paths.
         if strategy not in self.strategies():
@@ -560,14 +565,14 @@ class Lobby:
         player = _player(conn)
         if self.answered_before(conn, msg):
             return
-        self.free(player)
+        self.free(player, msg)
         match_id = msg["match_id"]
         if match_id in self.rematched:
             self._check_not_starting(player, msg)
             raise UnknownMatch(f"no recently finished match {match_id!r}")
         players, bots, config = await self.matches.finished_terms(match_id, player)
         self.check_open()  # the read took a while: the state may have changed meanwhile
-        self.free(player)
+        self.free(player, msg)
         folded = [p.casefold() for p in players]
         seat = folded.index(player.casefold()) if player.casefold() in folded else None
         if seat is None or bots[seat] is not None:
