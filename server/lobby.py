@@ -255,20 +255,17 @@ class Lobby:
             conn.send(reply)
         return True
 
-    def _requested(self, player: str, msg: dict[str, Any],
-                   others: tuple[dict[str, Any], ...] = ()) -> Requested | None:
-        """The id and records of a match that answers ``player``'s request ``msg`` (and the
-        records of other requests it answers); None if none of them has a ``request_id``."""
-        mine = (record(player, msg),) if msg.get("request_id") is not None else ()
-        if mine:
-            self.starting[(player.casefold(), msg["request_id"])] = time.monotonic()
-            while len(self.starting) > _STARTING_MAX:
-                self.starting.popitem(last=False)
-        records = (*mine, *others)
-        if not records:
+    def _requested(self, player: str, msg: dict[str, Any]) -> Requested | None:
+        """The id and record of a match that answers ``player``'s request ``msg``; None
+        without a ``request_id``. The request is remembered as starting its match (a retry
+        before the match is stored is "try again": :meth:`_check_not_starting`)."""
+        rid = msg.get("request_id")
+        if rid is None:
             return None
-        first = records[0]
-        return Requested(match_id_of(first["player"], first["request_id"]), records)
+        self.starting[(player.casefold(), rid)] = time.monotonic()
+        while len(self.starting) > _STARTING_MAX:
+            self.starting.popitem(last=False)
+        return Requested(match_id_of(player, rid), (record(player, msg),))
 
     # -- quick pairing ------------------------------------------------------------------------
     def enqueue(self, conn: Follower, msg: dict[str, Any]) -> None:

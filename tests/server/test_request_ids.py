@@ -20,6 +20,7 @@ import pytest
 from server.app import App
 from server.lobby import Lobby
 from server.settings import Settings
+from tests.cluster_support import until
 from tests.server_support import (
     ENCODINGS,
     Client,
@@ -331,3 +332,30 @@ async def test_a_play_bot_refused_by_the_store_is_done_by_its_retry(tmp_path: Pa
         again = await bot.request(ask)
         assert again["match_id"] == reply["match_id"], again
         assert _matches_of(settings, "prog") == [reply["match_id"]]
+
+
+async def test_a_retried_rematch_gets_its_match_not_unknown_match(tmp_path: Path) -> None:
+    """A rematch against a hosted bot starts at once; its answer is lost with the
+    connection. Sent again: the rematch it started (a second one is ``unknown_match``: the
+    finished match was rematched already)."""
+    settings = server_settings(tmp_path)
+    async with running(settings) as app:
+        ann = await Client.hello(app.port, "ann")
+        first = await ann.request({"type": "play_bot", "strategy": "random"})
+        await ann.request({"type": "resign", "match_id": first["match_id"]})
+        again = {"type": "rematch", "match_id": first["match_id"], "request_id": "rm-1"}
+        await ann.send(again)
+        await ann.close()
+
+        async def started() -> bool:
+            return len(_matches_of(settings, "ann")) == 2
+
+        await until(started, 10, "the rematch to be stored")
+        ann = await Client.hello(app.port, "ann", token=ann.token)
+        seated = await ann.of_type("match")
+        reply = await ann.request(again)
+        assert reply["type"] == "match" and reply["match_id"] == seated["match_id"], reply
+        assert reply["seat"] == 1  # seats swapped
+        assert len(_matches_of(settings, "ann")) == 2
+        plain = await ann.request({"type": "rematch", "match_id": first["match_id"]})
+        assert plain["code"] in ("in_match", "unknown_match"), plain
