@@ -24,13 +24,14 @@ yet) are server/cluster/deferred.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from moo.errors import MooError, NotAvailable
+from moo.errors import InMatch, MooError, NotAvailable, UnknownMatch, UnknownRoom
 from server.arena import Arena
 from server.background import spawn
 from server.cluster.deferred import DeferredRequests
@@ -283,7 +284,8 @@ class ClusterLobby:
         assert isinstance(conn, Connection)
         self._call(conn, op, msg)
 
-    def _call(self, conn: Connection, op: str, msg: dict[str, Any], track: bool = True) -> None:
+    def _call(self, conn: Connection, op: str, msg: dict[str, Any], track: bool = True,
+              resent: bool = False) -> None:
         leader = self.leader
         if leader is None or leader == self.node:
             return
@@ -294,7 +296,7 @@ class ClusterLobby:
         busy = None
         if conn.player is not None and op in _SEATING and not self.lobby.is_bot(conn.player):
             busy = self.busy(conn.player)
-        call = LobbyCall(self.forwarding.cid(conn), conn.player or "", op, msg, busy)
+        call = LobbyCall(self.forwarding.cid(conn), conn.player or "", op, msg, busy, resent)
         ref = msg.get("id")
         if track and ref is not None:
             now = time.monotonic()
@@ -434,7 +436,8 @@ class ClusterLobby:
             else:
                 self._run(conn, item.op, item.msg)
         except MooError as exc:
-            conn.send(error_message(exc, item.msg.get("id")))
+            conn.send(error_message(_after_move(exc) if item.resent else exc,
+                                    item.msg.get("id")))
         finally:
             self.deferred.forget_busy(item.player)
             self.sync()
@@ -595,10 +598,12 @@ class ClusterLobby:
             if self.leading():
                 try:
                     self._run(conn, call.op, call.msg)
+                except MooError as exc:
+                    raise _after_move(exc) from None
                 finally:
                     self.sync()
             else:
-                self._call(conn, call.op, call.msg)
+                self._call(conn, call.op, call.msg, resent=True)
         except MooError as exc:
             conn.send(error_message(exc, call.msg.get("id")))
 
@@ -614,6 +619,7 @@ class ClusterLobby:
         if leader is None or leader == self.node:
             await self._run_unless_done(conn, call)
             return
+        call = dataclasses.replace(call, resent=True)
         ref = call.msg.get("id")
         if ref is not None:
             self.pending[(call.conn, ref)] = (call, time.monotonic(), first)
@@ -636,6 +642,21 @@ def _may_be_done(call: LobbyCall) -> bool:
     """A request that may have started its match already, and can be found by its
     ``request_id`` (server/requests.py)."""
     return call.msg.get("request_id") is not None and call.msg.get("type") in MATCH_REQUESTS
+
+
+def _after_move(exc: MooError) -> MooError:
+    """A refusal of a seating request sent again to a new leader that its first sending,
+    done by the old leader, would explain (the room or challenge it used is gone, the match it
+    rematched is taken, its player now sits in that match): "try again", so that the client
+    sends it again under its ``request_id`` and is answered from the database once the match
+    is there, instead of being told that what happened did not."""
+    if isinstance(exc, UnknownRoom | InMatch | UnknownMatch | NotAvailable) and (
+        "try again" not in exc.message
+    ):
+        return NotAvailable(
+            f"the lobby moved to another node while this request was being done ({exc.message});"
+            " try again")
+    return exc
 
 
 def _refusal(call: LobbyCall) -> Message:

@@ -171,6 +171,9 @@ class LobbyCall(Message):
     op: str
     msg: dict[str, Any]
     busy: str | None = None
+    #: sent again to a new leader (the old one may have done it before it died): a refusal
+    #: that its own first doing would explain is "try again" instead (server/requests.py)
+    resent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
