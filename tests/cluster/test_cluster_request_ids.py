@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -203,4 +205,59 @@ async def test_a_room_join_retried_after_its_node_was_cut_from_the_database(
             for c in (ann, bob):
                 await c.close()
     finally:
+        await broker.stop()
+
+
+async def test_a_room_join_its_node_sends_again_is_answered_from_the_database(
+    pg_url: str, broker: Broker
+) -> None:
+    """The path of gap 6: the join reaches the leader a (paused until then), which starts the
+    match and commits it while bob's node b is cut from the broker, so the ``match`` answer
+    never reaches b. When b is back on the bus it sends the unanswered join again to the
+    leader: before request ids the room was gone (used) and bob was told ``unknown_room``; now
+    b finds the match in the database and answers the join's own ``ref`` with it."""
+    await broker.start()
+    relay = TcpCut(broker.port)
+    await relay.up()
+    started: list[Node] = []
+    try:
+        started.append(await start_node(pg_url, "a", bus=broker.url, lease_ms=LEASE_MS))
+        started.append(await start_node(pg_url, "b", bus=f"mqtt://127.0.0.1:{relay.port}",
+                                        lease_ms=LEASE_MS))
+        a, b = started
+        await _ready(a, b)
+        ann = await Client.hello(a.port, "ann")
+        room = await ann.request({"type": "room_create", "pacing": "free"})
+        bob = await Client.hello(b.port, "bob")
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        ref = await bob.send({"type": "room_join", "code": room["code"],
+                              "request_id": "bob-join-resent"})
+        await bob.request({"type": "ping"})  # handled in order: the join went to the bus
+        await relay.down()  # b off the bus (what it published is re-sent if unacknowledged)
+        os.kill(a.proc.pid, signal.SIGCONT)
+
+        async def committed() -> bool:
+            return len(await _matches_of(pg_url, "bob")) == 1
+
+        await until(committed, 30, "the match to be committed")
+        (mid,) = await _matches_of(pg_url, "bob")
+        await relay.up()  # b back on the bus: it sends the join again to the leader
+        first = await bob.expect(lambda m: m.get("ref") == ref, 60)
+        assert first["type"] == "match", first
+        assert first["match_id"] == mid and first["seat"] == 1
+        await bob.event(mid, "created")  # the events follow from seq 1
+        await bob.request({"type": "ping"})
+        assert sum(1 for m in bob.seen if m.get("ref") == ref) == 1
+        assert await _matches_of(pg_url, "bob") == [mid]
+        for c in (ann, bob):
+            await c.close()
+    finally:
+        for n in started:
+            if n.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(n.proc.pid, signal.SIGCONT)
+                n.proc.kill()
+                await n.proc.wait()
+        if relay.is_up:
+            await relay.down()
         await broker.stop()
