@@ -261,3 +261,49 @@ async def test_a_room_join_its_node_sends_again_is_answered_from_the_database(
         if relay.is_up:
             await relay.down()
         await broker.stop()
+
+
+async def test_a_queue_retried_after_its_match_node_died_makes_no_second_entry(
+    pg_url: str, broker: Broker
+) -> None:
+    """Two programs queue under request ids, p1 on a (the leader), p2 on b; p2's queue pairs
+    them and the match starts on a (p1 waited first), which is killed right after the commit.
+    p2 sends its queue again on b: ``queued`` (the same terms), the match it was paired into,
+    no queue entry at the new leader and no second match."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
+            await _ready(a, b)
+            p1 = await Client.hello(a.port, "p1", bot=True)
+            p2 = await Client.hello(b.port, "p2", bot=True)
+            q1 = {"type": "queue", "pool": "bots", "pacing": "free", "request_id": "q-p1"}
+            q2 = {**q1, "request_id": "q-p2"}
+            first = await p1.request(q1)
+            assert first["type"] == "queued", first
+            await p2.send(q2)
+
+            async def committed() -> bool:
+                return len(await _matches_of(pg_url, "p2")) == 1
+
+            await until(committed, 30, "the match to be committed")
+            a.proc.kill()
+            await a.proc.wait()
+            (mid,) = await _matches_of(pg_url, "p2")
+            reply = await _retry(p2, q2)
+            assert reply["type"] == "queued", reply
+            assert {k: reply[k] for k in ("pool", "pacing", "rated", "rules")} == {
+                k: first[k] for k in ("pool", "pacing", "rated", "rules")}
+            await p2.expect(lambda m: m.get("type") == "match" and m["match_id"] == mid)
+
+            async def b_leads() -> bool:
+                _, _, body = await http_get(b.port, "/healthz")
+                return bool(json.loads(body)["lobby_leader"] == "b")
+
+            await until(b_leads, 30, "b to lead the lobby")
+            _, _, body = await http_get(b.port, "/healthz")
+            assert json.loads(body)["queue"] == 0
+            assert await _matches_of(pg_url, "p2") == [mid]
+            await p2.close()
+            assert await b.stop() == 0
+    finally:
+        await broker.stop()
