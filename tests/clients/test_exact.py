@@ -17,6 +17,9 @@ from moo.variants import parse_rules_spec
 from tests.cli.test_cli_errors import MOO
 from tests.client_support import client_env
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 LADDER = REPO / "examples" / "ladder"
 

@@ -31,6 +31,9 @@ from tests.cli.test_cli_errors import MOO
 from tests.client_support import client_env
 from tests.clients.test_exact import assert_equals_eval
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 LADDER = REPO / "examples" / "ladder"
 #: every ladder bot, by file name
