@@ -316,7 +316,7 @@ class Arena:
         if tournament is not None:
             config = dataclasses.replace(
                 config, tournament_id=tournament.tournament_id,
-                server_secrets=tournament.secrets is not None,
+                server_secrets=tournament.secrets is not None, ladder=tournament.ladder,
             )
         now = self.clock()
         match, events = Match.create(
