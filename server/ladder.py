@@ -158,6 +158,8 @@ class LadderGame:
     reason: str | None = None
     failures: list[str] = field(default_factory=lambda: ["", ""])
     stderr: list[str] = field(default_factory=lambda: ["", ""])
+    #: its play job was lost with its worker before it ended: it counts for nobody
+    void: bool = False
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> LadderGame:
@@ -165,16 +167,11 @@ class LadderGame:
                    (int(row[5]), int(row[6])), int(row[7]),
                    None if row[8] is None else int(row[8]),
                    None if row[9] is None else int(row[9]), row[10],
-                   [str(row[11]), str(row[12])], [str(row[13]), str(row[14])])
+                   [str(row[11]), str(row[12])], [str(row[13]), str(row[14])], bool(row[15]))
 
     @property
     def finished(self) -> bool:
         return self.ended_ms is not None
-
-    @property
-    def void(self) -> bool:
-        """Both seats lost with their worker: counts for nobody (docs/protocol.md)."""
-        return self.reason == "disconnect" and self.winner is None
 
     def seat_of(self, bot_id: str) -> int:
         return self.bots.index(bot_id)
@@ -305,7 +302,7 @@ class LadderService:
     async def tick(self) -> None:
         """Let go of expired claims, drop stale uploads, and pair what the workers can play."""
         for row in await self.store.ladder_expire(self.clock()):
-            self._lost(row)
+            await self._lost(row)
         now = time.monotonic()
         for uploads in self.uploads.values():
             for uid in [u for u, up in uploads.items() if now - up.touched > UPLOAD_TTL_S]:
@@ -327,16 +324,21 @@ class LadderService:
             log.warning("ladder: cannot release worker %s's jobs: %s", worker.worker_id, exc)
             return
         for row in rows:
-            self._lost(row)
+            await self._lost(row)
 
-    def _lost(self, row: Sequence[Any]) -> None:
+    async def _lost(self, row: Sequence[Any]) -> None:
         job_id, kind = str(row[0]), str(row[1])
         for worker in self.workers.values():
             worker.jobs.pop(job_id, None)
         if kind == "play":
             self.playing.pop(job_id, None)
+            void = await self.store.ladder_void(json.loads(row[2])["matches"])
+            for match_id in void:
+                game = self.games.get(match_id)
+                if game is not None:
+                    game.void = True
             log.warning("ladder: play job %s lost with its worker; its games end by the "
-                        "match rules", job_id)
+                        "match rules, %d of them void", job_id, len(void))
         else:
             log.info("ladder: %s job %s queued again (its worker went away)", kind, job_id)
             self._nudge()

@@ -443,7 +443,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             ){without_rowid}""",
             # One row per ladder game (the match itself is an ordinary match): the two bots in
             # seat order with the versions that play, the pairing it belongs to, its end, and
-            # what each program's failure and standard error were (for its author).
+            # what each program's failure and standard error were (for its author); ``void``:
+            # 1 when its play job was lost with its worker before it ended (it counts for
+            # nobody).
             """CREATE TABLE IF NOT EXISTS ladder_games (
                 match_id TEXT PRIMARY KEY,
                 family TEXT NOT NULL,
@@ -459,7 +461,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                 failure0 TEXT NOT NULL,
                 failure1 TEXT NOT NULL,
                 stderr0 TEXT NOT NULL,
-                stderr1 TEXT NOT NULL
+                stderr1 TEXT NOT NULL,
+                void INTEGER NOT NULL
             ){without_rowid}""",
             "CREATE INDEX IF NOT EXISTS ladder_games_bot0 ON ladder_games(bot0, created_ms)",
             "CREATE INDEX IF NOT EXISTS ladder_games_bot1 ON ladder_games(bot1, created_ms)",

@@ -440,12 +440,17 @@ LADDER_VERSIONS = Query(
 LADDER_PROGRAM = Query("SELECT program FROM ladder_versions WHERE bot_id = ? AND version = ?")
 LADDER_GAME_COLUMNS = (
     "match_id, family, pairing, bot0, bot1, version0, version1, created_ms, ended_ms, winner,"
-    " reason, failure0, failure1, stderr0, stderr1"
+    " reason, failure0, failure1, stderr0, stderr1, void"
 )
 LADDER_INSERT_GAME = Query(
     "INSERT INTO ladder_games(match_id, family, pairing, bot0, bot1, version0, version1,"
-    " created_ms, failure0, failure1, stderr0, stderr1) VALUES (?, ?, ?, ?, ?, ?, ?, ?,"
-    " '', '', '', '')"
+    " created_ms, failure0, failure1, stderr0, stderr1, void) VALUES (?, ?, ?, ?, ?, ?, ?, ?,"
+    " '', '', '', '', 0)"
+)
+#: the games of a lost play job that had not ended: void
+LADDER_GAMES_VOID = Query(
+    "UPDATE ladder_games SET void = 1 WHERE match_id {in_texts} AND ended_ms IS NULL"
+    " RETURNING match_id"
 )
 #: a game's end, once (a finish heard twice changes nothing); a row back the first time
 LADDER_GAME_END = Query(

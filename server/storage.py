@@ -442,6 +442,14 @@ class Store(ABC):
 
         return await self.with_db(write)
 
+    async def ladder_void(self, match_ids: Sequence[str]) -> list[str]:
+        """The games among ``match_ids`` that have not ended are void; their ids."""
+
+        async def write(db: Db) -> list[str]:
+            return [str(r[0]) for r in await db.rows(sql.LADDER_GAMES_VOID, list(match_ids))]
+
+        return await self.with_db(write)
+
     async def ladder_game_failure(self, match_id: str, seat: int, failure: str,
                                   stderr: str) -> None:
         async def write(db: Db) -> None:

@@ -289,6 +289,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slots", type=int, default=1,
                         help="jobs run at once, about one core each (1-64, default 1)")
     parser.add_argument("--name", default="", help="this worker's name in the server's log")
+    parser.add_argument("--nice", type=int, default=10,
+                        help="run at this niceness (0-19, default 10), so that people's "
+                             "matches on the same machine come first")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -300,7 +303,12 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--slots must be 1-64, got {args.slots}")
     if not args.url.startswith(("ws://", "wss://")):
         raise UsageError(f"--url must be ws://HOST:PORT/, got {args.url!r}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if not 0 <= args.nice <= 19:
+        raise UsageError(f"--nice must be 0-19, got {args.nice}")
+    if args.nice:
+        os.nice(args.nice)  # the sandboxed programs inherit it
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run_worker(args.url, key, args.slots, name=args.name))
     except WorkerError as exc:
