@@ -99,9 +99,14 @@ def valid_bot_name(name: str) -> bool:
 class Rating(Protocol):
     """One bot's rating from the fit (``moo.bradley_terry.BTRating``)."""
 
-    rating: float
-    low: float
-    high: float
+    @property
+    def rating(self) -> float: ...
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def high(self) -> float: ...
 
 
 #: the ladder's rating fit: games as (first, second, score of the first) -> ratings by name

@@ -79,7 +79,8 @@ async def worker(port: int, key: str = "k", slots: int = 1) -> Client:
 async def claim(conn: Client) -> dict[str, Any] | None:
     reply = await conn.request({"type": "worker_claim"})
     assert reply["type"] == "worker_job", reply
-    return reply["job"]
+    job: dict[str, Any] | None = reply["job"]
+    return job
 
 
 async def check(conn: Client, accepted: bool, reason: str = "") -> dict[str, Any]:

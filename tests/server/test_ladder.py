@@ -115,7 +115,7 @@ async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) ->
             assert job is not None and job["kind"] == "eval"
             await w.request({"type": "worker_done", "job_id": job["job_id"],
                              "reason": "not_deterministic"})
-        for pairing in range(2):
+        for _pairing in range(2):
             job = None
             while job is None:  # the scheduler pairs them within a tick
                 await w.expect(lambda m: m.get("type") == "worker_nudge")
@@ -126,7 +126,7 @@ async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) ->
             first = job["bots"][0]["bot_id"]
             # alpha wins every game
             await play_pairing(app.port, job, 0 if first == alpha else 1)
-            for n, match_id in enumerate(job["matches"]):
+            for _n, match_id in enumerate(job["matches"]):
                 for seat in (0, 1):
                     await w.request({"type": "worker_game", "job_id": job["job_id"],
                                      "match_id": match_id, "seat": seat, "stderr": "err"})
@@ -215,7 +215,7 @@ async def test_a_worker_gone_mid_game_leaves_no_game_stuck(tmp_path: Path) -> No
         _ladder(app)
         ann = await Client.hello(app.port, "ann")
         w = await worker(app.port)
-        alpha, beta = await _two_active(app, ann, w)
+        await _two_active(app, ann, w)
         for _ in range(2):
             job = await claim(w)
             assert job is not None and job["kind"] == "eval"
@@ -405,7 +405,7 @@ async def test_worker_keys_and_worker_messages(tmp_path: Path) -> None:
         await conn.send({"type": "worker_hello", "key": "wrong", "slots": 1})
         assert await conn.closed() == 1008
         w = await worker(app.port)
-        for msg, code in [
+        cases: list[tuple[dict[str, Any], str]] = [
             ({"type": "queue"}, "not_available"),
             ({"type": "ladder_mine"}, "not_available"),
             ({"type": "guess", "match_id": "m1", "guess": "0123"}, "not_available"),
@@ -417,7 +417,8 @@ async def test_worker_keys_and_worker_messages(tmp_path: Path) -> None:
             ({"type": "worker_game", "job_id": "j", "match_id": "m1", "seat": 2},
              "bad_field"),
             ({"type": "worker_claim", "slots": 1}, "bad_field"),
-        ]:
+        ]
+        for msg, code in cases:
             reply = await w.request(msg)
             assert reply["code"] == code, (msg, reply)
         assert (await w.request({"type": "ping"}))["type"] == "pong"
