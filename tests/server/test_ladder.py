@@ -126,10 +126,16 @@ async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) ->
             first = job["bots"][0]["bot_id"]
             # alpha wins every game
             await play_pairing(app.port, job, 0 if first == alpha else 1)
-            for _n, match_id in enumerate(job["matches"]):
+            for n, match_id in enumerate(job["matches"]):
                 for seat in (0, 1):
-                    await w.request({"type": "worker_game", "job_id": job["job_id"],
-                                     "match_id": match_id, "seat": seat, "stderr": "err"})
+                    report = {"type": "worker_game", "job_id": job["job_id"],
+                              "match_id": match_id, "seat": seat, "stderr": "err"}
+                    loser = job["bots"][seat if n == 0 else 1 - seat]["bot_id"] == beta
+                    if loser and _pairing == 0:  # beta's program failed in its first two
+                        report["failure"] = "crash: the program exited (code 1)"
+                    noted = await w.request(report)
+                    assert noted == {"type": "worker_noted", "job_id": job["job_id"],
+                                     "match_id": match_id, "ref": noted["ref"]}
             await w.request({"type": "worker_done", "job_id": job["job_id"]})
 
         async def rated() -> bool:
@@ -142,7 +148,7 @@ async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) ->
         assert [r["bot"] for r in rows] == ["alpha", "beta"]
         a, b = rows
         assert (a["wins"], a["draws"], a["losses"], a["forfeits"]) == (4, 0, 0, 0)
-        assert (b["wins"], b["losses"], b["forfeits"]) == (0, 4, 0)
+        assert (b["wins"], b["losses"], b["forfeits"]) == (0, 4, 2)
         assert a["rating"] > b["rating"]
         for r in rows:
             assert r["low"] <= r["rating"] <= r["high"]
@@ -167,9 +173,13 @@ async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) ->
                    for g in page["recent"])
         history = await ann.request({"type": "history", "player": "alpha"})
         assert len(history["matches"]) == 4
-        # the owner's error log: no failures, the last game's standard error
-        mine = (await ann.request({"type": "ladder_mine"}))["bots"]
-        assert all(m["errors"] == [] for m in mine) and mine[0]["stderr"] == "err"
+        # the owner's error log: beta's two failures, and the last game's standard error
+        mine = {m["name"]: m for m in (await ann.request({"type": "ladder_mine"}))["bots"]}
+        assert mine["alpha"]["errors"] == [] and mine["alpha"]["stderr"] == "err"
+        errors = mine["beta"]["errors"]
+        assert [e["failure"] for e in errors] == ["crash: the program exited (code 1)"] * 2
+        assert all(e["version"] == 1 and e["ended_at"] > 0 for e in errors)
+        assert {e["match_id"] for e in errors} <= {g["match_id"] for g in page["recent"]}
 
 
 async def test_pause_and_withdraw_stop_pairing_resume_starts_it_again(tmp_path: Path) -> None:
