@@ -9,7 +9,6 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
