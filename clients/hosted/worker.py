@@ -5,8 +5,7 @@ configuration instead of ``hello`` (docs/protocol.md, "Bot workers"), and then c
 while it has free slots: it checks new versions (clients/hosted/compliance.py), plays ladder
 pairings (each bot through a connection of its own signed in as the bot, its program in the
 sandbox speaking docs/bot-protocol.md: clients/hosted/program.py, clients/botrunner.py), and
-computes the exact score of deterministic programs when this checkout has the evaluator
-(``clients.hosted.exact``; otherwise it says ``not_computed``).
+computes the exact scores of deterministic programs (clients/hosted/exact.py).
 
 Every job holds a lease that the worker renews while it works; a worker that dies stops
 renewing, and the server lets its claims go (docs/ladder.md says what happens to them).
@@ -20,13 +19,13 @@ import argparse
 import asyncio
 import base64
 import contextlib
-import importlib
 import itertools
 import logging
 import os
 import random
 import sys
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from clients.botrunner import play_match
@@ -36,6 +35,7 @@ from moo.errors import UsageError
 from moo.variants import rules_from_dict
 
 from .compliance import check_submission
+from .exact import exact_result
 from .program import hosted_bot
 from .sandbox import SandboxedProgram
 
@@ -212,21 +212,19 @@ async def _renew(control: _Control, job_id: str) -> None:
 
 
 async def _evaluate(job: dict[str, Any]) -> dict[str, Any]:
-    """The exact score of a deterministic program, when this checkout has the evaluator."""
-    try:
-        exact = importlib.import_module("clients.hosted.exact")
-    except ImportError:
-        return {"reason": "not_computed"}
+    """The exact scores of a deterministic program (clients/hosted/exact.py), or why there
+    are none, in one line."""
     rules = rules_from_dict(dict(job["rules"]))
-    scores = await asyncio.to_thread(exact.exact_scores, base64.b64decode(job["program"]),
-                                     rules)
-    if scores is None:
-        return {"reason": "not_deterministic"}
-    return {"exact": {k: _fraction(getattr(scores, k))
-                      for k in ("vs_minimum", "vs_strongest", "average")}}
+    result = await exact_result(base64.b64decode(job["program"]), rules)
+    if result.scores is None:
+        return {"reason": result.reason[:LINE_CHARS] or "no exact score"}
+    scores = result.scores
+    return {"exact": {"vs_minimum": _fraction(scores.vs_minimum),
+                      "vs_strongest": _fraction(scores.vs_strongest),
+                      "average": _fraction(scores.average)}}
 
 
-def _fraction(value: Any) -> str:
+def _fraction(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from clients.hosted.worker import run_worker
-from server.app import App
 from tests.client_support import client_env
 from tests.cluster_support import until
-from tests.ladder_support import BROKEN, GOOD, temporary_stand_in_fit
+from tests.ladder_support import BROKEN, GOOD
 from tests.patience import patience
 from tests.server_support import Client, running, server_settings
 
@@ -38,14 +37,9 @@ async def moo(tmp_path: Path, *args: str) -> tuple[int, list[str], str]:
     return proc.returncode, out.decode().splitlines(), err.decode()
 
 
-def _ladder(app: App) -> App:
-    app.ladder.fit = temporary_stand_in_fit
-    return app
-
 
 async def test_submit_refused_fixed_then_rated_from_the_command_line(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path, ladder_worker_key=KEY)) as app:
-        _ladder(app)
         url = f"ws://127.0.0.1:{app.port}/"
         viewer = await Client.hello(app.port, "viewer", bot=True)
         stop = asyncio.Event()
@@ -119,7 +113,6 @@ async def test_submit_refused_fixed_then_rated_from_the_command_line(tmp_path: P
 async def test_a_worker_stopped_mid_game_leaves_no_game_stuck(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path, ladder_worker_key=KEY,
                                        grace_ms=300)) as app:
-        _ladder(app)
         url = f"ws://127.0.0.1:{app.port}/"
         ann = await Client.hello(app.port, "watcher", bot=True)
         worker = asyncio.create_task(run_worker(url, KEY, 1))
