@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from clients.hosted.worker import run_worker
-from tests.client_support import client_env
+from tests.client_support import ROOT, client_env
 from tests.cluster_support import until
 from tests.ladder_support import BROKEN, GOOD
 from tests.patience import patience
@@ -156,6 +157,35 @@ async def test_a_worker_stopped_mid_game_leaves_no_game_stuck(tmp_path: Path) ->
         finally:
             stop.set()
             await again
+
+
+async def test_a_deterministic_bot_gets_the_exact_scores_of_moo_eval(tmp_path: Path) -> None:
+    """examples/ladder/minimum.py plays the shipped minimum tree: against minimum it scores
+    exactly 1/2, and its average is minimum's 26274 guesses over the 5040 secrets."""
+    async with running(server_settings(tmp_path, ladder_worker_key=KEY)) as app:
+        url = f"ws://127.0.0.1:{app.port}/"
+        stop = asyncio.Event()
+        worker = asyncio.create_task(run_worker(url, KEY, 1, stop=stop))
+        try:
+            program = ROOT / "examples" / "ladder" / "minimum.py"
+            rc, out, err = await moo(tmp_path, "ladder", "submit", str(program), "--url", url,
+                                     "--name", "mini", "--as", "ann")
+            assert rc == 0, (out, err)
+            bot = app.ladder.bots[out[-1]]
+
+            async def evaluated() -> bool:
+                return bool(bot.exact["status"] != "pending")
+
+            await until(evaluated, 300, "the exact evaluation")
+            assert bot.exact == {"status": "computed", "vs_minimum": "1/2",
+                                 "vs_strongest": bot.exact["vs_strongest"],
+                                 "average": "4379/840", "reason": ""}
+            assert Fraction(bot.exact["vs_strongest"]) < Fraction(1, 2)
+            rc, out, err = await moo(tmp_path, "ladder", "show", "--url", url, "--as", "ann")
+            assert rc == 0 and "exact: 0.5000 vs minimum" in out[-1], (out, err)
+        finally:
+            stop.set()
+            await worker
 
 
 def _file(tmp_path: Path) -> Path:
