@@ -24,6 +24,7 @@ import logging
 import os
 import random
 import sys
+import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -53,6 +54,9 @@ STDERR_CHARS = 1500
 LINE_CHARS = 1000
 #: seconds for one game's whole play (the sandbox bounds every answer; this bounds the rest)
 GAME_TIMEOUT_S = 3600.0
+#: seconds for the server's answer to one of the worker's requests (a request refused for the
+#: rate is answered without ``ref``: it would never be answered otherwise)
+REQUEST_TIMEOUT_S = 60.0
 
 
 class WorkerError(Exception):
@@ -97,7 +101,13 @@ class _Control:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.pending[ref] = fut
         await self.wire.send({**msg, "id": ref})
-        reply = await fut
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                reply = await fut
+        except TimeoutError:
+            self.pending.pop(ref, None)
+            raise ConnectionLost(f"no answer to {msg['type']} in {REQUEST_TIMEOUT_S:g} s"
+                                 ) from None
         if reply.get("type") == "error":
             raise _Refused(str(reply.get("code")), str(reply.get("message")))
         return reply
@@ -287,9 +297,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slots", type=int, default=1,
                         help="jobs run at once, about one core each (1-64, default 1)")
     parser.add_argument("--name", default="", help="this worker's name in the server's log")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="stop when standard input closes (moo serve starts its own "
+                             "worker so: it ends with the server, even one killed)")
     parser.add_argument("--nice", type=int, default=10,
                         help="run at this niceness (0-19, default 10), so that people's "
                              "matches on the same machine come first")
+
+
+async def _main(args: argparse.Namespace, key: str) -> None:
+    stop = asyncio.Event()
+    if args.exit_with_parent:
+        loop = asyncio.get_running_loop()
+
+        def watch() -> None:  # blocks until the parent's end of the pipe closes
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdin.buffer.read()
+            loop.call_soon_threadsafe(stop.set)
+
+        threading.Thread(target=watch, name="moo-worker-parent", daemon=True).start()
+    await run_worker(args.url, key, args.slots, name=args.name, stop=stop)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -308,7 +335,7 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(run_worker(args.url, key, args.slots, name=args.name))
+        asyncio.run(_main(args, key))
     except WorkerError as exc:
         print(f"moo worker: {exc}", file=sys.stderr)
         return 1

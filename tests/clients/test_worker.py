@@ -241,3 +241,56 @@ def test_every_ladder_action_has_help(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=client_env(tmp_path),
                           timeout=patience(60))
     assert proc.returncode == 0 and "--slots" in proc.stdout
+
+
+def test_moo_serve_runs_its_own_worker_which_ends_with_it_even_killed(tmp_path: Path) -> None:
+    """A fresh ``moo serve`` starts a bot worker (a child at nice 10) that joins the ladder;
+    killed with SIGKILL, the server cannot stop it, and the worker ends by itself (its
+    standard input, the server's pipe, closes)."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--port", "0", "--db",
+         str(tmp_path / "own.sqlite3"), "--log-level", "INFO"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=client_env(tmp_path))
+    assert proc.stderr is not None
+    joined = threading.Event()
+    pids: list[int] = []
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            started = re.search(r"bot worker started \(pid (\d+), (\d+) slots, nice 10\)", line)
+            if started:
+                pids.append(int(started.group(1)))
+            if "(own) joined" in line:
+                joined.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        assert joined.wait(patience(60)), "the server's own worker never joined"
+        assert len(pids) == 1
+        worker = pids[0]
+        assert os.getpriority(os.PRIO_PROCESS, worker) >= 10
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(patience(30))
+        deadline = time.monotonic() + patience(30)
+        while Path(f"/proc/{worker}").exists() and not _zombie(worker):
+            assert time.monotonic() < deadline, "the worker outlived its killed server"
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
