@@ -94,6 +94,8 @@ _RULES = Field(dict, required=False)
 #: the opt-in assistant of practice matches (needs rated: false; docs/protocol.md, Variants)
 _ASSIST = Field(bool, required=False)
 _TOURNAMENT = Field(str, max_len=40)
+_BOT = Field(str, max_len=40)
+_JOB = Field(str, max_len=40)
 #: a client's id for one lobby or tournament request, so that sending it again is safe: the
 #: server answers the same id with what it first did (docs/protocol.md, "Retrying safely");
 #: 1-64 characters (the empty string is refused: :func:`validate_client`)
@@ -192,6 +194,47 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     "tournament_watch": {"tournament_id": _TOURNAMENT},
     "tournament_unwatch": {"tournament_id": _TOURNAMENT},
     "tournament_start": {"tournament_id": _TOURNAMENT},
+    # hosted bots and the ladder (docs/protocol.md, "Ladder")
+    "ladder_upload": {
+        "upload": Field(str, required=False, max_len=40),
+        "offset": Field(int, max=1 << 20),
+        "data": Field(str, max_len=3072),
+    },
+    "ladder_submit": {
+        "upload": Field(str, max_len=40),
+        "sha256": Field(str, max_len=64),
+        "name": Field(str, required=False, max_len=64),
+        "rules": _RULES,
+        "bot_id": Field(str, required=False, max_len=40),
+    },
+    "ladder_mine": {},
+    "ladder_pause": {"bot_id": _BOT},
+    "ladder_resume": {"bot_id": _BOT},
+    "ladder_withdraw": {"bot_id": _BOT},
+    "ladder_show": {"rules": _RULES},
+    "ladder_page": {"bot_id": _BOT},
+    # bot workers (docs/protocol.md, "Bot workers"); worker_hello replaces hello
+    "worker_hello": {
+        "key": Field(str, max_len=128),
+        "slots": Field(int, min=1, max=64),
+        "name": Field(str, required=False, max_len=64),
+    },
+    "worker_claim": {},
+    "worker_renew": {"job_id": _JOB},
+    "worker_game": {
+        "job_id": _JOB,
+        "match_id": _MATCH,
+        "seat": Field(int, max=1),
+        "failure": Field(str, required=False, max_len=1024),
+        "stderr": Field(str, required=False, max_len=2048),
+    },
+    "worker_done": {
+        "job_id": _JOB,
+        "accepted": Field(bool, required=False),
+        "reason": Field(str, required=False, max_len=1024),
+        "name": Field(str, required=False, max_len=64),
+        "exact": Field(dict, required=False),
+    },
 }
 
 for _kind in REQUEST_ID_TYPES:
