@@ -95,7 +95,8 @@ class ServerProc:
 
 
 async def start(
-    kind: str, synchronous: str, attach: str | None = None, db: str | None = None
+    kind: str, synchronous: str, attach: str | None = None, db: str | None = None,
+    *, ladder_worker: bool = False,
 ) -> ServerProc:
     if attach:  # "PID:PORT" of a server started by hand (e.g. under a profiler)
         pid, port = (int(x) for x in attach.split(":"))
@@ -113,6 +114,10 @@ async def start(
             "--rate-per-s", "10000", "--rate-burst", "10000", "--max-connections", "20000",
             "--new-names-per-address", "1000000", "--sqlite-synchronous", synchronous,
         ]
+        if not ladder_worker:
+            # the server alone: its own bot worker (a child polling for ladder work) is not
+            # part of what is measured against the echo server
+            cmd.append("--no-ladder-worker")
         env.update(MOO_GUESS_CAP="10000", MOO_SECRET_MS="0")
     else:
         cmd = [sys.executable, "-m", "bench.echo_server", "--port", "0"]
