@@ -16,7 +16,9 @@ import random
 import shutil
 from dataclasses import dataclass, field
 
-from bots.registry import create
+from bots.variants import create_for
+from moo.rules import DEFAULT_RULES
+from moo.variants import GameRules
 
 from .program import MatchReport, hosted_bot, play_match
 from .sandbox import Limits
@@ -80,11 +82,13 @@ def check_file(program: bytes, *, max_bytes: int = MAX_PROGRAM_BYTES) -> str | N
     return None
 
 
-async def check_submission(program: bytes, *, limits: Limits | None = None, games: int = GAMES,
+async def check_submission(program: bytes, *, rules: GameRules = DEFAULT_RULES,
+                           limits: Limits | None = None, games: int = GAMES,
                            max_bytes: int = MAX_PROGRAM_BYTES,
                            rng: random.Random | None = None) -> Verdict:
-    """Run the compliance check of ``program`` (the file's bytes); never raises for anything
-    the program does."""
+    """Run the compliance check of ``program`` (the file's bytes) in ``rules``, the game of the
+    ladder it is submitted to (a bot that plays only classic MOO must not pass for MOO of 5);
+    never raises for anything the program does."""
     why = check_file(program, max_bytes=max_bytes)
     if why is not None:
         return Verdict(False, why)
@@ -92,7 +96,8 @@ async def check_submission(program: bytes, *, limits: Limits | None = None, game
     bot = hosted_bot(program, limits)
     reports: list[MatchReport] = []
     for i in range(games):
-        report = await play_match(bot, create("random"), rng, bot_seat=i % 2)
+        report = await play_match(bot, create_for("random", rules), rng, rules=rules,
+                                  bot_seat=i % 2)
         reports.append(report)
         if report.failure is not None:
             return Verdict(False, f"game {i + 1} of {games} against random: {report.failure}",

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from bots.base import Strategy
 from bots.external import BotFailure, ExternalBot
 from moo.match import Match, MatchConfig
-from moo.rules import DEFAULT_RULES, Response, Rules
+from moo.rules import DEFAULT_RULES, Response
+from moo.variants import GameRules
 
 from .sandbox import PROGRAM, Limits, SandboxedProgram
 
@@ -53,10 +55,12 @@ def hosted_bot(program: bytes, limits: Limits | None = None) -> ExternalBot:
                        transport=SandboxedProgram(program, limits))
 
 
-async def play_match(bot: ExternalBot, opponent: Strategy, rng: random.Random, *,
-                     rules: Rules = DEFAULT_RULES, bot_seat: int = 0,
+async def play_match(bot: ExternalBot, opponent: Any, rng: random.Random, *,
+                     rules: GameRules = DEFAULT_RULES, bot_seat: int = 0,
                      guess_cap: int = GUESS_CAP) -> MatchReport:
-    """Play one match of ``bot`` against an in-process ``opponent``; the bot's program is
+    """Play one match of ``bot`` against an in-process ``opponent`` (a strategy for ``rules``,
+    as :func:`bots.variants.create_for` makes: typed ``Any`` because only classic MOO's
+    strategies share the :class:`~bots.base.Strategy` base); the bot's program is
     closed (its sandbox killed) when the match ends, however it ends."""
     config = MatchConfig(rules=rules, pacing="lockstep", guess_cap=guess_cap,
                          secret_ms=None, rated=False)

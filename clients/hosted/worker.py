@@ -190,7 +190,8 @@ async def _run_job(control: _Control, url: str, job: dict[str, Any]) -> None:
     try:
         kind = job["kind"]
         if kind == "check":
-            verdict = await check_submission(base64.b64decode(job["program"]))
+            verdict = await check_submission(base64.b64decode(job["program"]),
+                                             rules=rules_from_dict(dict(job["rules"])))
             await control.request({"type": "worker_done", "job_id": job_id,
                                    "accepted": verdict.accepted,
                                    "reason": verdict.reason[:LINE_CHARS],
