@@ -13,7 +13,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-__all__ = ["spawn"]
+__all__ = ["running", "spawn"]
 
 log = logging.getLogger("moo.server")
 
@@ -31,3 +31,9 @@ def _done(task: asyncio.Task[Any]) -> None:
     _running.discard(task)
     if not task.cancelled() and task.exception() is not None:
         log.error("background task failed", exc_info=task.exception())
+
+
+def running() -> frozenset[asyncio.Task[Any]]:
+    """The detached tasks not finished yet: a harness that must wait for everything a request
+    started (bench/fuzz) compares this before and after the request."""
+    return frozenset(_running)

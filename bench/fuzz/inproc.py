@@ -30,6 +30,7 @@ from bench.fuzz.checks import (
 )
 from bench.fuzz.frames import JSON, MSGPACK, FrameGen, World
 from bench.fuzz.memory import Session, stuck
+from server import background
 from server.app import App
 from server.lobby import Lobby
 from server.review_worker import TIME_LIMIT_S as ANALYSIS_LIMIT_S
@@ -155,11 +156,19 @@ class InProcessFuzzer:
         self.world.challenges = sorted(cast(Lobby, self.app.lobby).challenges)
         self.world.rooms = sorted(cast(Lobby, self.app.lobby).rooms)
 
-    async def barrier(self) -> None:
-        """Everything appended so far is committed and its callbacks have run."""
-        await self.app.store.player_by_token("barrier")
-        for s in self.sessions.values():
-            await s.settle()
+    async def barrier(self, before: frozenset[asyncio.Task[Any]] = frozenset()) -> None:
+        """Everything appended so far is committed and its callbacks have run; with
+        ``before`` (:func:`server.background.running` before the frame), also what the frame
+        started in the background, which may take several commits one after the other (a
+        ``tournament_create`` with a ``request_id`` reads the store, then writes the
+        tournament, then answers): rounds until none of those tasks is left, at most 10 (a
+        task that lives on, such as a tournament's clock, does not hold it up longer)."""
+        for _ in range(10):
+            await self.app.store.player_by_token("barrier")
+            for s in self.sessions.values():
+                await s.settle()
+            if not (background.running() - before):
+                return
 
     # -- the checks
     def snapshot(self, player: str, frame_match: Any) -> Any:
@@ -202,6 +211,7 @@ class InProcessFuzzer:
         # session waits for it, up to the documented limit, and is stuck only past that.
         wait = ANALYSIS_LIMIT_S + 10.0 if probe.get("type") == "analysis" else 5.0
         try:
+            started = background.running()
             await s.feed(frame, timeout=wait)
         except TimeoutError:
             self.stats.frames += 1
@@ -231,7 +241,7 @@ class InProcessFuzzer:
             self.stats.accepted += 1
             # Let whatever the frame started become durable (and its callbacks run), so the
             # next frame's before/after comparison sees only that frame's doing.
-            await self.barrier()
+            await self.barrier(started)
             kind = probe.get("type")
             silent = isinstance(kind, str) and kind in SILENT_WHEN_ACCEPTED
             if not s.decoded(start) and not silent:
