@@ -53,7 +53,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "print word MOO's answer list (--answers) or its accepted guesses"),
     "export": ("server.export", "write every finished match as one JSON line (docs/export.md)"),
     "ladder": ("clients.hosted.cli",
-               "hosted bots: check a program as the ladder would run it (docs/ladder.md)"),
+               "hosted bots and the ladder: check, submit, standings (docs/ladder.md)"),
+    "worker": ("clients.hosted.worker",
+               "run hosted bots for an arena: a bot worker (docs/ladder.md)"),
 }
 
 #: sub-actions of a command, told apart from its own arguments by the first word after it
@@ -68,6 +70,17 @@ SUBCOMMANDS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("ladder", "check"): ("clients.hosted.cli", "check",
                           "run the compliance check of a program in the sandbox: accepted "
                           "or refused with the reason"),
+    ("ladder", "submit"): ("clients.hosted.cli", "submit",
+                           "submit a program to a server's ladder (a new bot, or --replace "
+                           "ID); waits for the check, prints the bot's id last"),
+    ("ladder", "mine"): ("clients.hosted.cli", "mine", "list your hosted bots"),
+    ("ladder", "pause"): ("clients.hosted.cli", "pause", "stop pairing one of your bots"),
+    ("ladder", "resume"): ("clients.hosted.cli", "resume", "pair a paused bot again"),
+    ("ladder", "withdraw"): ("clients.hosted.cli", "withdraw",
+                             "take one of your bots off the ladder for good"),
+    ("ladder", "show"): ("clients.hosted.cli", "show", "print a ladder's standings"),
+    ("ladder", "log"): ("clients.hosted.cli", "log",
+                        "print one of your bots' versions and error log"),
 }
 
 #: errors that mean "what you typed is not something the command can do": exit status 2

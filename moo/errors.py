@@ -35,6 +35,10 @@ change meaning once released; new situations get new subclasses.
     │   ├── UnknownPlayer                    code="unknown_player"
     │   ├── UnknownRoom                      code="unknown_room"
     │   ├── UnknownTournament                code="unknown_tournament"
+    │   ├── UnknownBot                       code="unknown_bot"
+    │   ├── NotYourBot                       code="not_your_bot"
+    │   ├── UnknownUpload                    code="unknown_upload"
+    │   ├── UnknownJob                       code="unknown_job"
     │   ├── UnknownStrategy                  code="unknown_strategy"
     │   ├── BadToken                         code="bad_token"
     │   ├── BadCredentials                   code="bad_credentials"
@@ -82,6 +86,7 @@ __all__ = [
     "NotAvailable",
     "NotFinished",
     "NotHello",
+    "NotYourBot",
     "NotYourSeat",
     "NotYourTurn",
     "ProtocolError",
@@ -93,6 +98,8 @@ __all__ = [
     "StorageError",
     "TooManyAttempts",
     "TooManyNames",
+    "UnknownBot",
+    "UnknownJob",
     "UnknownMatch",
     "UnknownMessage",
     "UnknownPlayer",
@@ -100,6 +107,7 @@ __all__ = [
     "UnknownStrategy",
     "UnknownSymbol",
     "UnknownTournament",
+    "UnknownUpload",
     "UsageError",
     "WrongLength",
     "WrongPhase",
@@ -255,6 +263,32 @@ class UnknownTournament(LobbyError):
     """A tournament request naming a tournament the server does not have."""
 
     code = "unknown_tournament"
+
+
+class UnknownBot(LobbyError):
+    """A ladder request naming a hosted bot the server does not have (docs/protocol.md,
+    "Ladder")."""
+
+    code = "unknown_bot"
+
+
+class NotYourBot(LobbyError):
+    """Changing a hosted bot of another player: a bot belongs to the player who submitted it."""
+
+    code = "not_your_bot"
+
+
+class UnknownUpload(LobbyError):
+    """A program upload that is not open on this connection (never, expired or used up)."""
+
+    code = "unknown_upload"
+
+
+class UnknownJob(LobbyError):
+    """A bot worker's report about a job it does not hold (any more): its lease ran out, and
+    the job went back to the queue or was given up, so the late report must change nothing."""
+
+    code = "unknown_job"
 
 
 class UnknownStrategy(LobbyError):

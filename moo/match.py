@@ -107,6 +107,9 @@ class MatchConfig:
     tournament_id: str | None = None
     #: the server set both secrets (a tournament with ``secrets: server``): no ``secret``
     server_secrets: bool = False
+    #: the permanent ladder this match is a game of: its variant family as a rules spec
+    #: (docs/protocol.md, "Ladder")
+    ladder: str | None = None
 
     def __post_init__(self) -> None:
         if self.pacing not in PACINGS:
@@ -132,11 +135,14 @@ class MatchConfig:
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["rules"] = self.rules.to_dict()
-        # only a tournament's matches carry these (older clients and logs never saw them)
+        # only a tournament's (or the ladder's) matches carry these (older clients and logs
+        # never saw them)
         if self.tournament_id is None:
             del data["tournament_id"]
         if not self.server_secrets:
             del data["server_secrets"]
+        if self.ladder is None:
+            del data["ladder"]
         return data
 
     @classmethod

@@ -22,6 +22,7 @@ __all__ = [
     "decode_payload",
     "encode_payload",
     "events_topic",
+    "ladder_topic",
     "match_topics",
     "parse_mqtt_url",
     "rating_topic",
@@ -85,6 +86,12 @@ def rating_topic(name: str) -> str:
 def tournament_topic(tournament_id: str) -> str:
     """A hosted tournament's latest object (docs/protocol.md, "Tournaments"), retained."""
     return f"{PREFIX}/tournaments/{tournament_id}/state"
+
+
+def ladder_topic(family: str) -> str:
+    """A ladder's finished pairings with its standings after each (docs/protocol.md, "Ladder");
+    the family is a rules spec (``moo:4:0123456789``): no ``/``, ``+`` or ``#`` in it."""
+    return f"{PREFIX}/ladder/{family}/results"
 
 
 def stats_topic() -> str:

@@ -104,6 +104,8 @@ REQUEST_ID_TYPES = frozenset((
     "queue", "challenge", "accept", "room_create", "room_join", "play_bot", "rematch",
     "tournament_create", "tournament_join",
 ))
+_BOT = Field(str, max_len=40)
+_JOB = Field(str, max_len=40)
 #: ``id`` is echoed as ``ref``; integers stay within what a JavaScript number holds exactly.
 MAX_ID = 2**53 - 1
 
@@ -192,6 +194,47 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     "tournament_watch": {"tournament_id": _TOURNAMENT},
     "tournament_unwatch": {"tournament_id": _TOURNAMENT},
     "tournament_start": {"tournament_id": _TOURNAMENT},
+    # hosted bots and the ladder (docs/protocol.md, "Ladder")
+    "ladder_upload": {
+        "upload": Field(str, required=False, max_len=40),
+        "offset": Field(int, max=1 << 20),
+        "data": Field(str, max_len=3072),
+    },
+    "ladder_submit": {
+        "upload": Field(str, max_len=40),
+        "sha256": Field(str, max_len=64),
+        "name": Field(str, required=False, max_len=64),
+        "rules": _RULES,
+        "bot_id": Field(str, required=False, max_len=40),
+    },
+    "ladder_mine": {},
+    "ladder_pause": {"bot_id": _BOT},
+    "ladder_resume": {"bot_id": _BOT},
+    "ladder_withdraw": {"bot_id": _BOT},
+    "ladder_show": {"rules": _RULES},
+    "ladder_page": {"bot_id": _BOT},
+    # bot workers (docs/protocol.md, "Bot workers"); worker_hello replaces hello
+    "worker_hello": {
+        "key": Field(str, max_len=128),
+        "slots": Field(int, min=1, max=64),
+        "name": Field(str, required=False, max_len=64),
+    },
+    "worker_claim": {},
+    "worker_renew": {"job_id": _JOB},
+    "worker_game": {
+        "job_id": _JOB,
+        "match_id": _MATCH,
+        "seat": Field(int, max=1),
+        "failure": Field(str, required=False, max_len=1024),
+        "stderr": Field(str, required=False, max_len=2048),
+    },
+    "worker_done": {
+        "job_id": _JOB,
+        "accepted": Field(bool, required=False),
+        "reason": Field(str, required=False, max_len=1024),
+        "name": Field(str, required=False, max_len=64),
+        "exact": Field(dict, required=False),
+    },
 }
 
 for _kind in REQUEST_ID_TYPES:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import socket
 import stat
 import time
@@ -35,6 +36,7 @@ from server.heartbeat import Heartbeat
 from server.history import History
 from server.hosted import bot_player_name
 from server.http import HttpFront, response, text_response
+from server.ladder import LadderService, default_fit
 from server.lobby import Lobby
 from server.matches import LobbyService, MatchService
 from server.metrics import CONTENT_TYPE, Metrics
@@ -113,6 +115,20 @@ class App:
             self.router.lobby.host_tournaments(self.tournaments.handle,
                                                self.tournaments.set_leading,
                                                self.tournaments.forget)
+        # hosted bots and the ladder (server/ladder.py): a single node's; a cluster answers
+        # its requests with not_available (docs/ladder.md)
+        self.worker_key = settings.ladder_worker_key or secrets.token_urlsafe(24)
+        self.ladder = LadderService(
+            self.arena,
+            self.router.lobby.lobby if self.router is not None else self._lobby(),
+            self.store,
+            default_fit,
+            reserved=self.reserved_names,
+            worker_key=self.worker_key,
+            lease_ms=settings.ladder_lease_ms,
+            publish=None if publisher is None else publisher.ladder,
+            active=self.router is None,
+        )
         self.heartbeat = Heartbeat(
             self.connections,
             idle_timeout_s=settings.idle_timeout_s,
@@ -139,6 +155,9 @@ class App:
         if self.router is None:  # a cluster node reads them when it leads the lobby
             await self.tournaments.load()
         self.tournaments.start()
+        if self.router is None:
+            await self.ladder.load()
+            self.ladder.start()
         s = self.settings
         options: dict[str, Any] = dict(
             subprotocols=[Subprotocol(p) for p in SUBPROTOCOLS],
@@ -216,6 +235,7 @@ class App:
         if self.router is not None:
             await self.router.stop()
         await self.tournaments.stop()
+        await self.ladder.stop()
         await self.arena.analysis.close()
         await self.store.close()
         await self.hooks.stop()

@@ -324,7 +324,7 @@ class Arena:
         if tournament is not None:
             config = dataclasses.replace(
                 config, tournament_id=tournament.tournament_id,
-                server_secrets=tournament.secrets is not None,
+                server_secrets=tournament.secrets is not None, ladder=tournament.ladder,
             )
         now = self.clock()
         if tournament is not None and tournament.match_id:

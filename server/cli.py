@@ -71,6 +71,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="TOML file (see config/default.toml)")
     for flag, (key, kind, text) in _FLAGS.items():
         parser.add_argument(flag, dest=key, type=kind if kind is not str else str, help=text)
+    parser.add_argument("--no-ladder-worker", dest="ladder_worker", action="store_const",
+                        const=False, default=None,
+                        help="start no bot worker of this server's own (docs/ladder.md)")
 
 
 class ServeError(Exception):
@@ -84,6 +87,7 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 def main(args: argparse.Namespace) -> int:
     overrides = {key: getattr(args, key, None) for key, _, _ in _FLAGS.values()}
+    overrides["ladder_worker"] = getattr(args, "ladder_worker", None)
     try:
         settings = load_settings(args.config, overrides=overrides)
         check_settings(settings)
@@ -252,10 +256,53 @@ async def _serve(settings: Settings) -> None:
         await app.stop()
         raise
     tune_gc()
+    worker = await start_worker(settings, app.port, app.worker_key)
     try:
         await stop.wait()
     finally:
+        if worker is not None:
+            await stop_worker(worker)
         await app.stop()
+
+
+def worker_slots(share: float, cores: int | None = None) -> int:
+    """The own bot worker's slots: the share of the machine's cores hosted bots may use."""
+    return max(1, int(share * (cores or os.cpu_count() or 1)))
+
+
+async def start_worker(settings: Settings, port: int,
+                       key: str) -> asyncio.subprocess.Process | None:
+    """A single node's own bot worker (``ladder_worker``): ``moo worker`` as a child process at
+    nice 10, its key in its environment (not on a command line others can read), so a fresh
+    ``moo serve`` runs the ladder with no extra step (docs/ladder.md, "Bot workers")."""
+    if not settings.ladder_worker or settings.cluster_url:
+        return None
+    host = settings.host if settings.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    slots = worker_slots(settings.ladder_cpu_share)
+    env = {**os.environ, "MOO_WORKER_KEY": key}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cli.main", "worker", "--url", f"ws://{host}:{port}/",
+        "--slots", str(slots), "--name", "own", "--nice", "10", env=env,
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
+    logging.getLogger("moo.server").info(
+        "bot worker started (pid %d, %d slots, nice 10)", proc.pid, slots)
+    return proc
+
+
+async def stop_worker(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            async with asyncio.timeout(5):
+                await proc.wait()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
 
 
 async def _check_port(host: str, port: int) -> None:

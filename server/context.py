@@ -16,6 +16,7 @@ from server.accounts import Accounts
 from server.arena import Arena
 from server.connection import Connection
 from server.history import History
+from server.ladder import LadderService
 from server.matches import LobbyService, MatchService
 from server.publisher import Hooks
 from server.settings import Settings
@@ -47,3 +48,5 @@ class ServerContext(Protocol):
     history: History
     #: hosted tournaments (server/tournaments.py): the ``tournament_*`` requests
     tournaments: TournamentService
+    #: hosted bots and the ladder (server/ladder.py): ``ladder_*`` and the workers' messages
+    ladder: LadderService

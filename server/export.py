@@ -97,6 +97,8 @@ def match_record(
         "rated": bool(config.get("rated", True)),
         # the hosted tournament the match was a game of (docs/protocol.md, "Tournaments")
         "tournament_id": config.get("tournament_id"),
+        # the permanent ladder (its family) the match was a game of (docs/protocol.md, "Ladder")
+        "ladder": config.get("ladder"),
         "created_at": _iso(created.get("at")),
         "started_at": _iso(started_at),
         "ended_at": _iso(finished.get("at")),

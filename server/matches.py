@@ -40,11 +40,15 @@ SPECTATOR: Literal["spectator"] = "spectator"
 class TournamentGame:
     """What makes a match a hosted tournament's game (server/tournaments.py): the id the
     tournament chose for it beforehand (so it knows where to look for the result, wherever the
-    match runs), the tournament's id, and the two secrets when the server sets them."""
+    match runs), the tournament's id, and the two secrets when the server sets them. The
+    ladder's games (server/ladder.py) are started the same way, with ``ladder`` instead of a
+    tournament id."""
 
-    tournament_id: str
+    tournament_id: str | None
     match_id: str | None = None
     secrets: tuple[str, str] | None = None
+    #: a ladder game instead (server/ladder.py): the ladder's family, as a rules spec
+    ladder: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from moo.mqtt import (
     MqttUrl,
     encode_payload,
     events_topic,
+    ladder_topic,
     parse_mqtt_url,
     rating_topic,
     result_topic,
@@ -271,6 +272,11 @@ class Publisher:
     def tournament(self, tournament_id: str, data: dict[str, Any]) -> None:
         """A hosted tournament's object after a change (retained: the latest state)."""
         self.offer(tournament_topic(tournament_id), data, retain=True)
+
+    def ladder(self, family: str, data: dict[str, Any]) -> None:
+        """A ladder pairing's two results and the standings after them (retained: the
+        latest)."""
+        self.offer(ladder_topic(family), data, retain=True)
 
     def rating(self, name: str, data: dict[str, Any]) -> None:
         self.offer(rating_topic(name), data, retain=True)

@@ -407,6 +407,89 @@ MIGRATIONS: tuple[Migration, ...] = (
             ){without_rowid}""",
         ),
     ),
+    Migration(
+        8,
+        "hosted bots and the ladder (server/ladder.py)",
+        (
+            # A hosted bot: its player name (registered in ``players`` as a program), its
+            # owner, its ladder (the variant family as a rules spec, and the rules object as
+            # JSON), where it stands, the version that plays and the one being checked, and
+            # its exact evaluation (JSON). docs/protocol.md, "Ladder".
+            """CREATE TABLE IF NOT EXISTS ladder_bots (
+                bot_id TEXT PRIMARY KEY,
+                name TEXT NOT NULL {nocase} UNIQUE,
+                owner TEXT NOT NULL {nocase},
+                family TEXT NOT NULL,
+                rules TEXT NOT NULL,
+                status TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                version INTEGER,
+                checking INTEGER,
+                created_ms {bigint} NOT NULL,
+                exact TEXT NOT NULL
+            ){without_rowid}""",
+            # Every version of a bot: the program (base64 text: the same in both engines), its
+            # SHA-256 and the compliance check's verdict.
+            """CREATE TABLE IF NOT EXISTS ladder_versions (
+                bot_id TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                sha256 TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                program TEXT NOT NULL,
+                submitted_ms {bigint} NOT NULL,
+                verdict TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                PRIMARY KEY (bot_id, version)
+            ){without_rowid}""",
+            # One row per ladder game (the match itself is an ordinary match): the two bots in
+            # seat order with the versions that play, the pairing it belongs to, its end, and
+            # what each program's failure and standard error were (for its author); ``void``:
+            # 1 when its play job was lost with its worker before it ended (it counts for
+            # nobody).
+            """CREATE TABLE IF NOT EXISTS ladder_games (
+                match_id TEXT PRIMARY KEY,
+                family TEXT NOT NULL,
+                pairing TEXT NOT NULL,
+                bot0 TEXT NOT NULL,
+                bot1 TEXT NOT NULL,
+                version0 INTEGER NOT NULL,
+                version1 INTEGER NOT NULL,
+                created_ms {bigint} NOT NULL,
+                ended_ms {bigint},
+                winner INTEGER,
+                reason TEXT,
+                failure0 TEXT NOT NULL,
+                failure1 TEXT NOT NULL,
+                stderr0 TEXT NOT NULL,
+                stderr1 TEXT NOT NULL,
+                void INTEGER NOT NULL
+            ){without_rowid}""",
+            "CREATE INDEX IF NOT EXISTS ladder_games_bot0 ON ladder_games(bot0, created_ms)",
+            "CREATE INDEX IF NOT EXISTS ladder_games_bot1 ON ladder_games(bot1, created_ms)",
+            # The bot workers' work: queued, claimed by one worker until ``lease_until`` (ms),
+            # then done, or lost (a play job whose worker went away). ``payload`` is JSON.
+            """CREATE TABLE IF NOT EXISTS ladder_jobs (
+                job_id TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                state TEXT NOT NULL,
+                worker TEXT,
+                lease_until {bigint},
+                created_ms {bigint} NOT NULL
+            ){without_rowid}""",
+            "CREATE INDEX IF NOT EXISTS ladder_jobs_state ON ladder_jobs(state, created_ms)",
+            # A bot's rating after each of its pairings (the page's chart).
+            """CREATE TABLE IF NOT EXISTS ladder_history (
+                bot_id TEXT NOT NULL,
+                games INTEGER NOT NULL,
+                at_ms {bigint} NOT NULL,
+                rating DOUBLE PRECISION NOT NULL,
+                low DOUBLE PRECISION,
+                high DOUBLE PRECISION,
+                PRIMARY KEY (bot_id, games)
+            ){without_rowid}""",
+        ),
+    ),
 )
 
 #: the version a database has once every migration here is applied

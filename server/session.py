@@ -143,7 +143,8 @@ class _Receiver:
             msg = self.check(frame)
             if msg is None:
                 return True
-            if isinstance(msg, dict) and msg["type"] in _MOVES:
+            # (a bot worker's connection has no player and no seat: its task refuses moves)
+            if isinstance(msg, dict) and msg["type"] in _MOVES and conn.player is not None:
                 try:
                     _move(self.app, conn, msg, received)
                 except MooError as exc:
@@ -170,9 +171,11 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
     try:
         # -- hello, within the handshake timeout ----------------------------------------------
         listed: list[dict[str, Any]] = []  # welcome.matches: the seats given back
+        #: a bot worker's connection (``worker_hello`` instead of ``hello``): no player
+        worker = False
         try:
             async with asyncio.timeout(settings.handshake_timeout_s):
-                while conn.player is None:
+                while conn.player is None and not worker:
                     frame = await ws.recv()
                     if direct is not None:
                         direct.queued -= 1
@@ -186,6 +189,9 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
                         if msg["type"] == "ping":  # "any time": before hello too
                             conn.send(_ref({"type": "pong"}, msg.get("id")))
                             continue
+                        if msg["type"] == "worker_hello":  # docs/protocol.md, "Bot workers"
+                            worker = app.ladder.worker_hello(conn, msg)
+                            continue
                         if msg["type"] != "hello":
                             raise NotHello("the first message must be hello")
                         listed = await _hello(app, conn, msg)
@@ -196,7 +202,8 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
             return
         # Back into every seat at once (`match`, the events so far, then live events), outside
         # the handshake timeout: a program with many matches may take a while to replay.
-        await app.matches.rejoin(conn, conn.player, listed)
+        if conn.player is not None:
+            await app.matches.rejoin(conn, conn.player, listed)
         conn.seats_given_back()
         # -- requests -----------------------------------------------------------------------------
         # The handshake is over: its headers are only memory now (~2.5 KiB a connection).
@@ -226,7 +233,9 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
                 conn.close(CLOSE_POLICY, "rate limit exceeded")
                 return
             try:
-                if msg["type"] in _MOVES:
+                if worker:
+                    await _worker_dispatch(app, conn, msg)
+                elif msg["type"] in _MOVES:
                     _move(app, conn, msg, received)
                 else:
                     await _dispatch(app, conn, msg)
@@ -243,6 +252,7 @@ async def run_session(app: ServerContext, ws: ServerConnection) -> None:
         app.matches.detach(conn)
         app.lobby.leave(conn)
         app.tournaments.forget(conn)
+        app.ladder.forget(conn)
         await conn.finish()
 
 
@@ -371,6 +381,11 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
         await _account_request(app, conn, msg)
     elif kind in _TOURNAMENT_REQUESTS:
         _tournament_request(app, conn, msg)
+    elif kind.startswith("ladder_"):  # docs/protocol.md, "Ladder"
+        await app.ladder.request(conn, msg)
+    elif kind.startswith("worker_"):
+        raise NotAvailable("only a bot worker's connection (worker_hello instead of hello) "
+                           "sends worker_* messages")
     else:  # pragma: no cover - the schema admits only the types above and the moves
         raise NotAvailable(f"{kind!r} is not supported by this server")
 
@@ -385,6 +400,21 @@ _TOURNAMENT_REQUESTS = frozenset((
     "tournament_create", "tournaments", "tournament_join", "tournament_leave",
     "tournament_watch", "tournament_unwatch", "tournament_start",
 ))
+
+
+async def _worker_dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:
+    """A bot worker's connection: its ``worker_*`` messages and ``ping``, nothing else (it
+    has no player: docs/protocol.md, "Bot workers")."""
+    kind = msg["type"]
+    if kind == "ping":
+        conn.send(_ref({"type": "pong"}, msg.get("id")))
+    elif kind == "worker_hello":
+        raise NotAvailable("worker_hello was already said on this connection")
+    elif kind.startswith("worker_"):
+        await app.ladder.worker_request(conn, msg)
+    else:
+        raise NotAvailable(f"a bot worker's connection sends only worker_* messages, not "
+                           f"{kind!r}")
 
 
 def _tournament_request(app: ServerContext, conn: Connection, msg: dict[str, Any]) -> None:

@@ -86,6 +86,17 @@ class Settings:
     #: draining continuously; docs/protocol.md, "Session"
     new_names_per_address: int = 100
     new_names_window_s: float = 3600.0
+    # [ladder] -- see docs/ladder.md, "Bot workers"
+    #: the key bot workers (``moo worker --key``) present; "" = a single node's own worker gets
+    #: a key generated at each start, and no other worker can join
+    ladder_worker_key: str = ""
+    #: ``moo serve`` on a single node starts one bot worker of its own (a child process)
+    ladder_worker: bool = True
+    #: the share of this machine's cores hosted bots may use: the own worker's slots are
+    #: max(1, floor(share x cores)); each runs at nice 10
+    ladder_cpu_share: float = 0.5
+    #: how long a worker's claim on a job holds without being renewed
+    ladder_lease_ms: int = 30000
     # [mqtt] -- see docs/mqtt.md
     mqtt_url: str = ""  # "" = no MQTT event stream; mqtt://HOST:PORT[?encoding=msgpack]
     # [cluster] -- see docs/cluster.md
@@ -128,6 +139,12 @@ class Settings:
                 )
         if self.unix and not Path(self.unix).parent.is_dir():
             problems.append(f"unix: no directory for the socket {self.unix!r}")
+        if not 0 < self.ladder_cpu_share <= 1:
+            problems.append(f"ladder_cpu_share must be in (0, 1], got {self.ladder_cpu_share}")
+        if self.ladder_lease_ms < 1000:
+            problems.append("ladder_lease_ms must be at least 1000")
+        if len(self.ladder_worker_key) > 128:
+            problems.append("ladder_worker_key must be at most 128 characters")
         if self.lease_ms < 1000:
             problems.append("lease_ms must be at least 1000")
         db_problem = check_db(self.db)
@@ -214,6 +231,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "signin_failures_per_name", "signin_failures_per_address", "signin_window_s",
         "new_names_per_address", "new_names_window_s",
     ),
+    "ladder": ("ladder_worker_key", "ladder_worker", "ladder_cpu_share", "ladder_lease_ms"),
     "mqtt": ("mqtt_url",),
     "cluster": ("cluster_url", "node", "lease_ms"),
 }

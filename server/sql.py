@@ -20,6 +20,10 @@ said in one table, :data:`WORDS`, that the schema's migrations (server/schema.py
     a ``results`` row whose match counts against the minimum strategy: the SQL form of
     ``moo.variants.against_minimum`` over the row's ``summary.config`` (SQLite's JSON functions,
     PostgreSQL's ``jsonb``).
+``{skip_locked}``
+    a job claim's row lock: PostgreSQL's ``FOR UPDATE SKIP LOCKED`` (several workers, through
+    several nodes, each take a different job without waiting for each other); nothing on
+    SQLite, whose one writer runs one claim at a time anyway.
 ``{bytewise}``
     the collation that orders names by code point (as Python sorts strings).
 ``{bigint}``, ``{nocase}``, ``{without_rowid}``
@@ -55,6 +59,7 @@ WORDS: dict[Dialect, dict[str, str]] = {
         "without_rowid": " WITHOUT ROWID",
         "in_texts": "IN (SELECT value FROM json_each(?))",
         "insert_order": "rowid",
+        "skip_locked": "",
         "bytewise": "BINARY",
         "classic": " AND ".join(
             f"COALESCE(json_extract(summary, '$.config.{path}'), {value.replace('false', '0')})"
@@ -68,6 +73,7 @@ WORDS: dict[Dialect, dict[str, str]] = {
         "without_rowid": "",
         "in_texts": "= ANY(?::text[])",
         "insert_order": "seq",
+        "skip_locked": " FOR UPDATE SKIP LOCKED",
         "bytewise": '"C"',
         "classic": " AND ".join(
             "COALESCE(summary::jsonb #>> '{config," + path.replace(".", ",") + "}', '"
@@ -405,4 +411,95 @@ TOURNAMENT_ONE = Query("SELECT data FROM tournaments WHERE tournament_id = ?")
 MATCH_END = Query(
     "SELECT m.finished, (SELECT e.body FROM events e WHERE e.match_id = m.match_id"
     " ORDER BY e.seq DESC LIMIT 1) FROM matches m WHERE m.match_id = ?"
+)
+
+
+# -- hosted bots and the ladder (server/ladder.py; schema migration 8) --------------------------
+LADDER_BOT_COLUMNS = (
+    "bot_id, name, owner, family, rules, status, reason, version, checking, created_ms, exact"
+)
+LADDER_INSERT_BOT = Query(
+    f"INSERT INTO ladder_bots({LADDER_BOT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+LADDER_UPDATE_BOT = Query(
+    "UPDATE ladder_bots SET status = ?, reason = ?, version = ?, checking = ?, exact = ?"
+    " WHERE bot_id = ?"
+)
+LADDER_BOTS = Query(f"SELECT {LADDER_BOT_COLUMNS} FROM ladder_bots ORDER BY created_ms")
+LADDER_INSERT_VERSION = Query(
+    "INSERT INTO ladder_versions(bot_id, version, sha256, size, program, submitted_ms,"
+    " verdict, reason) VALUES (?, ?, ?, ?, ?, ?, 'checking', '')"
+)
+LADDER_VERDICT = Query(
+    "UPDATE ladder_versions SET verdict = ?, reason = ? WHERE bot_id = ? AND version = ?"
+)
+LADDER_VERSIONS = Query(
+    "SELECT version, sha256, size, submitted_ms, verdict, reason FROM ladder_versions"
+    " WHERE bot_id = ? ORDER BY version DESC"
+)
+LADDER_PROGRAM = Query("SELECT program FROM ladder_versions WHERE bot_id = ? AND version = ?")
+LADDER_GAME_COLUMNS = (
+    "match_id, family, pairing, bot0, bot1, version0, version1, created_ms, ended_ms, winner,"
+    " reason, failure0, failure1, stderr0, stderr1, void"
+)
+LADDER_INSERT_GAME = Query(
+    "INSERT INTO ladder_games(match_id, family, pairing, bot0, bot1, version0, version1,"
+    " created_ms, failure0, failure1, stderr0, stderr1, void) VALUES (?, ?, ?, ?, ?, ?, ?, ?,"
+    " '', '', '', '', 0)"
+)
+#: the games of a lost play job that had not ended: void
+LADDER_GAMES_VOID = Query(
+    "UPDATE ladder_games SET void = 1 WHERE match_id {in_texts} AND ended_ms IS NULL"
+    " RETURNING match_id"
+)
+#: a game's end, once (a finish heard twice changes nothing); a row back the first time
+LADDER_GAME_END = Query(
+    "UPDATE ladder_games SET ended_ms = ?, winner = ?, reason = ?"
+    " WHERE match_id = ? AND ended_ms IS NULL RETURNING match_id"
+)
+LADDER_GAME_FAILURE = {
+    seat: Query(
+        f"UPDATE ladder_games SET failure{seat} = ?, stderr{seat} = ? WHERE match_id = ?"
+    )
+    for seat in (0, 1)
+}
+LADDER_GAMES = Query(f"SELECT {LADDER_GAME_COLUMNS} FROM ladder_games ORDER BY created_ms")
+LADDER_JOB_COLUMNS = "job_id, kind, payload"
+LADDER_INSERT_JOB = Query(
+    "INSERT INTO ladder_jobs(job_id, kind, payload, state, created_ms)"
+    " VALUES (?, ?, ?, 'queued', ?)"
+)
+#: the oldest queued job, claimed by one worker: on PostgreSQL the row is locked and skipped
+#: by every other claim running at the same moment ({skip_locked})
+LADDER_CLAIM = Query(
+    "UPDATE ladder_jobs SET state = 'claimed', worker = ?, lease_until = ?"
+    " WHERE job_id = (SELECT job_id FROM ladder_jobs WHERE state = 'queued'"
+    " ORDER BY created_ms, job_id LIMIT 1{skip_locked})"
+    f" RETURNING {LADDER_JOB_COLUMNS}"
+)
+LADDER_RENEW = Query(
+    "UPDATE ladder_jobs SET lease_until = ? WHERE job_id = ? AND state = 'claimed'"
+    " AND worker = ? RETURNING job_id"
+)
+LADDER_JOB_DONE = Query(
+    "UPDATE ladder_jobs SET state = 'done', worker = NULL WHERE job_id = ?"
+    f" AND state = 'claimed' AND worker = ? RETURNING {LADDER_JOB_COLUMNS}"
+)
+#: claims whose lease ran out (or, with the worker named, all of that worker's): a check or
+#: an eval goes back to the queue, a play job is lost (its games end by the match rules)
+LADDER_EXPIRE = Query(
+    "UPDATE ladder_jobs SET state = CASE WHEN kind = 'play' THEN 'lost' ELSE 'queued' END,"
+    " worker = NULL WHERE state = 'claimed' AND (lease_until < ? OR worker = ?)"
+    f" RETURNING {LADDER_JOB_COLUMNS}"
+)
+LADDER_OPEN_JOBS = Query(
+    f"SELECT {LADDER_JOB_COLUMNS}, state FROM ladder_jobs WHERE state IN ('queued', 'claimed')"
+)
+LADDER_INSERT_HISTORY = Query(
+    "INSERT INTO ladder_history(bot_id, games, at_ms, rating, low, high) VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (bot_id, games) DO NOTHING"
+)
+LADDER_HISTORY = Query(
+    "SELECT at_ms, games, rating, low, high FROM ladder_history WHERE bot_id = ?"
+    " ORDER BY games DESC LIMIT ?"
 )

@@ -344,6 +344,187 @@ class Store(ABC):
 
         return await self.with_db(read)
 
+    # -- hosted bots and the ladder (server/ladder.py) ------------------------------------------
+    async def ladder_new_bot(self, bot: Sequence[Any], token_hash: str, version: Sequence[Any],
+                             job: Sequence[Any]) -> None:
+        """A new hosted bot, all at once: its player (a program, with a token nobody is given
+        yet), the bot row (:data:`sql.LADDER_BOT_COLUMNS` order), its first version (bot id,
+        version, sha256, size, program, submitted) and the check job (id, kind, payload,
+        created). Raises :class:`NameTaken` if the name is in use."""
+        bot_id, name = bot[0], bot[1]
+
+        async def write(db: Db) -> None:
+            async with db.atomic():
+                try:
+                    await db.run(sql.INSERT_PLAYER, name, 1, bot[9])
+                except db.refused as exc:
+                    raise NameTaken(f"the name {name!r} is taken; pick another") from exc
+                await db.run(sql.INSERT_TOKEN, token_hash, name, bot[9])
+                await db.run(sql.LADDER_INSERT_BOT, *bot)
+                await db.run(sql.LADDER_INSERT_VERSION, *version)
+                await db.run(sql.LADDER_INSERT_JOB, *job)
+            log.info("ladder: bot %s (%s) submitted", bot_id, name)
+
+        await self.with_db(write)
+
+    async def ladder_new_version(self, bot: Sequence[Any], version: Sequence[Any],
+                                 job: Sequence[Any]) -> None:
+        """A new version of a bot (its row updated as :data:`sql.LADDER_UPDATE_BOT` takes it),
+        with its check job, together."""
+
+        async def write(db: Db) -> None:
+            async with db.atomic():
+                await db.run(sql.LADDER_UPDATE_BOT, *bot)
+                await db.run(sql.LADDER_INSERT_VERSION, *version)
+                await db.run(sql.LADDER_INSERT_JOB, *job)
+
+        await self.with_db(write)
+
+    async def ladder_update_bot(self, bot: Sequence[Any],
+                                verdict: Sequence[Any] | None = None,
+                                job: Sequence[Any] | None = None) -> None:
+        """A bot's row (:data:`sql.LADDER_UPDATE_BOT` order), with a version's verdict
+        (verdict, reason, bot id, version) and a job to queue, together."""
+
+        async def write(db: Db) -> None:
+            async with db.atomic():
+                await db.run(sql.LADDER_UPDATE_BOT, *bot)
+                if verdict is not None:
+                    await db.run(sql.LADDER_VERDICT, *verdict)
+                if job is not None:
+                    await db.run(sql.LADDER_INSERT_JOB, *job)
+
+        await self.with_db(write)
+
+    async def ladder_bots(self) -> list[tuple[Any, ...]]:
+        async def read(db: Db) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in await db.rows(sql.LADDER_BOTS)]
+
+        return await self.with_db(read)
+
+    async def ladder_versions(self, bot_id: str) -> list[tuple[Any, ...]]:
+        """(version, sha256, size, submitted_ms, verdict, reason), newest first."""
+
+        async def read(db: Db) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in await db.rows(sql.LADDER_VERSIONS, bot_id)]
+
+        return await self.with_db(read)
+
+    async def ladder_program(self, bot_id: str, version: int) -> str | None:
+        """The version's program, base64."""
+
+        async def read(db: Db) -> str | None:
+            row = await db.row(sql.LADDER_PROGRAM, bot_id, version)
+            return None if row is None else str(row[0])
+
+        return await self.with_db(read)
+
+    async def ladder_add_pairing(self, games: Sequence[Sequence[Any]],
+                                 job: Sequence[Any]) -> None:
+        """A pairing's game rows and its play job, together (written before the matches are
+        created, so no ladder match exists that the ladder does not know)."""
+
+        async def write(db: Db) -> None:
+            async with db.atomic():
+                for game in games:
+                    await db.run(sql.LADDER_INSERT_GAME, *game)
+                await db.run(sql.LADDER_INSERT_JOB, *job)
+
+        await self.with_db(write)
+
+    async def ladder_game_end(self, match_id: str, ended_ms: int, winner: int | None,
+                              reason: str) -> bool:
+        """A ladder game's result; False if it was recorded already."""
+
+        async def write(db: Db) -> bool:
+            row = await db.row(sql.LADDER_GAME_END, ended_ms, winner, reason, match_id)
+            return row is not None
+
+        return await self.with_db(write)
+
+    async def ladder_void(self, match_ids: Sequence[str]) -> list[str]:
+        """The games among ``match_ids`` that have not ended are void; their ids."""
+
+        async def write(db: Db) -> list[str]:
+            return [str(r[0]) for r in await db.rows(sql.LADDER_GAMES_VOID, list(match_ids))]
+
+        return await self.with_db(write)
+
+    async def ladder_game_failure(self, match_id: str, seat: int, failure: str,
+                                  stderr: str) -> None:
+        async def write(db: Db) -> None:
+            await db.run(sql.LADDER_GAME_FAILURE[seat], failure, stderr, match_id)
+
+        await self.with_db(write)
+
+    async def ladder_games(self) -> list[tuple[Any, ...]]:
+        """Every ladder game (:data:`sql.LADDER_GAME_COLUMNS`), oldest first."""
+
+        async def read(db: Db) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in await db.rows(sql.LADDER_GAMES)]
+
+        return await self.with_db(read)
+
+    async def ladder_claim(self, worker: str, lease_until: int) -> tuple[Any, ...] | None:
+        """The oldest queued job, now claimed by ``worker``: (job id, kind, payload JSON)."""
+
+        async def write(db: Db) -> tuple[Any, ...] | None:
+            row = await db.row(sql.LADDER_CLAIM, worker, lease_until)
+            return None if row is None else tuple(row)
+
+        return await self.with_db(write)
+
+    async def ladder_renew(self, job_id: str, worker: str, lease_until: int) -> bool:
+        async def write(db: Db) -> bool:
+            return await db.row(sql.LADDER_RENEW, lease_until, job_id, worker) is not None
+
+        return await self.with_db(write)
+
+    async def ladder_job_done(self, job_id: str, worker: str) -> tuple[Any, ...] | None:
+        """The job, done, if ``worker`` held it: (job id, kind, payload JSON)."""
+
+        async def write(db: Db) -> tuple[Any, ...] | None:
+            row = await db.row(sql.LADDER_JOB_DONE, job_id, worker)
+            return None if row is None else tuple(row)
+
+        return await self.with_db(write)
+
+    async def ladder_expire(self, now_ms: int, worker: str = "") -> list[tuple[Any, ...]]:
+        """Claims whose lease ran out by ``now_ms`` (and every claim of ``worker``, if named)
+        let go: checks and evals queued again, play jobs lost. The jobs, as claimed."""
+
+        async def write(db: Db) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in await db.rows(sql.LADDER_EXPIRE, now_ms, worker)]
+
+        return await self.with_db(write)
+
+    async def ladder_open_jobs(self) -> list[tuple[Any, ...]]:
+        """Queued and claimed jobs: (job id, kind, payload JSON, state)."""
+
+        async def read(db: Db) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in await db.rows(sql.LADDER_OPEN_JOBS)]
+
+        return await self.with_db(read)
+
+    async def ladder_add_history(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Rating points (bot id, games, at, rating, low, high); a point already there stays."""
+
+        async def write(db: Db) -> None:
+            async with db.atomic():
+                for row in rows:
+                    await db.run(sql.LADDER_INSERT_HISTORY, *row)
+
+        await self.with_db(write)
+
+    async def ladder_history(self, bot_id: str, limit: int) -> list[tuple[Any, ...]]:
+        """The bot's ``limit`` latest rating points, oldest first."""
+
+        async def read(db: Db) -> list[tuple[Any, ...]]:
+            rows = [tuple(r) for r in await db.rows(sql.LADDER_HISTORY, bot_id, limit)]
+            return rows[::-1]
+
+        return await self.with_db(read)
+
     # -- players and statistics -----------------------------------------------------------------
     async def register_player(self, name: str, token_hash: str, bot: bool) -> PlayerRecord:
         """Create a player; raises :class:`NameTaken` if the name is in use."""

@@ -1,0 +1,319 @@
+"""``moo worker``: a bot worker, the process that runs hosted bots for an arena.
+
+It connects like any client, but opens with ``worker_hello`` and a key from the server's
+configuration instead of ``hello`` (docs/protocol.md, "Bot workers"), and then claims jobs
+while it has free slots: it checks new versions (clients/hosted/compliance.py), plays ladder
+pairings (each bot through a connection of its own signed in as the bot, its program in the
+sandbox speaking docs/bot-protocol.md: clients/hosted/program.py, clients/botrunner.py), and
+computes the exact score of deterministic programs when this checkout has the evaluator
+(``clients.hosted.exact``; otherwise it says ``not_computed``).
+
+Every job holds a lease that the worker renews while it works; a worker that dies stops
+renewing, and the server lets its claims go (docs/ladder.md says what happens to them).
+One slot is one job at a time: a check runs one program, a pairing two programs that take
+turns (lockstep), so one slot is about one core's worth of hosted bots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import importlib
+import itertools
+import logging
+import os
+import random
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from clients.botrunner import play_match
+from clients.sdk import Client, ConnectionLost, MatchAnnounced
+from clients.sdk.wire import Wire
+from moo.errors import UsageError
+from moo.variants import rules_from_dict
+
+from .compliance import check_submission
+from .program import hosted_bot
+from .sandbox import SandboxedProgram
+
+__all__ = ["WorkerError", "configure", "main", "run_worker"]
+
+log = logging.getLogger("moo.worker")
+
+#: frames a worker reads: a play job carries two programs of up to 1 MiB each, in base64
+MAX_FRAME = 4 << 20
+#: seconds to wait for a nudge before asking for work again
+IDLE_S = 5.0
+#: the longest a report's standard error may be (the message limit is 4096 bytes)
+STDERR_CHARS = 1500
+#: the longest failure or reason line sent
+LINE_CHARS = 1000
+#: seconds for one game's whole play (the sandbox bounds every answer; this bounds the rest)
+GAME_TIMEOUT_S = 3600.0
+
+
+class WorkerError(Exception):
+    """The server refused the worker (a wrong key, no ladder): no point trying again."""
+
+
+@dataclass
+class _Control:
+    """The worker's own connection: requests answered by ``ref``, nudges as an event."""
+
+    wire: Wire
+    lease_ms: int = 30_000
+    pending: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    nudged: asyncio.Event = field(default_factory=asyncio.Event)
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    closed: bool = False
+
+    async def read(self) -> None:
+        try:
+            while True:
+                msg = await self.wire.receive()
+                if msg.get("type") == "worker_nudge":
+                    self.nudged.set()
+                    continue
+                fut = self.pending.pop(msg.get("ref", -1), None) if "ref" in msg else None
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+        except Exception:  # closed, or a frame it cannot read: the connection is over
+            pass
+        finally:
+            self.closed = True
+            self.nudged.set()
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionLost("the server closed the connection"))
+            self.pending.clear()
+
+    async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if self.closed:
+            raise ConnectionLost("the server closed the connection")
+        ref = next(self.ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[ref] = fut
+        await self.wire.send({**msg, "id": ref})
+        reply = await fut
+        if reply.get("type") == "error":
+            raise _Refused(str(reply.get("code")), str(reply.get("message")))
+        return reply
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+async def run_worker(url: str, key: str, slots: int, *, name: str = "",
+                     stop: asyncio.Event | None = None) -> None:
+    """Work for the server at ``url`` until ``stop`` is set (or forever), reconnecting after
+    a lost connection; raises :class:`WorkerError` when the server refuses the worker."""
+    stop = stop or asyncio.Event()
+    backoff = 0.5
+    while not stop.is_set():
+        try:
+            await _session(url, key, slots, name, stop)
+            backoff = 0.5
+        except WorkerError:
+            raise
+        except (OSError, ConnectionLost, TimeoutError) as exc:
+            log.warning("worker: lost %s (%s); connecting again", url,
+                        exc or type(exc).__name__)
+        except Exception as exc:  # the server went away mid-handshake, and the like
+            log.warning("worker: %s: %s; connecting again", url, exc or type(exc).__name__)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(backoff):
+                await stop.wait()
+        backoff = min(backoff * 2, 8.0)
+
+
+async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Event) -> None:
+    wire = await Wire.open(url, max_size=MAX_FRAME)
+    control = _Control(wire)
+    reader = asyncio.create_task(control.read())
+    jobs: set[asyncio.Task[None]] = set()
+    try:
+        try:
+            welcome = await control.request({"type": "worker_hello", "key": key,
+                                             "slots": slots, "name": name[:64]})
+        except _Refused as exc:
+            raise WorkerError(f"the server refused this worker: {exc}") from None
+        control.lease_ms = int(welcome.get("lease_ms", 30_000))
+        log.info("worker %s: working for %s with %d slots", welcome.get("worker_id"), url,
+                 slots)
+        while not stop.is_set() and not control.closed:
+            jobs = {t for t in jobs if not t.done()}
+            job = None
+            if len(jobs) < slots:
+                control.nudged.clear()
+                reply = await control.request({"type": "worker_claim"})
+                job = reply.get("job")
+            if job is not None:
+                jobs.add(asyncio.create_task(_run_job(control, url, job)))
+                continue
+            waits = [asyncio.ensure_future(control.nudged.wait()),
+                     asyncio.ensure_future(stop.wait()), *jobs]
+            try:
+                await asyncio.wait(waits, timeout=IDLE_S, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits[:2]:
+                    w.cancel()
+        if control.closed and not stop.is_set():
+            raise ConnectionLost("the server closed the connection")
+    finally:
+        for task in jobs:
+            task.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+        await wire.close()
+
+
+async def _run_job(control: _Control, url: str, job: dict[str, Any]) -> None:
+    job_id = str(job["job_id"])
+    renew = asyncio.create_task(_renew(control, job_id))
+    try:
+        kind = job["kind"]
+        if kind == "check":
+            verdict = await check_submission(base64.b64decode(job["program"]))
+            await control.request({"type": "worker_done", "job_id": job_id,
+                                   "accepted": verdict.accepted,
+                                   "reason": verdict.reason[:LINE_CHARS],
+                                   "name": (verdict.name or "")[:64]})
+        elif kind == "eval":
+            await control.request({"type": "worker_done", "job_id": job_id,
+                                   **await _evaluate(job)})
+        elif kind == "play":
+            await _play(control, url, job)
+            await control.request({"type": "worker_done", "job_id": job_id})
+        else:
+            log.error("worker: job %s of unknown kind %r left to its lease", job_id, kind)
+    except (_Refused, ConnectionLost) as exc:
+        log.warning("worker: job %s: %s", job_id, exc)
+    except Exception:
+        log.exception("worker: job %s failed; its lease runs out", job_id)
+    finally:
+        renew.cancel()
+        await asyncio.gather(renew, return_exceptions=True)
+
+
+async def _renew(control: _Control, job_id: str) -> None:
+    while True:
+        await asyncio.sleep(control.lease_ms / 3000)
+        try:
+            await control.request({"type": "worker_renew", "job_id": job_id})
+        except (_Refused, ConnectionLost):
+            return
+
+
+async def _evaluate(job: dict[str, Any]) -> dict[str, Any]:
+    """The exact score of a deterministic program, when this checkout has the evaluator."""
+    try:
+        exact = importlib.import_module("clients.hosted.exact")
+    except ImportError:
+        return {"reason": "not_computed"}
+    rules = rules_from_dict(dict(job["rules"]))
+    scores = await asyncio.to_thread(exact.exact_scores, base64.b64decode(job["program"]),
+                                     rules)
+    if scores is None:
+        return {"reason": "not_deterministic"}
+    return {"exact": {k: _fraction(getattr(scores, k))
+                      for k in ("vs_minimum", "vs_strongest", "average")}}
+
+
+def _fraction(value: Any) -> str:
+    return f"{value.numerator}/{value.denominator}"
+
+
+async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
+    """Both sides of one pairing: a connection per bot, the games one after the other."""
+    job_id = job["job_id"]
+    clients = [Client([url], b["player"], token=b["token"], bot=True, client_name="moo-worker",
+                      max_attempts=5) for b in job["bots"]]
+    programs = [base64.b64decode(b["program"]) for b in job["bots"]]
+    try:
+        for client in clients:
+            await client.connect()
+        for n, match_id in enumerate(job["matches"]):
+            # game n: bots[0] sits in seat n (the second game has the seats swapped)
+            seats = (n, 1 - n)
+            reports = await asyncio.gather(*(
+                _play_seat(client, match_id, program)
+                for client, program in zip(clients, programs, strict=True)))
+            for side, (failure, stderr) in enumerate(reports):
+                await control.request({"type": "worker_game", "job_id": job_id,
+                                       "match_id": match_id, "seat": seats[side],
+                                       "failure": failure[:LINE_CHARS],
+                                       "stderr": stderr[-STDERR_CHARS:]})
+    finally:
+        for client in clients:
+            await client.close()
+
+
+async def _play_seat(client: Client, match_id: str, program: bytes) -> tuple[str, str]:
+    """Play ``client``'s seat of ``match_id`` with the program; (failure, stderr tail)."""
+    state = client.states.get(match_id)
+    async with asyncio.timeout(GAME_TIMEOUT_S):
+        while state is None or (not state.config and not state.finished):
+            await client.receive()
+            state = client.states.get(match_id)
+    if state.finished or state.seat is None:
+        return "", ""
+    player = hosted_bot(program)
+    try:
+        announced = MatchAnnounced(raw={}, match_id=match_id, seat=state.seat,
+                                   opponent=state.opponent or "", config=state.config)
+        outcome = await play_match(client, announced, player, random.Random(),
+                                   timeout=GAME_TIMEOUT_S)
+        transport = player.transport
+        stderr = transport.stderr_tail() if isinstance(transport, SandboxedProgram) else ""
+        return outcome.failure or "", stderr
+    finally:
+        await player.close()
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", required=True, metavar="URL",
+                        help="the arena to work for (ws://HOST:PORT/)")
+    parser.add_argument("--key", default=None, metavar="KEY",
+                        help="the server's ladder_worker_key (or the MOO_WORKER_KEY "
+                             "environment variable; docs/ladder.md)")
+    parser.add_argument("--slots", type=int, default=1,
+                        help="jobs run at once, about one core each (1-64, default 1)")
+    parser.add_argument("--name", default="", help="this worker's name in the server's log")
+    parser.add_argument("--nice", type=int, default=10,
+                        help="run at this niceness (0-19, default 10), so that people's "
+                             "matches on the same machine come first")
+
+
+def main(args: argparse.Namespace) -> int:
+    key = args.key or os.environ.get("MOO_WORKER_KEY", "")
+    if not key:
+        raise UsageError("--key is required (or MOO_WORKER_KEY): the server's "
+                         "ladder_worker_key")
+    if not 1 <= args.slots <= 64:
+        raise UsageError(f"--slots must be 1-64, got {args.slots}")
+    if not args.url.startswith(("ws://", "wss://")):
+        raise UsageError(f"--url must be ws://HOST:PORT/, got {args.url!r}")
+    if not 0 <= args.nice <= 19:
+        raise UsageError(f"--nice must be 0-19, got {args.nice}")
+    if args.nice:
+        os.nice(args.nice)  # the sandboxed programs inherit it
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(run_worker(args.url, key, args.slots, name=args.name))
+    except WorkerError as exc:
+        print(f"moo worker: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
