@@ -100,10 +100,14 @@ async def set_status(server: ServerProc, env: dict[str, str], ids: dict[str, lis
             await moo(env, "ladder", action, bot_id, "--url", url, "--as", owner)
 
 
-async def quiet_down(marker: str, limit_s: float = 120.0) -> float:
-    """Wait until no hostile process is left (the games under way played out); seconds."""
-    t0 = time.perf_counter()
-    while marked(marker) and time.perf_counter() - t0 < limit_s:
+async def quiet_down(marker: str, limit_s: float = 180.0, calm_s: float = 5.0) -> float:
+    """Wait until no hostile process has run for ``calm_s`` (the games under way played out:
+    between two games of a pairing none runs for a moment, so one empty look is not enough);
+    the seconds it took."""
+    t0 = calm = time.perf_counter()
+    while time.perf_counter() - calm < calm_s and time.perf_counter() - t0 < limit_s:
+        if marked(marker):
+            calm = time.perf_counter()
         await asyncio.sleep(0.2)
     return time.perf_counter() - t0
 
@@ -154,7 +158,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                       file=sys.stderr)
                 if kind == "hostile":
                     await set_status(server, env, ids, "pause")
-                    await quiet_down(marker)
+                    row["quiet_down_s"] = round(await quiet_down(marker), 1)
         for kind, lat in pooled.items():
             results[kind] = {"guesses": len(lat),
                              "p50_ms": round(percentile(lat, 0.5) * 1000, 2),
