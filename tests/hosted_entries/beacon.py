@@ -11,7 +11,8 @@ def score(secret, guess):
 
 
 def main():
-    left, made = [], 0
+    left: list[str] = []
+    made = 0
     for line in sys.stdin:
         words = line.split()
         if not words:

@@ -2,9 +2,9 @@
 # Hostile, but only on the ladder: it passes the compliance check by playing legal games, and
 # turns hostile (ACTION) when it sees the signal of the test's beacon bot (beacon.py): the
 # opponent's first six guesses got the same response (the beacon guesses one code six
-# times; a consistent guesser such as the check's `random` does so in about 1 game in 10 000). Every process of it
-# carries MARKER on its command line (it runs itself again with MARKER as its argument), so
-# the test can scan /proc for anything of it left behind.
+# times; a consistent guesser such as the check's `random` does so in about 1 game in
+# 10 000). Every process of it carries MARKER on its command line (it runs itself again with
+# MARKER as its argument), so the test can scan /proc for anything of it left behind.
 # ACTION: fork_bomb, burner, hog, net_probe, spy, sleeper, flood, orphan.
 import itertools
 import os
@@ -47,7 +47,7 @@ def burner():
 
 def hog():
     block = bytearray(4 << 30)
-    return "0123 %d" % len(block)
+    return f"0123 {len(block)}"
 
 
 def net_probe():
@@ -59,9 +59,9 @@ def net_probe():
                 result = "OPEN"
                 opened += 1
         except OSError as exc:
-            result = "closed (%s)" % exc.__class__.__name__
-        print("probe %s tcp %s" % (target, result), file=sys.stderr, flush=True)
-    return "net opened %d" % opened
+            result = f"closed ({exc.__class__.__name__})"
+        print(f"probe {target} tcp {result}", file=sys.stderr, flush=True)
+    return f"net opened {opened}"
 
 
 def read(path):
@@ -83,10 +83,10 @@ def spy():
     pids = [p for p in os.listdir("/proc") if p.isdigit()]
     for pid in pids:
         for what in ("cmdline", "environ"):
-            blob = read("/proc/%s/%s" % (pid, what)) or b""
+            blob = read(f"/proc/{pid}/{what}") or b""
             seen += SECRET_WORD.encode() in blob
     print("pids " + " ".join(sorted(pids, key=int)), file=sys.stderr, flush=True)
-    return "seen %d" % seen
+    return f"seen {seen}"
 
 
 def sleeper():
@@ -117,7 +117,9 @@ def orphan():
 
 
 def main():
-    left, mine, theirs = [], [], []
+    left: list[str] = []
+    mine: list[str] = []
+    theirs: list[tuple[int, int]] = []
     hostile_done = False
     for line in sys.stdin:
         words = line.split()
