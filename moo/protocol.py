@@ -94,6 +94,8 @@ _RULES = Field(dict, required=False)
 #: the opt-in assistant of practice matches (needs rated: false; docs/protocol.md, Variants)
 _ASSIST = Field(bool, required=False)
 _TOURNAMENT = Field(str, max_len=40)
+_BOT = Field(str, max_len=40)
+_JOB = Field(str, max_len=40)
 #: a client's id for one lobby or tournament request, so that sending it again is safe: the
 #: server answers the same id with what it first did (docs/protocol.md, "Retrying safely");
 #: 1-64 characters (the empty string is refused: :func:`validate_client`)
@@ -104,8 +106,6 @@ REQUEST_ID_TYPES = frozenset((
     "queue", "challenge", "accept", "room_create", "room_join", "play_bot", "rematch",
     "tournament_create", "tournament_join",
 ))
-_BOT = Field(str, max_len=40)
-_JOB = Field(str, max_len=40)
 #: ``id`` is echoed as ``ref``; integers stay within what a JavaScript number holds exactly.
 MAX_ID = 2**53 - 1
 

@@ -24,7 +24,6 @@ from tests.ladder_support import (
     claim,
     play_pairing,
     submit,
-    temporary_stand_in_fit,
     upload,
     worker,
 )
@@ -34,10 +33,6 @@ from tests.server_support import Client, running, server_settings
 def _settings(tmp_path: Path, **overrides: Any) -> Any:
     return server_settings(tmp_path, ladder_worker_key="k", **overrides)
 
-
-def _ladder(app: App) -> App:
-    app.ladder.fit = temporary_stand_in_fit
-    return app
 
 
 async def _two_active(app: App, ann: Client, w: Client) -> tuple[str, str]:
@@ -88,14 +83,17 @@ async def test_submit_refused_with_the_reason_then_a_fixed_version_is_accepted(
         told = await ann.of_type("ladder_checked")
         assert told["accepted"] is True and told["reason"] == "" and told["version"] == 2
         assert told["bot"]["status"] == "active" and told["bot"]["version"] == 2
-        # its exact evaluation is asked for; a worker without the evaluator says so
+        # its exact evaluation is asked for: a program that plays at random has none
+        assert told["bot"]["exact"]["status"] == "pending"
         job = await claim(w)
         assert job is not None and job["kind"] == "eval" and job["version"] == 2
         await w.request({"type": "worker_done", "job_id": job["job_id"],
-                         "reason": "not_computed"})
+                         "reason": "no single tree: two games that share the responses"})
         mine = (await ann.request({"type": "ladder_mine"}))["bots"]
         assert [v["check"] for v in mine[0]["versions"]] == ["accepted", "refused"]
-        assert mine[0]["exact"]["status"] == "not_computed"
+        assert mine[0]["exact"] == {
+            "status": "not_deterministic", "vs_minimum": None, "vs_strongest": None,
+            "average": None, "reason": "no single tree: two games that share the responses"}
         # a refused later version leaves the bot playing its accepted one
         await submit(ann, BROKEN, bot_id=bot["bot_id"])
         await check(w, False, "crash: no")
@@ -106,7 +104,6 @@ async def test_submit_refused_with_the_reason_then_a_fixed_version_is_accepted(
 
 async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) -> None:
     async with running(_settings(tmp_path)) as app:
-        _ladder(app)
         ann = await Client.hello(app.port, "ann")
         w = await worker(app.port)
         alpha, beta = await _two_active(app, ann, w)
@@ -184,7 +181,6 @@ async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) ->
 
 async def test_pause_and_withdraw_stop_pairing_resume_starts_it_again(tmp_path: Path) -> None:
     async with running(_settings(tmp_path)) as app:
-        _ladder(app)
         ann = await Client.hello(app.port, "ann")
         w = await worker(app.port)
         alpha, beta = await _two_active(app, ann, w)
@@ -192,14 +188,19 @@ async def test_pause_and_withdraw_stop_pairing_resume_starts_it_again(tmp_path: 
         assert paused["type"] == "ladder_status" and paused["bot"]["status"] == "paused"
         again = await ann.request({"type": "ladder_pause", "bot_id": alpha})
         assert again["bot"]["status"] == "paused"  # idempotent
-        for _ in range(2):  # the evals, then nothing: alpha is paused
+        exact = {"vs_minimum": "1/2", "vs_strongest": "2383/5040", "average": "4379/840"}
+        for _ in range(2):  # the evals (exact scores), then nothing: alpha is paused
             job = await claim(w)
             assert job is not None and job["kind"] == "eval"
-            await w.request({"type": "worker_done", "job_id": job["job_id"]})
+            bad = await w.request({"type": "worker_done", "job_id": job["job_id"],
+                                   "exact": {"vs_minimum": 0.5}})
+            assert bad["code"] == "bad_field" and "p/q" in bad["message"]
+            await w.request({"type": "worker_done", "job_id": job["job_id"], "exact": exact})
         await app.ladder.tick()
         assert await claim(w) is None
         rows = (await ann.request({"type": "ladder_show"}))["standings"]
         assert {r["bot"]: r["status"] for r in rows} == {"alpha": "paused", "beta": "active"}
+        assert all(r["exact"] == {"status": "computed", **exact, "reason": ""} for r in rows)
         resumed = await ann.request({"type": "ladder_resume", "bot_id": alpha})
         assert resumed["bot"]["status"] == "active"
         await app.ladder.tick()
@@ -222,7 +223,6 @@ async def test_pause_and_withdraw_stop_pairing_resume_starts_it_again(tmp_path: 
 
 async def test_a_worker_gone_mid_game_leaves_no_game_stuck(tmp_path: Path) -> None:
     async with running(_settings(tmp_path, grace_ms=200)) as app:
-        _ladder(app)
         ann = await Client.hello(app.port, "ann")
         w = await worker(app.port)
         await _two_active(app, ann, w)
@@ -239,9 +239,9 @@ async def test_a_worker_gone_mid_game_leaves_no_game_stuck(tmp_path: Path) -> No
         await bots[0].event(first, "started")
         await bots[0].send({"type": "guess", "match_id": first, "guess": "0123", "n": 1})
         await bots[0].event(first, "guess", seat=0)
-        # the worker dies: its connection and the bots' close
-        for conn in (*bots, w):
-            await conn.close()
+        # the worker dies: its connection and the bots' drop at once (no closing handshake)
+        for conn in (w, *bots):
+            conn.ws.transport.abort()
 
         async def settled() -> bool:
             games = [app.ladder.games[m] for m in job["matches"]]
@@ -463,3 +463,64 @@ async def test_the_ladder_survives_a_restart(tmp_path: Path) -> None:
         await check(w, True)  # the check job queued before the restart is still there
         told = await ann.of_type("ladder_checked")
         assert told["accepted"] is True
+
+
+async def test_bots_meet_those_they_met_least_before_those_of_close_rating(
+        tmp_path: Path) -> None:
+    """Four bots, three rounds of two pairings: winners and losers of the first round have
+    close ratings among themselves, yet every two bots meet exactly once (pairing by rating
+    first would pair the two winners again)."""
+    async with running(_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        w = await worker(app.port, slots=2)
+        for name in ("a", "b", "c", "d"):
+            await submit(ann, GOOD, name=name)
+        for _ in range(4):
+            await check(w, True)
+        for _ in range(4):
+            job = await claim(w)
+            assert job is not None and job["kind"] == "eval"
+            await w.request({"type": "worker_done", "job_id": job["job_id"], "reason": "-"})
+        met: list[frozenset[str]] = []
+        for round_ in range(3):
+            await app.ladder.tick()
+            jobs = [await claim(w), await claim(w)]
+            for job in jobs:
+                assert job is not None and job["kind"] == "play", job
+                met.append(frozenset(b["player"] for b in job["bots"]))
+                # round 1 decides: the first of each pairing wins; then draws
+                await play_pairing(app.port, job, 0 if round_ == 0 else None)
+                await w.request({"type": "worker_done", "job_id": job["job_id"]})
+        assert len(met) == 6 and len(set(met)) == 6, met
+
+
+async def test_games_of_a_pairing_cut_by_a_restart_are_void(tmp_path: Path) -> None:
+    """The server restarts while a worker plays a pairing: the worker's claim is lost (its
+    connection closes, or its lease runs out), so the games end by the match rules after the
+    restart and are void; the two bots are paired again."""
+    settings = _settings(tmp_path, grace_ms=200, ladder_lease_ms=1000)
+    async with running(settings) as app:
+        ann = await Client.hello(app.port, "ann")
+        w = await worker(app.port)
+        await _two_active(app, ann, w)
+        for _ in range(2):
+            job = await claim(w)
+            assert job is not None and job["kind"] == "eval"
+            await w.request({"type": "worker_done", "job_id": job["job_id"], "reason": "-"})
+        await app.ladder.tick()
+        job = await claim(w)
+        assert job is not None and job["kind"] == "play"
+        assert all(app.arena.is_live(m) for m in job["matches"])
+    async with running(settings) as app:
+
+        async def settled() -> bool:
+            await app.ladder.tick()
+            return all(app.ladder.games[m].finished for m in job["matches"])
+
+        await until(settled, 30, "the cut games ended after the restart")
+        assert all(app.ladder.games[m].void for m in job["matches"])
+        w = await worker(app.port)
+        await app.ladder.tick()
+        again = await claim(w)
+        assert again is not None and again["kind"] == "play"
+        assert set(again["matches"]).isdisjoint(job["matches"])
