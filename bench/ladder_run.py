@@ -70,13 +70,22 @@ class Viewer:
         return viewer
 
     async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
-        ref = next(self.ids)
-        await self.ws.send(json.dumps({**msg, "id": ref}))
-        while True:
-            reply = json.loads(await self.ws.recv())
-            if reply.get("ref") == ref:
-                assert isinstance(reply, dict)
-                return reply
+        """The reply to ``msg``, paced under the server's rate limit (a page's checks send
+        tens of requests); sent again a second later if the limit refused it anyway (that
+        error carries no ``ref``: docs/protocol.md)."""
+        async with asyncio.timeout(120):
+            while True:
+                await asyncio.sleep(0.06)  # under the server's 20 messages a second
+                ref = next(self.ids)
+                await self.ws.send(json.dumps({**msg, "id": ref}))
+                while True:
+                    reply = json.loads(await self.ws.recv())
+                    assert isinstance(reply, dict)
+                    if reply.get("ref") == ref:
+                        return reply
+                    if reply.get("type") == "error" and reply.get("code") == "rate_limited":
+                        break
+                await asyncio.sleep(1.0)
 
 
 async def moo(env: dict[str, str], *args: str) -> tuple[int, str, str]:
