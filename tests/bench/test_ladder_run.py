@@ -1,0 +1,45 @@
+"""bench/ladder_run.py end to end, briefly, so that it cannot rot: two example bots submitted
+with moo ladder submit, played by two worker processes for a minute (killed and started
+again in the middle), then the script's own checks: games played, ratings with intervals, no
+game stuck, every bot's games reachable from its page; an exact score it found computed must
+equal moo eval's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.client_support import ROOT
+from tests.patience import patience
+
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
+
+def test_a_short_ladder_run_reports_and_checks_its_games() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.ladder_run", "--minutes", "1", "--workers", "2",
+         "--only", "first,minimum", "--kill-worker-at", "30", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=patience(600))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert proc.stderr.strip().splitlines()[-1].startswith("summary: ")
+    assert {r["bot"] for r in result["standings"]} == {"first", "minimum"}
+    assert result["games"] >= 2  # at least a pairing, played both ways
+    assert result["stuck_games"] == [] and result["reachable"] is True
+    for row in result["standings"]:
+        assert row["games"] == result["games"]  # two bots: every game is between them
+        assert row["low"] <= row["rating"] <= row["high"]
+        assert row["games"] == row["wins"] + row["draws"] + row["losses"]
+    assert all(check["equal"] for check in result["exact"]), result["exact"]
+
+
+def test_a_cluster_is_refused_in_one_line() -> None:
+    proc = subprocess.run([sys.executable, "-m", "bench.ladder_run", "--cluster"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=patience(60))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "single node only" in lines[0]
