@@ -118,7 +118,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                                "interval": args.interval, "rounds": args.rounds,
                                "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()[0],
                                "hostile_bots": list(ACTIONS), "phases": []}
-    server = await start("moo", "FULL")
+    server = await start("moo", "FULL", ladder_worker=True)
     tmp = tempfile.TemporaryDirectory(prefix="moo-ladder-hostile-")
     env = {**os.environ, "MOO_TOKENS": str(Path(tmp.name) / "tokens.json")}
     try:

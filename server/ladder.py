@@ -699,6 +699,10 @@ class LadderService:
         failure, stderr = msg.get("failure") or "", msg.get("stderr") or ""
         await self.store.ladder_game_failure(match_id, seat, failure, stderr)
         game.failures[seat], game.stderr[seat] = failure, stderr
+        if game.finished and failure:
+            # the worker reports a seat after its game ended on the server: the standings
+            # counted that loss already, but not yet as a forfeit
+            self._refit(game.family)
         return {"type": "worker_noted", "job_id": job_id, "match_id": match_id}
 
     async def _done(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
