@@ -97,14 +97,21 @@ IntArray = npt.NDArray[np.int64]
 
 
 def response_table() -> npt.NDArray[np.uint8]:
-    """table[g, s] = bulls * 5 + cows, for every guess and secret."""
+    """table[g, s] = bulls * 5 + cows, for every guess and secret.
+
+    Built a position and a byte at a time: bulls * 5 + cows is bulls * 4 + the digits in
+    common, and neither needs the 5040 x 5040 x 4 array of wider integers that a one-shot
+    comparison makes (5 s against under 1 s; the suite builds it in every worker).
+    """
     digits = np.array([[int(ch) for ch in c] for c in CODES], dtype=np.int8)
-    bulls = (digits[:, None, :] == digits[None, :, :]).sum(axis=2)
-    onehot = np.zeros((len(CODES), 10), dtype=np.int16)
+    bulls = np.zeros((len(CODES), len(CODES)), dtype=np.uint8)
+    for p in range(digits.shape[1]):
+        bulls += digits[:, None, p] == digits[None, :, p]
+    onehot = np.zeros((len(CODES), 10), dtype=np.float32)
     for i, row in enumerate(digits):
         onehot[i, row] = 1
-    common = onehot @ onehot.T
-    out: npt.NDArray[np.uint8] = (bulls * 5 + (common - bulls)).astype(np.uint8)
+    common = (onehot @ onehot.T).astype(np.uint8)
+    out: npt.NDArray[np.uint8] = bulls * 4 + common
     return out
 
 

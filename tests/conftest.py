@@ -16,8 +16,11 @@ fixture         mark     the service
 Every service is started by the tests themselves, on free ports in temporary folders, only
 when a test needs it. In the whole suite a missing service is an error of each test that needs
 it, never a skip. ``--quick`` (``./dev test --quick``) leaves out every test that needs a
-service, and says how many, per service. ``slow`` is set by hand on the tests that take tens
-of seconds; they are scheduled first, so that the parallel workers (``-n``) finish together.
+service and every end-to-end test (mark ``e2e``, set by hand on the files that run the ``moo``
+command, sandboxes or bots in processes of their own), and says how many of each: what is left
+is the in-process suite, a couple of minutes on two cores. ``slow`` is set by hand on the tests
+that take tens of seconds; they are scheduled first, so that the parallel workers (``-n``)
+finish together.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ NEEDS = {
     "browser": "browser",
 }
 SERVICES = ("pg", "mqtt", "cluster", "browser")
+#: what --quick leaves out: the services, and the tests that start programs of their own
+LEFT_OUT = (*SERVICES, "e2e")
 _QUICK_KEY = pytest.StashKey[Counter[str]]()
 
 
@@ -64,7 +69,8 @@ def _problems() -> dict[str, str | None]:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--quick", action="store_true",
-        help="leave out every test that needs a service (pg, mqtt, cluster, browser)",
+        help="leave out every test that needs a service (pg, mqtt, cluster, browser) and the"
+             " end-to-end tests (e2e)",
     )
 
 
@@ -74,7 +80,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     factor = factor_for(workers) if isinstance(workers, int) and workers > 0 else FACTOR
     lines = [f"services: pg = {pg}; safety nets x{factor:.1f} (MOO_TEST_PATIENCE)"]
     if config.getoption("quick"):
-        lines.append("--quick: the tests that need pg, mqtt, cluster or browser are left out")
+        lines.append(
+            "--quick: the tests that need pg, mqtt, cluster or browser, and the e2e ones, are"
+            " left out"
+        )
     else:
         missing = {k: v for k, v in _problems().items() if v is not None}
         lines += [f"MISSING {mark}: {why}: its tests will fail" for mark, why in missing.items()]
@@ -102,7 +111,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _needs(item: pytest.Item) -> list[str]:
-    return [m for m in SERVICES if item.get_closest_marker(m) is not None]
+    return [m for m in LEFT_OUT if item.get_closest_marker(m) is not None]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -127,7 +136,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
                             config: pytest.Config) -> None:
     counts = config.stash.get(_QUICK_KEY, None)
     if counts:
-        per = ", ".join(f"{mark} {counts[mark]}" for mark in SERVICES if counts[mark])
+        per = ", ".join(f"{mark} {counts[mark]}" for mark in LEFT_OUT if counts[mark])
         terminalreporter.write_line(
-            f"--quick: {counts['total']} tests left out, for the services they need ({per})"
+            f"--quick: {counts['total']} tests left out, for the services they need or as"
+            f" end-to-end ({per})"
         )

@@ -30,6 +30,9 @@ import pytest
 from tests.cli.test_cli_errors import MOO
 from tests.client_support import ROOT, client_env, moo_serve
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 README = ROOT / "README.md"
 README_URL = "ws://127.0.0.1:8765/"
 

@@ -17,6 +17,9 @@ import pytest
 from server.cli import Footprint, ServeError, check_db
 from tests.client_support import client_env, moo_serve
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 _SCRIPT = Path(sys.executable).with_name("moo")
 #: the installed console script when there is one (what people run), else the same entry point
 MOO = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli"]

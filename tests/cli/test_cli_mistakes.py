@@ -21,6 +21,9 @@ import pytest
 from tests.cli.test_cli_errors import MOO
 from tests.client_support import client_env, moo_serve
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 #: a port nothing listens on (the discard port; loopback only)
 NOBODY = "ws://127.0.0.1:9/"
 

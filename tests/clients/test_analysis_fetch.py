@@ -9,10 +9,15 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from clients.analyse import record_from_match_record
 from server.export import records
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
 from tests.patience import patience
+
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
 
 
 def _moo(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,8 +8,13 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
 from tests.patience import patience
+
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
 
 AWK_BOT = str(ROOT / "examples" / "bots" / "first_consistent.sh")
 

@@ -24,6 +24,9 @@ from tests.patience import patience
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
 FORFEITS = ("disconnect", "resign", "timeout")

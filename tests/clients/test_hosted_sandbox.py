@@ -32,6 +32,9 @@ from tests.cli.test_cli_errors import MOO
 from tests.client_support import client_env
 from tests.patience import patience
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 ENTRIES = HERE.parent / "hosted_entries"

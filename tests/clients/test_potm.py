@@ -33,6 +33,9 @@ from clients.potm.referee import (
 from clients.potm.rounds import Entry, WordPool, WordResult, play_rounds
 from moo.words import score_hits_misses
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 ENTRIES = HERE.parent / "potm_entries"

@@ -13,6 +13,9 @@ from moo.rules import DEFAULT_RULES, Response, parse_response
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
 from tests.patience import patience
 
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
+
 RULES = DEFAULT_RULES
 PROMPT = r"TYPE 4 NUMBERS\? "
 EACH = "each of the 4 digits should be one of digits 0-9"

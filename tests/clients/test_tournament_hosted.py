@@ -9,10 +9,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from server.export import records
 from tests.client_support import ROOT, client_env, moo_command
 from tests.patience import patience
 from tests.server_support import Client, running, server_settings
+
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
 
 
 async def _moo(tmp_path: Path, *args: str) -> asyncio.subprocess.Process:

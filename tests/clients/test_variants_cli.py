@@ -9,6 +9,8 @@ import random
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from bots.judge.assistant import assist
 from clients.terminal import play_solo, show_response
 from moo.mastermind import MastermindRules, mastermind_score
@@ -17,6 +19,9 @@ from server.export import records
 from tests.cli.test_cli_errors import moo, one_line
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
 from tests.patience import patience
+
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
 
 
 def test_solo_mastermind_scores_pegs() -> None:

@@ -11,6 +11,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
+
 from bots.dictionary import load_words
 from clients.terminal import Entry, parse_entry, play_solo, rules_page
 from moo.words import WordRules
@@ -18,6 +20,9 @@ from server.export import records
 from tests.cli.test_cli_errors import moo, one_line
 from tests.client_support import ROOT, client_env, moo_command, moo_serve
 from tests.patience import patience
+
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
 
 
 def test_word_entries_commands_start_with_a_question_mark() -> None:

@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -44,6 +45,9 @@ from bench.rawbot import (
     proc_fds,
 )
 from tests.patience import patience
+
+# runs programs in processes of their own: left out by ./dev test --quick
+pytestmark = pytest.mark.e2e
 
 WAIT = patience(30)
 
