@@ -2974,8 +2974,9 @@ function svg(tag, attrs = {}, ...children) {
 
 /** The rating history as an inline SVG: the rating after each pairing as a line over its 95 %
  * interval as a band (an open end of the interval reaches the chart's edge). */
-function ratingChart(history) {
-  const W = 600, H = 240, L = 48, R = 12, T = 12, B = 30;
+function ratingChart(history, width) {
+  // drawn at the box's own width (one unit a CSS pixel), so its labels keep their size on a phone
+  const W = Math.max(260, Math.round(width || 600)), H = W < 500 ? 200 : 240, L = 48, R = 12, T = 12, B = 30;
   const xs = history.map((p) => p.games);
   const finite = history.flatMap((p) => [p.rating, p.low, p.high]).filter((v) => v !== null);
   let lo = Math.min(...finite), hi = Math.max(...finite);
@@ -3053,7 +3054,8 @@ function renderBot() {
   setText($("#bot-exact"), exact);
   $("#bot-exact").hidden = !exact;
   const history = (d.history || []).filter((p) => p.rating !== null);
-  $("#bot-chart").replaceChildren(...(history.length ? [ratingChart(history)] : []));
+  const box = $("#bot-chart");
+  box.replaceChildren(...(history.length ? [ratingChart(history, box.clientWidth)] : []));
   $("#bot-chart-empty").hidden = history.length > 0;
   const opponents = d.opponents || [];
   $("#bot-opponents").replaceChildren(...opponents.map((o) => el("tr", { "data-bot": o.bot_id },
@@ -3380,6 +3382,11 @@ function renderMine() {
   if (S.mine.formError) error = S.mine.formError;
   setText($("#sf-error"), error);
   $("#mine-list").replaceChildren(...S.mine.bots.map(mineItem));
+  if (S.mine.focus) {
+    S.mine.focus = false;
+    $("#sf-file").focus({ preventScroll: true });
+    box.scrollIntoView({ block: "start" });
+  }
 }
 
 async function submitNewBot() {
@@ -3401,6 +3408,8 @@ async function submitNewBot() {
 
 function wireLadder() {
   $("#btn-refresh-ladder").addEventListener("click", refreshLadder);
+  // "Submit a bot" leads to the form on your own page (the link's route does the navigation)
+  $("#ladder-submit-link").addEventListener("click", () => { S.mine.focus = true; });
   $("#ladder-variant").addEventListener("change", () => {
     S.ladder = { rows: [], loaded: false, at: 0, error: "" };
     refreshLadder();
@@ -3612,6 +3621,7 @@ function wire() {
   window.addEventListener("popstate", applyRoute);
   window.addEventListener("resize", () => {
     updateScrollHint();
+    if (currentView() === "bot") renderBot(); // the chart is drawn at its box's width
     noticeRoom();
   });
   $("#btn-retry").addEventListener("click", () => {
