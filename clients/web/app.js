@@ -3252,6 +3252,10 @@ function ladderError(msg, ctx) {
     }
   } else if (type === "ladder_upload" || type === "ladder_submit") {
     if (ctx.job) submissionFailed(ctx.job, text);
+  } else if (type === "ladder_mine") {
+    // e.g. a cluster node, which runs no ladder yet: the server's own sentence, under the form
+    S.mine.formError = text;
+    renderMine();
   } else if (ctx.botId) {
     S.mine.busy = null;
     mineNote(ctx.botId, text, "error");
