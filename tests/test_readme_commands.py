@@ -58,6 +58,11 @@ class MyBot(Strategy):
 HOW: dict[str, tuple[str, ...]] = {
     "moo --help": ("as written",),
     "moo ladder check examples/bots/first_consistent.sh": ("as written",),
+    "moo ladder submit examples/bots/first_consistent.sh --url ws://127.0.0.1:8765/ "
+    "--name mybot": ("as written",),
+    "moo ladder show --url ws://127.0.0.1:8765/": ("as written",),
+    "moo ladder": ("help",),
+    "moo worker": ("help",),
     "moo eval strongest --vs minimum --json": ("as written",),
     "moo strategy dump minimum": ("as written",),
     "moo strategy list": ("as written",),
