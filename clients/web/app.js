@@ -81,7 +81,10 @@ const S = {
   ladder: { rows: [], loaded: false, at: 0, error: "" }, // the Ladder tab: `ladder_standings`
   bot: null,                // the bot page on screen: {id, data, error}
   // your hosted bots (`ladder_mine`), the submission under way, what the page says about each
-  mine: { bots: [], job: null, notes: {}, verdicts: {}, open: {}, busy: null, armed: null, versionFor: null, formError: "" },
+  mine: {
+    bots: [], job: null, notes: {}, verdicts: {}, open: {}, busy: null, armed: null, versionFor: null,
+    formError: "", spare: {}, // sha256 -> an upload refused at submit, still open on this connection
+  },
   focusAfterWelcome: false, // the sign-in form was sent: focus the next screen once welcomed
   notesMode: false,         // pad taps mark digits instead of typing them
   pingTimer: null,
@@ -3127,13 +3130,26 @@ async function startSubmission(file, { name = null, rules = null, botId = null }
   const problem = programProblem(file);
   if (problem) return problem;
   if (!S.welcomed || !S.ws) return "Not connected; try again in a moment.";
-  const bytes = new Uint8Array(await file.arrayBuffer());
   const job = {
-    name, rules, botId, bytes, sha256: await sha256Bytes(bytes), offset: 0, upload: null,
-    sent: 0, state: "uploading", version: null,
+    name, rules, botId, bytes: null, sha256: null, offset: 0, upload: null, sent: 0,
+    state: "uploading", version: null, reused: false,
   };
-  S.mine.job = job;
-  sendChunk(job);
+  S.mine.job = job; // at once: a second tap meanwhile is "wait for the upload under way"
+  renderMine();
+  job.bytes = new Uint8Array(await file.arrayBuffer());
+  job.sha256 = await sha256Bytes(job.bytes);
+  if (S.mine.job !== job) return null;
+  // the same program uploaded before and refused at submit (a taken name...): its upload is
+  // still open on this connection (the server keeps it), and uploads open at once are few
+  const spare = S.mine.spare[job.sha256];
+  if (spare) {
+    job.upload = spare;
+    job.offset = job.bytes.length;
+    job.reused = true;
+    submitUpload(job);
+  } else {
+    sendChunk(job);
+  }
   return null;
 }
 
@@ -3157,6 +3173,10 @@ function onUploaded(msg, ctx) {
     renderMine();
     return;
   }
+  submitUpload(job);
+}
+
+function submitUpload(job) {
   job.state = "submitting";
   const submit = { type: "ladder_submit", upload: job.upload, sha256: job.sha256 };
   if (job.botId) submit.bot_id = job.botId;
@@ -3172,6 +3192,7 @@ function onSubmitted(msg, ctx) {
   const bot = msg.bot;
   upsertMine(bot);
   const job = ctx && ctx.job;
+  if (job) delete S.mine.spare[job.sha256]; // used up
   if (job && S.mine.job === job) {
     job.state = "checking";
     job.botId = bot.bot_id;
@@ -3226,6 +3247,7 @@ function upsertMine(bot) {
 
 /** The connection closed: an upload belongs to the connection that opened it. */
 function ladderConnectionLost() {
+  S.mine.spare = {};
   const job = S.mine.job;
   if (job && job.state === "uploading") submissionFailed(job, "The connection dropped during the upload; submit again once the page is back online.");
   if (job && job.state === "submitting") submissionFailed(job, "The connection dropped while submitting: your bots below show whether it was stored.");
@@ -3251,7 +3273,18 @@ function ladderError(msg, ctx) {
       renderBot();
     }
   } else if (type === "ladder_upload" || type === "ladder_submit") {
-    if (ctx.job) submissionFailed(ctx.job, text);
+    const job = ctx.job;
+    if (!job) return;
+    if (type === "ladder_submit" && job.reused && msg.code === "unknown_upload") {
+      // the kept upload expired (10 minutes): send the program again
+      delete S.mine.spare[job.sha256];
+      Object.assign(job, { upload: null, offset: 0, reused: false, state: "uploading" });
+      sendChunk(job);
+      return;
+    }
+    // a refused submission leaves its upload open: kept for the next try of the same program
+    if (type === "ladder_submit" && msg.code !== "unknown_upload") S.mine.spare[job.sha256] = job.upload;
+    submissionFailed(job, text);
   } else if (type === "ladder_mine") {
     // e.g. a cluster node, which runs no ladder yet: the server's own sentence, under the form
     S.mine.formError = text;
@@ -3351,6 +3384,7 @@ function mineItem(bot) {
 }
 
 function uploadText(job) {
+  if (job.state === "uploading" && !job.bytes) return "Reading the file…";
   if (job.state === "uploading") return `Uploading… ${Math.round((100 * job.offset) / job.bytes.length)} %`;
   if (job.state === "submitting") return "Submitting…";
   return "";

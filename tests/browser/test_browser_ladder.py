@@ -1,19 +1,24 @@
 """Issue 30's ladder in the page, in real headless Chromium against a real ``moo serve`` with its
 own bot worker (programs checked and played in the sandbox; docs/web.md, "Ladder").
 
-A person signs in, submits a broken program from the upload form on their own player page and
-sees it refused with the check's reason, uploads a fixed version from the bot's card and sees
-it accepted; a second player's bot (submitted over the protocol) gives it games; then the
-Ladder tab lists it with its rating and interval, and its page draws the rating history as an
-SVG line over its interval band, with its opponent, its games (one of them replayed) and both
-versions. Pause, resume and withdraw (two taps) from the card. At 1280x800 and at 390x844; on
-the phone every control of the screens visited is a 44 x 44 px tap target.
+A person signs in, is told in plain words that a bot name is taken, submits a broken program
+from the upload form on their own player page (its upload, kept by the server after the refused
+submission, used again) and sees it refused with the check's reason, uploads a fixed version
+from the bot's card and sees it accepted; a second player's bot (submitted over the protocol)
+gives it games; then the Ladder tab lists it with its rating and interval, and its page draws
+the rating history as an SVG line over its interval band, with its opponent, its games (one of
+them replayed) and both versions. Pause, resume and withdraw (two taps) from the card. At
+1280x800 and at 390x844; on the phone every control of the screens visited is a 44 x 44 px tap
+target.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
+import hashlib
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +97,9 @@ def test_submit_refused_then_fixed_then_ranked_with_its_chart(
     submit_over_protocol(server.port, f"bob-{size}", f"bobbot-{size}", GOOD)
     name = f"annbot-{size}"
     page = new_page(browser, server.url, **SIZES[size])
+    sent: list[dict[str, Any]] = []  # the page's messages, as it sends them
+    page.on("websocket", lambda ws: ws.on(
+        "framesent", lambda frame: sent.append(json.loads(frame))))
     login(page, f"ann-{size}")
 
     # the Ladder tab leads to the upload form on your own player page
@@ -115,10 +123,17 @@ def test_submit_refused_then_fixed_then_ranked_with_its_chart(
     click(page, "#sf-submit")
     page.wait_for_selector("#sf-error:text-is(\"Choose the program's file first.\")")
 
-    # the broken program: refused, with the check's reason in the form and on its card
-    page.evaluate(RECORD_FORM)
+    # a name that is taken (the other player's bot) is said in plain words; the upload the
+    # server kept is used again for the next try of the same program, not sent twice
     page.set_input_files("#sf-file", {"name": "broken.sh", "mimeType": "text/plain",
                                       "buffer": BROKEN})
+    page.fill("#sf-name", f"bobbot-{size}")
+    click(page, "#sf-submit")
+    page.wait_for_selector(f"#sf-error:text-is('The name “bobbot-{size}” is taken: every bot "
+                           "plays under a player name of its own. Pick another.')")
+
+    # the broken program: refused, with the check's reason in the form and on its card
+    page.evaluate(RECORD_FORM)
     page.fill("#sf-name", name)
     click(page, "#sf-submit")
     page.wait_for_selector("#sf-error:has-text('Refused:')", timeout=GAMES_MS)
@@ -129,6 +144,13 @@ def test_submit_refused_then_fixed_then_ranked_with_its_chart(
     checking = [i for i, s in enumerate(said) if s.startswith("Checking version 1:")]
     refused = [i for i, s in enumerate(said) if "Refused:" in s]
     assert checking and refused and checking[0] < refused[0], said
+    uploads = [m for m in sent if m["type"] == "ladder_upload"]
+    submits = [m for m in sent if m["type"] == "ladder_submit"]
+    assert len(uploads) == 1 and uploads[0]["offset"] == 0, uploads
+    assert [m["name"] for m in submits] == [f"bobbot-{size}", name], submits
+    assert submits[0]["upload"] == submits[1]["upload"], submits
+    assert submits[1]["sha256"] == hashlib.sha256(BROKEN).hexdigest()
+    assert base64.b64decode(uploads[0]["data"]) == BROKEN
     bot_id = str(page.get_attribute("#mine-list .mine-bot", "data-bot"))
     card = f"#mine-list .mine-bot[data-bot='{bot_id}']"
     assert re.fullmatch(r"b[0-9a-f]{12}", bot_id), bot_id
