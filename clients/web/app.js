@@ -2883,6 +2883,18 @@ function botLink(name, id, attrs = {}) {
   return el("a", { href: botHref(id), "data-route": "", class: "link-a", ...attrs }, name);
 }
 
+/** Rebuild `container`'s content without dropping the keyboard focus: the control carrying the
+ * same `data-focus` key in the new content gets it back (the ladder and a bot's page are
+ * rebuilt every 10 s, your bots at each answer). */
+function keepFocus(container, rebuild) {
+  const active = document.activeElement;
+  const key = active && active !== container && container.contains(active) ? active.dataset.focus : null;
+  rebuild();
+  if (!key) return;
+  const again = container.querySelector(`[data-focus="${CSS.escape(key)}"]`);
+  if (again) again.focus({ preventScroll: true });
+}
+
 /** A "p/q" fraction as a percentage (the exact evaluator's scores are fractions as text). */
 function fractionPct(text) {
   const hit = /^(-?\d+)\/(\d+)$/.exec(String(text || ""));
@@ -2919,16 +2931,16 @@ function renderLadder() {
   if (currentView() !== "ladder") return;
   setText($("#ladder-error"), S.ladder.error || "");
   const rows = S.ladder.rows;
-  $("#ladder-body").replaceChildren(...rows.map((r, i) => {
+  keepFocus($("#ladder-body"), () => $("#ladder-body").replaceChildren(...rows.map((r, i) => {
     const mine = isMe(r.owner);
     const interval = intervalText(r.low, r.high);
     return el("tr", { class: mine ? "me" : null, "data-bot": r.bot_id, "data-status": r.status },
       el("td", { class: "rank", text: r.rating === null ? "–" : String(i + 1) }),
       el("th", { scope: "row", class: "player" },
-        botLink(r.bot, r.bot_id),
+        botLink(r.bot, r.bot_id, { "data-focus": `bot:${r.bot_id}` }),
         r.status === "paused" ? el("span", { class: "chip", text: "paused" }) : null,
         el("span", { class: "owner-sm", text: `by ${r.owner}` })),
-      el("td", { class: "hide-sm" }, playerLink(r.owner)),
+      el("td", { class: "hide-sm" }, playerLink(r.owner, { "data-focus": `owner:${r.bot_id}` })),
       el("td", {
         class: "num strong rating", title: interval ? `95 % interval ${interval}` : "No finished game yet",
       }, r.rating === null ? "—" : String(r.rating),
@@ -2937,7 +2949,7 @@ function renderLadder() {
       el("td", { class: "num", text: `${r.wins}–${r.draws}–${r.losses}` }),
       el("td", { class: "num hide-sm", text: String(r.forfeits) }),
       el("td", { class: "num hide-sm exact", "data-exact": (r.exact || {}).status || "", text: exactText(r.exact) }));
-  }));
+  })));
   $("#ladder-empty").hidden = !S.ladder.loaded || rows.length > 0;
   setText($("#ladder-updated"), S.ladder.at
     ? `Updated ${new Date(S.ladder.at).toLocaleTimeString()}; it refreshes itself every 10 s while on screen. Rating: a Bradley-Terry fit over every game of the ladder, 95 % interval under it.`
@@ -3024,8 +3036,12 @@ function ratingChart(history, width) {
 const RESULT_LETTERS = { win: "W", loss: "L", draw: "D" };
 
 function renderBot() {
+  if (!S.bot || currentView() !== "bot") return;
+  keepFocus($("#view-bot"), renderBotPage);
+}
+
+function renderBotPage() {
   const B = S.bot;
-  if (!B || currentView() !== "bot") return;
   const d = B.data;
   setText($("#bot-error"), B.error || "");
   $("#bot-body").hidden = !d;
@@ -3043,7 +3059,7 @@ function renderBot() {
   setText($("#bot-rating"), d.rating === null ? "—" : String(d.rating));
   setText($("#bot-interval"), d.rating === null ? "no finished game yet"
     : `95 % interval ${intervalText(d.low, d.high)}`);
-  $("#bot-facts").replaceChildren("by ", playerLink(bot.owner), ` · ${rulesLabel(bot.rules || DEFAULT_RULES)}`,
+  $("#bot-facts").replaceChildren("by ", playerLink(bot.owner, { "data-focus": "owner" }), ` · ${rulesLabel(bot.rules || DEFAULT_RULES)}`,
     bot.version ? ` · version ${bot.version} plays` : " · no version accepted yet",
     ` · submitted ${new Date(bot.created_at).toLocaleDateString()}`);
   setText($("#bot-games"), String(d.games));
@@ -3062,7 +3078,7 @@ function renderBot() {
   $("#bot-chart-empty").hidden = history.length > 0;
   const opponents = d.opponents || [];
   $("#bot-opponents").replaceChildren(...opponents.map((o) => el("tr", { "data-bot": o.bot_id },
-    el("th", { scope: "row", class: "player" }, botLink(o.bot, o.bot_id)),
+    el("th", { scope: "row", class: "player" }, botLink(o.bot, o.bot_id, { "data-focus": `opp:${o.bot_id}` })),
     el("td", { class: "num", text: String(o.games) }),
     el("td", { class: "num", text: `${o.wins}–${o.draws}–${o.losses}` }))));
   $("#bot-opp-empty").hidden = opponents.length > 0;
@@ -3072,7 +3088,7 @@ function renderBot() {
     return el("li", { class: `hrow ${g.result}`, "data-match": g.match_id },
       el("span", { class: `res ${g.result}`, title: g.result, text: RESULT_LETTERS[g.result] || "?" }),
       el("span", { class: "hrow-main" },
-        el("span", { class: "hrow-vs" }, "vs ", botLink(g.opponent, g.opponent_id)),
+        el("span", { class: "hrow-vs" }, "vs ", botLink(g.opponent, g.opponent_id, { "data-focus": `vs:${g.match_id}` })),
         el("span", { class: "hrow-meta" },
           el("span", { class: "chip", text: g.seat === 0 ? "first seat" : "second seat" }),
           el("span", { class: "chip", text: REASONS[g.reason] || g.reason || "" }),
@@ -3080,7 +3096,7 @@ function renderBot() {
           when ? el("time", { datetime: when.toISOString(), text: when.toLocaleString() }) : null)),
       el("a", {
         class: "btn small", href: `/match/${encodeURIComponent(g.match_id)}${location.search}`,
-        "data-route": "", "aria-label": `Replay the game against ${g.opponent}`,
+        "data-route": "", "aria-label": `Replay the game against ${g.opponent}`, "data-focus": `replay:${g.match_id}`,
       }, "Replay"));
   }));
   $("#bot-recent-empty").hidden = recent.length > 0;
@@ -3297,7 +3313,12 @@ function ladderError(msg, ctx) {
 }
 
 function botAction(type, botId) {
-  if (!requireOnline()) return;
+  if (S.mine.busy === botId) return; // its last request is not answered yet
+  if (!requireOnline()) {
+    mineNote(botId, "Not connected; try again in a moment.", "error");
+    renderMine();
+    return;
+  }
   S.mine.busy = botId;
   send({ type, bot_id: botId }, { botId });
   renderMine();
@@ -3320,25 +3341,42 @@ function mineItem(bot) {
   const latest = (bot.versions || [])[0];
   const withdrawn = bot.status === "withdrawn";
   const actions = el("div", { class: "row mine-actions" },
-    el("a", { class: "btn small", href: botHref(bot.bot_id), "data-route": "", "aria-label": `${bot.name}'s page` }, "Bot page"));
+    el("a", {
+      class: "btn small", href: botHref(bot.bot_id), "data-route": "", "aria-label": `${bot.name}'s page`,
+      "data-focus": `${bot.bot_id}:page`,
+    }, "Bot page"));
   if (!withdrawn) {
-    const replace = el("button", { type: "button", class: "btn small", "data-action": "version", disabled: sending || bot.checking !== null }, "New version");
+    // aria-disabled, not disabled: a button that is tapped keeps the focus while it waits
+    const held = sending || (bot.checking !== null && bot.checking !== undefined);
+    const replace = el("button", {
+      type: "button", class: "btn small", "data-action": "version", "data-focus": `${bot.bot_id}:version`,
+      "aria-disabled": held ? "true" : null,
+      title: held ? "Wait for the version being checked" : null,
+    }, "New version");
     replace.addEventListener("click", () => {
+      if (held) return;
       S.mine.versionFor = bot.bot_id;
       $("#nv-file").value = "";
       $("#nv-file").click();
     });
     actions.append(replace);
     if (bot.status === "active" || bot.status === "paused") {
-      const toggle = el("button", { type: "button", class: "btn small", "data-action": bot.status === "active" ? "pause" : "resume", disabled: busy },
+      const toggle = el("button", {
+        type: "button", class: "btn small", "data-action": bot.status === "active" ? "pause" : "resume",
+        "data-focus": `${bot.bot_id}:toggle`, "aria-disabled": busy ? "true" : null,
+      },
         bot.status === "active" ? "Pause" : "Resume");
       toggle.addEventListener("click", () => botAction(bot.status === "active" ? "ladder_pause" : "ladder_resume", bot.bot_id));
       actions.append(toggle);
     }
     const armed = S.mine.armed === bot.bot_id;
-    const withdraw = el("button", { type: "button", class: "btn small danger ghost", "data-action": "withdraw", disabled: busy },
+    const withdraw = el("button", {
+      type: "button", class: "btn small danger ghost", "data-action": "withdraw",
+      "data-focus": `${bot.bot_id}:withdraw`, "aria-disabled": busy ? "true" : null,
+    },
       armed ? "Really withdraw? Tap again" : "Withdraw");
     withdraw.addEventListener("click", () => {
+      if (S.mine.busy === bot.bot_id) return;
       if (S.mine.armed !== bot.bot_id) {
         S.mine.armed = bot.bot_id; // two taps: withdrawing is for good
         renderMine();
@@ -3357,13 +3395,16 @@ function mineItem(bot) {
   }
   const errors = bot.errors || [];
   const log = el("details", { class: "error-log" },
-    el("summary", {}, `Error log (${errors.length} lost game${errors.length === 1 ? "" : "s"})`),
+    el("summary", { "data-focus": `${bot.bot_id}:log` }, `Error log (${errors.length} lost game${errors.length === 1 ? "" : "s"})`),
     errors.length ? el("ol", { class: "error-list" }, ...errors.map((e) => el("li", { "data-match": e.match_id },
       el("span", { class: "failure", text: e.failure }),
       el("span", { class: "hrow-meta" },
         el("span", { class: "chip", text: `v${e.version}` }),
         e.ended_at ? el("time", { text: new Date(e.ended_at).toLocaleString() }) : null,
-        el("a", { class: "link-a", href: `/match/${encodeURIComponent(e.match_id)}${location.search}`, "data-route": "" }, "Replay")))))
+        el("a", {
+          class: "link-a", href: `/match/${encodeURIComponent(e.match_id)}${location.search}`, "data-route": "",
+          "data-focus": `${bot.bot_id}:replay:${e.match_id}`,
+        }, "Replay")))))
       : el("p", { class: "hint", text: "No game lost by a failure of the program." }),
     el("h3", { class: "hint", text: "Standard error, the end of its last game" }),
     el("pre", { class: "stderr", text: bot.stderr || "(nothing)" }));
@@ -3373,7 +3414,7 @@ function mineItem(bot) {
     : bot.version ? `version ${bot.version} plays` : "no version accepted";
   return el("li", { class: "mine-bot", "data-bot": bot.bot_id, "data-status": bot.status },
     el("div", { class: "mine-head" },
-      botLink(bot.name, bot.bot_id, { class: "link-a mine-name" }),
+      botLink(bot.name, bot.bot_id, { class: "link-a mine-name", "data-focus": `${bot.bot_id}:name` }),
       el("span", { class: "chip status-chip", "data-status": bot.status, text: BOT_STATUS[bot.status] || bot.status }),
       el("span", { class: "hint", text: `${rulesLabel(bot.rules || DEFAULT_RULES)} · ${state}` })),
     note ? el("p", { class: `mine-note ${note.kind}`, "data-kind": note.kind, role: "status", text: note.text }) : null,
@@ -3419,7 +3460,7 @@ function renderMine() {
   $("#sf-status").dataset.state = fromForm ? fromForm.state : "";
   if (S.mine.formError) error = S.mine.formError;
   setText($("#sf-error"), error);
-  $("#mine-list").replaceChildren(...S.mine.bots.map(mineItem));
+  keepFocus($("#mine-list"), () => $("#mine-list").replaceChildren(...S.mine.bots.map(mineItem)));
   if (S.mine.focus) {
     S.mine.focus = false;
     $("#sf-file").focus({ preventScroll: true });

@@ -228,8 +228,11 @@ def test_submit_refused_then_fixed_then_ranked_with_its_chart(
     # pause, resume, then withdraw (two taps) from its card on your page
     click(page, "#bot-facts a")
     page.wait_for_selector(f"body[data-view=player] {card}")
-    click(page, f"{card} [data-action=pause]")
+    # with the keyboard: the card is rebuilt with the answer, and the focus stays on its button
+    page.focus(f"{card} [data-action=pause]")
+    page.keyboard.press("Enter")
     page.wait_for_selector(f"{card}[data-status=paused] [data-action=resume]")
+    assert page.evaluate("() => document.activeElement.dataset.action") == "resume"
     click(page, f"{card} [data-action=resume]")
     page.wait_for_selector(f"{card}[data-status=active] [data-action=pause]")
     click(page, f"{card} .error-log summary")
