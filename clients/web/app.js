@@ -2912,7 +2912,7 @@ function exactText(exact, long = false) {
       : `${pct(min)} / ${pct(str)}`;
   }
   if (e.status === "pending") return long ? "Exact score: being computed." : "computing…";
-  if (e.status === "not_deterministic") return long ? "No exact score: the program plays differently from run to run." : "not determ.";
+  if (e.status === "not_deterministic") return long ? "No exact score: the program plays differently from run to run." : "not deterministic";
   return long ? "" : "—";
 }
 
@@ -3154,7 +3154,7 @@ async function startSubmission(file, { name = null, rules = null, botId = null }
   renderMine();
   job.bytes = new Uint8Array(await file.arrayBuffer());
   job.sha256 = await sha256Bytes(job.bytes);
-  if (S.mine.job !== job) return null;
+  if (S.mine.job !== job || job.state !== "uploading") return null; // e.g. the connection dropped
   // the same program uploaded before and refused at submit (a taken name...): its upload is
   // still open on this connection (the server keeps it), and uploads open at once are few
   const spare = S.mine.spare[job.sha256];
@@ -3170,7 +3170,7 @@ async function startSubmission(file, { name = null, rules = null, botId = null }
 }
 
 function sendChunk(job) {
-  if (S.mine.job !== job) return;
+  if (S.mine.job !== job || job.state !== "uploading") return;
   const end = Math.min(job.bytes.length, job.offset + CHUNK_BYTES);
   const msg = { type: "ladder_upload", offset: job.offset, data: b64(job.bytes.subarray(job.offset, end)) };
   if (job.upload) msg.upload = job.upload;
