@@ -36,7 +36,7 @@ from server.heartbeat import Heartbeat
 from server.history import History
 from server.hosted import bot_player_name
 from server.http import HttpFront, response, text_response
-from server.ladder import LadderService, default_fit
+from server.ladder import LadderService
 from server.lobby import Lobby
 from server.matches import LobbyService, MatchService
 from server.metrics import CONTENT_TYPE, Metrics
@@ -122,7 +122,6 @@ class App:
             self.arena,
             self.router.lobby.lobby if self.router is not None else self._lobby(),
             self.store,
-            default_fit,
             reserved=self.reserved_names,
             worker_key=self.worker_key,
             lease_ms=settings.ladder_lease_ms,

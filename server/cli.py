@@ -284,8 +284,11 @@ async def start_worker(settings: Settings, port: int,
     env = {**os.environ, "MOO_WORKER_KEY": key}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "cli.main", "worker", "--url", f"ws://{host}:{port}/",
-        "--slots", str(slots), "--name", "own", "--nice", "10", env=env,
-        cwd=str(Path(__file__).resolve().parents[1]),
+        "--slots", str(slots), "--name", "own", "--nice", "10", "--exit-with-parent",
+        env=env, cwd=str(Path(__file__).resolve().parents[1]),
+        # its standard input is this pipe: when this process ends, however (even killed),
+        # the pipe closes and the worker stops
+        stdin=asyncio.subprocess.PIPE,
     )
     logging.getLogger("moo.server").info(
         "bot worker started (pid %d, %d slots, nice 10)", proc.pid, slots)
@@ -293,6 +296,8 @@ async def start_worker(settings: Settings, port: int,
 
 
 async def stop_worker(proc: asyncio.subprocess.Process) -> None:
+    if proc.stdin is not None:
+        proc.stdin.close()
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()

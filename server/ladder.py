@@ -34,8 +34,10 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Protocol
 
+from moo.bradley_terry import fit as bradley_terry
 from moo.errors import (
     BadCredentials,
     InvalidName,
@@ -49,6 +51,7 @@ from moo.errors import (
     UnknownUpload,
 )
 from moo.match import Event, Match
+from moo.rules import DEFAULT_RULES
 from moo.variants import rules_from_dict, rules_spec
 from server.accounts import hash_token, new_token
 from server.arena import Arena
@@ -57,7 +60,7 @@ from server.lobby import Lobby
 from server.matches import Follower, TournamentGame
 from server.storage import Store
 
-__all__ = ["LadderService", "Rating", "default_fit", "valid_bot_name"]
+__all__ = ["LadderService", "Rating", "valid_bot_name"]
 
 log = logging.getLogger("moo.ladder")
 
@@ -82,13 +85,6 @@ WORKER_GONE = "disconnect: its worker stopped during the game"
 FORFEIT_REASONS = frozenset(("disconnect", "timeout"))
 
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-
-
-def default_fit(games: Sequence[tuple[str, str, float]]) -> Mapping[str, Rating]:
-    """The ladder's rating fit: ``moo.bradley_terry.fit`` (docs/ladder.md, "Ratings")."""
-    from moo.bradley_terry import fit
-
-    return fit(games)
 
 
 def valid_bot_name(name: str) -> bool:
@@ -237,7 +233,7 @@ class LadderService:
         arena: Arena,
         lobby: Lobby,
         store: Store,
-        fit: Fit,
+        fit: Fit = bradley_terry,
         *,
         reserved: set[str],
         worker_key: str,
@@ -253,10 +249,11 @@ class LadderService:
         self.arena = arena
         self.lobby = lobby
         self.store = store
-        self.fit = fit
         self.worker_key = worker_key
         self.lease_ms = lease_ms
         self.clock = clock or arena.clock
+        #: the rating fit over all of a ladder's games (moo.bradley_terry)
+        self.fit = fit
         #: told each finished pairing's standings change (MQTT: server/publisher.py)
         self.publish = publish
         self.bots: dict[str, LadderBot] = {}
@@ -663,6 +660,7 @@ class LadderService:
     async def _job_message(self, job_id: str, kind: str,
                            payload: dict[str, Any]) -> dict[str, Any]:
         if kind == "play":
+            await self._create_games(payload)
             bots = []
             for bot_id, version in zip(payload["bots"], payload["versions"], strict=True):
                 bot = self.bots[bot_id]
@@ -698,6 +696,7 @@ class LadderService:
             raise UnknownJob(f"job {job_id!r} is not yours (any more)")
         if kind == "check" and not isinstance(msg.get("accepted"), bool):
             raise SchemaError("a check's 'worker_done' needs field 'accepted'")
+        exact = _exact_values(msg.get("exact")) if kind == "eval" else None
         row = await self.store.ladder_job_done(job_id, worker.worker_id)
         worker.jobs.pop(job_id, None)
         if row is None:
@@ -707,7 +706,8 @@ class LadderService:
             await self._verdict(payload["bot_id"], payload["version"], msg["accepted"],
                                 str(msg.get("reason") or ""))
         elif kind == "eval":
-            await self._evaluated(payload["bot_id"], payload["version"], msg)
+            await self._evaluated(payload["bot_id"], payload["version"], exact,
+                                  str(msg.get("reason") or ""))
         else:
             self.playing.pop(job_id, None)
         return {"type": "worker_noted", "job_id": job_id}
@@ -740,21 +740,19 @@ class LadderService:
         if job is not None:
             self._nudge()
 
-    async def _evaluated(self, bot_id: str, version: int, msg: dict[str, Any]) -> None:
+    async def _evaluated(self, bot_id: str, version: int, exact: dict[str, str] | None,
+                         reason: str) -> None:
         bot = self.bots[bot_id]
         if bot.version != version:
             return  # a newer version plays now; its own eval job says
-        exact = msg.get("exact")
-        if isinstance(exact, dict):
-            values = {k: exact.get(k) for k in ("vs_minimum", "vs_strongest", "average")}
-            if not all(isinstance(v, str) and len(v) <= 64 for v in values.values()):
-                raise SchemaError("field 'exact' needs vs_minimum, vs_strongest and average as "
-                                  "'p/q' text")
-            bot.exact = {"status": "computed", **values}
-        elif msg.get("reason") == "not_deterministic":
-            bot.exact = _exact_status("not_deterministic")
+        if exact is not None:
+            bot.exact = {"status": "computed", **exact, "reason": ""}
         else:
-            bot.exact = _exact_status("not_computed")
+            # no exact score: the variant has no trees to score against, or the program
+            # has no single tree (it draws random numbers, adapts, fails)
+            classic = bot.family == rules_spec(DEFAULT_RULES)
+            bot.exact = _exact_status("not_deterministic" if classic else "not_computed",
+                                      reason)
         await self.store.ladder_update_bot(bot.update_row())
 
     def _job(self, kind: str, payload: dict[str, Any], now: int) -> tuple[Any, ...]:
@@ -807,7 +805,9 @@ class LadderService:
         return met
 
     async def _start_pairing(self, family: str, a: LadderBot, b: LadderBot) -> None:
-        """Write-ahead: the two games and the play job are stored, then the matches start."""
+        """The two games and their play job, stored. The matches themselves start when a
+        worker claims the job (:meth:`_create_games`), so that no seat waits for a worker
+        busy elsewhere (its grace would run out)."""
         assert a.version is not None and b.version is not None
         rules = rules_from_dict(dict(a.rules))
         codes = rules.secrets
@@ -822,26 +822,39 @@ class LadderService:
                        now),
         ]
         job = self._job("play", {"bots": [a.bot_id, b.bot_id], "versions": [a.version,
-                                 b.version], "matches": ids, "rules": dict(a.rules)}, now)
+                                 b.version], "matches": ids, "rules": dict(a.rules),
+                                 "secrets": list(pair_secrets)}, now)
         await self.store.ladder_add_pairing(
             [(g.match_id, family, pairing, g.bots[0], g.bots[1], g.versions[0], g.versions[1],
               now) for g in games], job)
         for g in games:
             self.games[g.match_id] = g
         self.playing[job[0]] = ids
-        players = [(a.name, b.name), (b.name, a.name)]
-        for g, names, codes_ in zip(games, players, (pair_secrets, pair_secrets[::-1]),
-                                    strict=True):
+        log.info("ladder %s: %s vs %s (%s)", family, a.name, b.name, pairing)
+        self._nudge()
+
+    async def _create_games(self, payload: dict[str, Any]) -> None:
+        """A claimed play job's two matches, started now: ordinary rated matches with the
+        pairing's two secrets, the seats swapped (a bot's seat is away until the worker's
+        connection for it says hello, a moment later)."""
+        rules = rules_from_dict(dict(payload["rules"]))
+        pair = tuple(payload["secrets"])
+        for n, match_id in enumerate(payload["matches"]):
+            g = self.games[match_id]
+            if g.finished or self.arena.is_live(match_id):
+                continue
+            names = (self.bots[g.bots[0]].name, self.bots[g.bots[1]].name)
+            codes = (pair[0], pair[1]) if n == 0 else (pair[1], pair[0])
             try:
                 self.lobby.start(
                     names, (self.lobby.online.get(names[0]), self.lobby.online.get(names[1])),
                     "lockstep", rated=True, rules=rules,
-                    tournament=TournamentGame(None, g.match_id, codes_, ladder=family))
+                    tournament=TournamentGame(None, match_id, codes, ladder=g.family))
             except MooError as exc:  # the server is stopping: the game never was
-                log.warning("ladder: game %s could not start: %s", g.match_id, exc)
-                await self._end(g, now, None, "disconnect")
-        log.info("ladder %s: %s vs %s (%s)", family, a.name, b.name, pairing)
-        self._nudge()
+                log.warning("ladder: game %s could not start: %s", match_id, exc)
+                g.void = True
+                await self.store.ladder_void([match_id])
+                await self._end(g, self.clock(), None, "disconnect")
 
     # -- results -------------------------------------------------------------------------------
     def on_events(self, match: Match, events: list[Event]) -> None:
@@ -949,8 +962,25 @@ def _round(value: float | None) -> int | None:
     return None if value is None else round(value)
 
 
-def _exact_status(status: str) -> dict[str, Any]:
-    return {"status": status, "vs_minimum": None, "vs_strongest": None, "average": None}
+def _exact_values(exact: Any) -> dict[str, str] | None:
+    """A worker's exact scores, checked: three fractions as ``p/q`` text (None: none)."""
+    if exact is None:
+        return None
+    values = {k: exact.get(k) for k in ("vs_minimum", "vs_strongest", "average")}
+    for value in values.values():
+        if not isinstance(value, str) or len(value) > 64:
+            raise SchemaError("field 'exact' needs vs_minimum, vs_strongest and average as "
+                              "'p/q' text")
+        try:
+            Fraction(value)
+        except (ValueError, ZeroDivisionError):
+            raise SchemaError(f"field 'exact': {value!r} is not a fraction 'p/q'") from None
+    return {k: str(v) for k, v in values.items()}
+
+
+def _exact_status(status: str, reason: str = "") -> dict[str, Any]:
+    return {"status": status, "vs_minimum": None, "vs_strongest": None, "average": None,
+            "reason": reason}
 
 
 def _player(conn: Follower) -> str:

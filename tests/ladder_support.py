@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "tests" / "hosted_entries" / "consistent.py").read_bytes()
 #: a program that answers the protocol's hello with garbage
 BROKEN = b"#!/bin/sh\necho hello\n"
-
-
-@dataclass(frozen=True)
-class _Rated:
-    rating: float
-    low: float
-    high: float
-
-
-def temporary_stand_in_fit(games: Sequence[tuple[str, str, float]]) -> Mapping[str, _Rated]:
-    """A TEMPORARY stand-in for ``moo.bradley_terry.fit`` (written by another branch, not on
-    main yet): 1500 plus 100 per point of score above half, +-200. Only for these tests, so
-    that the ladder's bookkeeping is tested before the real fit is merged."""
-    score: dict[str, float] = {}
-    played: dict[str, int] = {}
-    for a, b, s in games:
-        score[a] = score.get(a, 0.0) + s
-        score[b] = score.get(b, 0.0) + 1 - s
-        played[a] = played.get(a, 0) + 1
-        played[b] = played.get(b, 0) + 1
-    out = {}
-    for name, points in score.items():
-        rating = 1500 + 100 * (points - played[name] / 2)
-        out[name] = _Rated(rating, rating - 200, rating + 200)
-    return out
 
 
 async def upload(client: Client, program: bytes, chunk: int = 2304) -> str:

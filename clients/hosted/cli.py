@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -331,9 +332,13 @@ def main_show(args: argparse.Namespace) -> int:
     for rank, row in enumerate(reply["standings"], 1):
         rating = "-" if row["rating"] is None else (
             f"{row['rating']} [{_bound(row['low'])}, {_bound(row['high'])}]")
+        exact = row.get("exact") or {}
+        scores = (f"  exact: {float(Fraction(exact['vs_minimum'])):.4f} vs minimum, "
+                  f"{float(Fraction(exact['vs_strongest'])):.4f} vs strongest"
+                  if exact.get("status") == "computed" else "")
         print(f"{rank:>3}. {row['bot']:<24} {row['owner']:<24} {rating:<20} "
               f"{row['games']} games +{row['wins']} ={row['draws']} -{row['losses']}"
-              f" ({row['forfeits']} forfeits)")
+              f" ({row['forfeits']} forfeits){scores}")
     return 0
 
 

@@ -5,8 +5,7 @@ configuration instead of ``hello`` (docs/protocol.md, "Bot workers"), and then c
 while it has free slots: it checks new versions (clients/hosted/compliance.py), plays ladder
 pairings (each bot through a connection of its own signed in as the bot, its program in the
 sandbox speaking docs/bot-protocol.md: clients/hosted/program.py, clients/botrunner.py), and
-computes the exact score of deterministic programs when this checkout has the evaluator
-(``clients.hosted.exact``; otherwise it says ``not_computed``).
+computes the exact scores of deterministic programs (clients/hosted/exact.py).
 
 Every job holds a lease that the worker renews while it works; a worker that dies stops
 renewing, and the server lets its claims go (docs/ladder.md says what happens to them).
@@ -20,13 +19,14 @@ import argparse
 import asyncio
 import base64
 import contextlib
-import importlib
 import itertools
 import logging
 import os
 import random
 import sys
+import threading
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from clients.botrunner import play_match
@@ -36,6 +36,7 @@ from moo.errors import UsageError
 from moo.variants import rules_from_dict
 
 from .compliance import check_submission
+from .exact import exact_result
 from .program import hosted_bot
 from .sandbox import SandboxedProgram
 
@@ -53,6 +54,9 @@ STDERR_CHARS = 1500
 LINE_CHARS = 1000
 #: seconds for one game's whole play (the sandbox bounds every answer; this bounds the rest)
 GAME_TIMEOUT_S = 3600.0
+#: seconds for the server's answer to one of the worker's requests (a request refused for the
+#: rate is answered without ``ref``: it would never be answered otherwise)
+REQUEST_TIMEOUT_S = 60.0
 
 
 class WorkerError(Exception):
@@ -97,7 +101,13 @@ class _Control:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.pending[ref] = fut
         await self.wire.send({**msg, "id": ref})
-        reply = await fut
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                reply = await fut
+        except TimeoutError:
+            self.pending.pop(ref, None)
+            raise ConnectionLost(f"no answer to {msg['type']} in {REQUEST_TIMEOUT_S:g} s"
+                                 ) from None
         if reply.get("type") == "error":
             raise _Refused(str(reply.get("code")), str(reply.get("message")))
         return reply
@@ -212,21 +222,19 @@ async def _renew(control: _Control, job_id: str) -> None:
 
 
 async def _evaluate(job: dict[str, Any]) -> dict[str, Any]:
-    """The exact score of a deterministic program, when this checkout has the evaluator."""
-    try:
-        exact = importlib.import_module("clients.hosted.exact")
-    except ImportError:
-        return {"reason": "not_computed"}
+    """The exact scores of a deterministic program (clients/hosted/exact.py), or why there
+    are none, in one line."""
     rules = rules_from_dict(dict(job["rules"]))
-    scores = await asyncio.to_thread(exact.exact_scores, base64.b64decode(job["program"]),
-                                     rules)
-    if scores is None:
-        return {"reason": "not_deterministic"}
-    return {"exact": {k: _fraction(getattr(scores, k))
-                      for k in ("vs_minimum", "vs_strongest", "average")}}
+    result = await exact_result(base64.b64decode(job["program"]), rules)
+    if result.scores is None:
+        return {"reason": result.reason[:LINE_CHARS] or "no exact score"}
+    scores = result.scores
+    return {"exact": {"vs_minimum": _fraction(scores.vs_minimum),
+                      "vs_strongest": _fraction(scores.vs_strongest),
+                      "average": _fraction(scores.average)}}
 
 
-def _fraction(value: Any) -> str:
+def _fraction(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
@@ -289,9 +297,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slots", type=int, default=1,
                         help="jobs run at once, about one core each (1-64, default 1)")
     parser.add_argument("--name", default="", help="this worker's name in the server's log")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="stop when standard input closes (moo serve starts its own "
+                             "worker so: it ends with the server, even one killed)")
     parser.add_argument("--nice", type=int, default=10,
                         help="run at this niceness (0-19, default 10), so that people's "
                              "matches on the same machine come first")
+
+
+async def _main(args: argparse.Namespace, key: str) -> None:
+    stop = asyncio.Event()
+    if args.exit_with_parent:
+        loop = asyncio.get_running_loop()
+
+        def watch() -> None:  # blocks until the parent's end of the pipe closes
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdin.buffer.read()
+            loop.call_soon_threadsafe(stop.set)
+
+        threading.Thread(target=watch, name="moo-worker-parent", daemon=True).start()
+    await run_worker(args.url, key, args.slots, name=args.name, stop=stop)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -310,7 +335,7 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(run_worker(args.url, key, args.slots, name=args.name))
+        asyncio.run(_main(args, key))
     except WorkerError as exc:
         print(f"moo worker: {exc}", file=sys.stderr)
         return 1

@@ -8,15 +8,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from clients.hosted.worker import run_worker
-from server.app import App
-from tests.client_support import client_env
+from tests.client_support import ROOT, client_env
 from tests.cluster_support import until
-from tests.ladder_support import BROKEN, GOOD, temporary_stand_in_fit
+from tests.ladder_support import BROKEN, GOOD
 from tests.patience import patience
 from tests.server_support import Client, running, server_settings
 
@@ -38,14 +38,9 @@ async def moo(tmp_path: Path, *args: str) -> tuple[int, list[str], str]:
     return proc.returncode, out.decode().splitlines(), err.decode()
 
 
-def _ladder(app: App) -> App:
-    app.ladder.fit = temporary_stand_in_fit
-    return app
-
 
 async def test_submit_refused_fixed_then_rated_from_the_command_line(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path, ladder_worker_key=KEY)) as app:
-        _ladder(app)
         url = f"ws://127.0.0.1:{app.port}/"
         viewer = await Client.hello(app.port, "viewer", bot=True)
         stop = asyncio.Event()
@@ -119,7 +114,6 @@ async def test_submit_refused_fixed_then_rated_from_the_command_line(tmp_path: P
 async def test_a_worker_stopped_mid_game_leaves_no_game_stuck(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path, ladder_worker_key=KEY,
                                        grace_ms=300)) as app:
-        _ladder(app)
         url = f"ws://127.0.0.1:{app.port}/"
         ann = await Client.hello(app.port, "watcher", bot=True)
         worker = asyncio.create_task(run_worker(url, KEY, 1))
@@ -163,6 +157,35 @@ async def test_a_worker_stopped_mid_game_leaves_no_game_stuck(tmp_path: Path) ->
         finally:
             stop.set()
             await again
+
+
+async def test_a_deterministic_bot_gets_the_exact_scores_of_moo_eval(tmp_path: Path) -> None:
+    """examples/ladder/minimum.py plays the shipped minimum tree: against minimum it scores
+    exactly 1/2, and its average is minimum's 26274 guesses over the 5040 secrets."""
+    async with running(server_settings(tmp_path, ladder_worker_key=KEY)) as app:
+        url = f"ws://127.0.0.1:{app.port}/"
+        stop = asyncio.Event()
+        worker = asyncio.create_task(run_worker(url, KEY, 1, stop=stop))
+        try:
+            program = ROOT / "examples" / "ladder" / "minimum.py"
+            rc, out, err = await moo(tmp_path, "ladder", "submit", str(program), "--url", url,
+                                     "--name", "mini", "--as", "ann")
+            assert rc == 0, (out, err)
+            bot = app.ladder.bots[out[-1]]
+
+            async def evaluated() -> bool:
+                return bool(bot.exact["status"] != "pending")
+
+            await until(evaluated, 300, "the exact evaluation")
+            assert bot.exact == {"status": "computed", "vs_minimum": "1/2",
+                                 "vs_strongest": bot.exact["vs_strongest"],
+                                 "average": "4379/840", "reason": ""}
+            assert Fraction(bot.exact["vs_strongest"]) < Fraction(1, 2)
+            rc, out, err = await moo(tmp_path, "ladder", "show", "--url", url, "--as", "ann")
+            assert rc == 0 and "exact: 0.5000 vs minimum" in out[-1], (out, err)
+        finally:
+            stop.set()
+            await worker
 
 
 def _file(tmp_path: Path) -> Path:
@@ -218,3 +241,56 @@ def test_every_ladder_action_has_help(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=client_env(tmp_path),
                           timeout=patience(60))
     assert proc.returncode == 0 and "--slots" in proc.stdout
+
+
+def test_moo_serve_runs_its_own_worker_which_ends_with_it_even_killed(tmp_path: Path) -> None:
+    """A fresh ``moo serve`` starts a bot worker (a child at nice 10) that joins the ladder;
+    killed with SIGKILL, the server cannot stop it, and the worker ends by itself (its
+    standard input, the server's pipe, closes)."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--port", "0", "--db",
+         str(tmp_path / "own.sqlite3"), "--log-level", "INFO"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=client_env(tmp_path))
+    assert proc.stderr is not None
+    joined = threading.Event()
+    pids: list[int] = []
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            started = re.search(r"bot worker started \(pid (\d+), (\d+) slots, nice 10\)", line)
+            if started:
+                pids.append(int(started.group(1)))
+            if "(own) joined" in line:
+                joined.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        assert joined.wait(patience(60)), "the server's own worker never joined"
+        assert len(pids) == 1
+        worker = pids[0]
+        assert os.getpriority(os.PRIO_PROCESS, worker) >= 10
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(patience(30))
+        deadline = time.monotonic() + patience(30)
+        while Path(f"/proc/{worker}").exists() and not _zombie(worker):
+            assert time.monotonic() < deadline, "the worker outlived its killed server"
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True

@@ -65,7 +65,8 @@ async def server(tmp_path: Path, **env: str) -> AsyncIterator[ServerProcess]:
     proc = ServerProcess(
         tmp_path / "hostile.sqlite3",
         free_port(),
-        env={"MOO_SQLITE_SYNCHRONOUS": "NORMAL", **env},
+        # no bot worker of its own: these tests count the server's connections
+        env={"MOO_SQLITE_SYNCHRONOUS": "NORMAL", "MOO_LADDER_WORKER": "false", **env},
     )
     await proc.start(patience(60))
     try:

@@ -24,7 +24,6 @@ from tests.ladder_support import (
     claim,
     play_pairing,
     submit,
-    temporary_stand_in_fit,
     upload,
     worker,
 )
@@ -34,10 +33,6 @@ from tests.server_support import Client, running, server_settings
 def _settings(tmp_path: Path, **overrides: Any) -> Any:
     return server_settings(tmp_path, ladder_worker_key="k", **overrides)
 
-
-def _ladder(app: App) -> App:
-    app.ladder.fit = temporary_stand_in_fit
-    return app
 
 
 async def _two_active(app: App, ann: Client, w: Client) -> tuple[str, str]:
@@ -88,14 +83,17 @@ async def test_submit_refused_with_the_reason_then_a_fixed_version_is_accepted(
         told = await ann.of_type("ladder_checked")
         assert told["accepted"] is True and told["reason"] == "" and told["version"] == 2
         assert told["bot"]["status"] == "active" and told["bot"]["version"] == 2
-        # its exact evaluation is asked for; a worker without the evaluator says so
+        # its exact evaluation is asked for: a program that plays at random has none
+        assert told["bot"]["exact"]["status"] == "pending"
         job = await claim(w)
         assert job is not None and job["kind"] == "eval" and job["version"] == 2
         await w.request({"type": "worker_done", "job_id": job["job_id"],
-                         "reason": "not_computed"})
+                         "reason": "no single tree: two games that share the responses"})
         mine = (await ann.request({"type": "ladder_mine"}))["bots"]
         assert [v["check"] for v in mine[0]["versions"]] == ["accepted", "refused"]
-        assert mine[0]["exact"]["status"] == "not_computed"
+        assert mine[0]["exact"] == {
+            "status": "not_deterministic", "vs_minimum": None, "vs_strongest": None,
+            "average": None, "reason": "no single tree: two games that share the responses"}
         # a refused later version leaves the bot playing its accepted one
         await submit(ann, BROKEN, bot_id=bot["bot_id"])
         await check(w, False, "crash: no")
@@ -106,7 +104,6 @@ async def test_submit_refused_with_the_reason_then_a_fixed_version_is_accepted(
 
 async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) -> None:
     async with running(_settings(tmp_path)) as app:
-        _ladder(app)
         ann = await Client.hello(app.port, "ann")
         w = await worker(app.port)
         alpha, beta = await _two_active(app, ann, w)
@@ -184,7 +181,6 @@ async def test_two_bots_are_paired_played_both_ways_and_rated(tmp_path: Path) ->
 
 async def test_pause_and_withdraw_stop_pairing_resume_starts_it_again(tmp_path: Path) -> None:
     async with running(_settings(tmp_path)) as app:
-        _ladder(app)
         ann = await Client.hello(app.port, "ann")
         w = await worker(app.port)
         alpha, beta = await _two_active(app, ann, w)
@@ -192,14 +188,19 @@ async def test_pause_and_withdraw_stop_pairing_resume_starts_it_again(tmp_path: 
         assert paused["type"] == "ladder_status" and paused["bot"]["status"] == "paused"
         again = await ann.request({"type": "ladder_pause", "bot_id": alpha})
         assert again["bot"]["status"] == "paused"  # idempotent
-        for _ in range(2):  # the evals, then nothing: alpha is paused
+        exact = {"vs_minimum": "1/2", "vs_strongest": "2383/5040", "average": "4379/840"}
+        for _ in range(2):  # the evals (exact scores), then nothing: alpha is paused
             job = await claim(w)
             assert job is not None and job["kind"] == "eval"
-            await w.request({"type": "worker_done", "job_id": job["job_id"]})
+            bad = await w.request({"type": "worker_done", "job_id": job["job_id"],
+                                   "exact": {"vs_minimum": 0.5}})
+            assert bad["code"] == "bad_field" and "p/q" in bad["message"]
+            await w.request({"type": "worker_done", "job_id": job["job_id"], "exact": exact})
         await app.ladder.tick()
         assert await claim(w) is None
         rows = (await ann.request({"type": "ladder_show"}))["standings"]
         assert {r["bot"]: r["status"] for r in rows} == {"alpha": "paused", "beta": "active"}
+        assert all(r["exact"] == {"status": "computed", **exact, "reason": ""} for r in rows)
         resumed = await ann.request({"type": "ladder_resume", "bot_id": alpha})
         assert resumed["bot"]["status"] == "active"
         await app.ladder.tick()
@@ -222,7 +223,6 @@ async def test_pause_and_withdraw_stop_pairing_resume_starts_it_again(tmp_path: 
 
 async def test_a_worker_gone_mid_game_leaves_no_game_stuck(tmp_path: Path) -> None:
     async with running(_settings(tmp_path, grace_ms=200)) as app:
-        _ladder(app)
         ann = await Client.hello(app.port, "ann")
         w = await worker(app.port)
         await _two_active(app, ann, w)
@@ -239,9 +239,9 @@ async def test_a_worker_gone_mid_game_leaves_no_game_stuck(tmp_path: Path) -> No
         await bots[0].event(first, "started")
         await bots[0].send({"type": "guess", "match_id": first, "guess": "0123", "n": 1})
         await bots[0].event(first, "guess", seat=0)
-        # the worker dies: its connection and the bots' close
-        for conn in (*bots, w):
-            await conn.close()
+        # the worker dies: its connection and the bots' drop at once (no closing handshake)
+        for conn in (w, *bots):
+            conn.ws.transport.abort()
 
         async def settled() -> bool:
             games = [app.ladder.games[m] for m in job["matches"]]

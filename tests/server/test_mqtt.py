@@ -19,6 +19,7 @@ from clients.tournament.runner import make_plan, run_tournament
 from moo.mqtt import decode_payload, parse_mqtt_url
 from server.app import App
 from server.publisher import Publisher
+from tests.ladder_support import GOOD, check, claim, play_pairing, submit, worker
 from tests.mqtt_support import WAIT, Broker
 from tests.patience import patience
 from tests.server_support import Client, running, server_settings
@@ -359,3 +360,39 @@ async def test_a_hosted_tournament_is_published_retained_with_its_games_results(
         async with Subscriber(broker.port) as late:
             kept = await late.wait_for(topic)
             assert kept["status"] == "finished"
+
+
+async def test_a_ladder_pairing_is_published_retained_with_the_standings(
+    broker: Broker, tmp_path: Path,
+) -> None:
+    """docs/mqtt.md: ``moo/v1/ladder/{family}/results`` (retained) after each pairing: its two
+    games and the standings after them."""
+    async with broker_and_server(broker, tmp_path, ladder_worker_key="k") as (broker, app):
+        async with Subscriber(broker.port) as sub:
+            ann = await Client.hello(app.port, "ann")
+            w = await worker(app.port)
+            for name in ("qa", "qb"):
+                await submit(ann, GOOD, name=name)
+            for _ in range(2):
+                await check(w, True)
+            for _ in range(2):  # the exact evaluations
+                job = await claim(w)
+                assert job is not None
+                await w.request({"type": "worker_done", "job_id": job["job_id"],
+                                 "reason": "not deterministic"})
+            await app.ladder.tick()
+            job = await claim(w)
+            assert job is not None and job["kind"] == "play"
+            winner = next(i for i, b in enumerate(job["bots"]) if b["player"] == "qa")
+            await play_pairing(app.port, job, winner)
+            topic = "moo/v1/ladder/moo:4:0123456789/results"
+            published = await sub.wait_for(topic)
+            assert [g["match_id"] for g in published["games"]] == job["matches"]
+            assert all(g["winner"] is not None and g["reason"] == "solved"
+                       for g in published["games"])
+            rows = {r["bot"]: r for r in published["standings"]}
+            assert (rows["qa"]["wins"], rows["qb"]["losses"]) == (2, 2)
+            assert rows["qa"]["rating"] > rows["qb"]["rating"]
+        async with Subscriber(broker.port) as late:
+            kept = await late.wait_for(topic)
+            assert kept["pairing"] == published["pairing"]
