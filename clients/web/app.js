@@ -81,15 +81,21 @@ const S = {
   ladder: { rows: [], loaded: false, at: 0, error: "" }, // the Ladder tab: `ladder_standings`
   bot: null,                // the bot page on screen: {id, data, error}
   // your hosted bots (`ladder_mine`), the submission under way, what the page says about each
-  mine: {
-    bots: [], job: null, notes: {}, verdicts: {}, open: {}, busy: null, armed: null, versionFor: null,
-    formError: "", spare: {}, // sha256 -> an upload refused at submit, still open on this connection
-  },
+  mine: newMine(""),
   focusAfterWelcome: false, // the sign-in form was sent: focus the next screen once welcomed
   notesMode: false,         // pad taps mark digits instead of typing them
   pingTimer: null,
   tickTimer: null,
 };
+
+/** Your hosted bots and what the page is doing with them (the Ladder section below). */
+function newMine(owner) {
+  return {
+    owner, bots: [], job: null, notes: {}, verdicts: {}, open: {}, busy: null, armed: null,
+    versionFor: null, formError: "",
+    spare: {}, // sha256 -> an upload refused at submit, still open on this connection
+  };
+}
 
 function newMatch(id, seat, watch = seat === null) {
   return {
@@ -386,6 +392,8 @@ function onWelcome(msg) {
   banner("");
   setConn("online");
   S.name = msg.name;
+  // another name in this tab: the bots and notes of the previous one are not this one's
+  if (!sameName(S.mine.owner, msg.name)) S.mine = newMine(msg.name);
   S.password = null;
   $("#password-input").value = "";
   S.secured = msg.secured === true;
