@@ -469,12 +469,15 @@ LADDER_INSERT_JOB = Query(
     "INSERT INTO ladder_jobs(job_id, kind, payload, state, created_ms)"
     " VALUES (?, ?, ?, 'queued', ?)"
 )
-#: the oldest queued job, claimed by one worker: on PostgreSQL the row is locked and skipped
-#: by every other claim running at the same moment ({skip_locked})
+#: the next queued job, claimed by one worker: on PostgreSQL the row is locked and skipped by
+#: every other claim running at the same moment ({skip_locked}). Checks first (their authors
+#: wait for the verdict), then games, then exact evaluations (minutes each, nobody waits);
+#: the oldest first within a kind
 LADDER_CLAIM = Query(
     "UPDATE ladder_jobs SET state = 'claimed', worker = ?, lease_until = ?"
     " WHERE job_id = (SELECT job_id FROM ladder_jobs WHERE state = 'queued'"
-    " ORDER BY created_ms, job_id LIMIT 1{skip_locked})"
+    " ORDER BY CASE kind WHEN 'check' THEN 0 WHEN 'play' THEN 1 ELSE 2 END, created_ms,"
+    " job_id LIMIT 1{skip_locked})"
     f" RETURNING {LADDER_JOB_COLUMNS}"
 )
 LADDER_RENEW = Query(

@@ -117,3 +117,16 @@ async def test_the_ladder_on_each_backend(db: str, tmp_path: Path) -> None:
     async with running(settings) as app:  # read back after a restart
         assert app.ladder.bots[bot_id].status == "active"
         assert app.ladder.bots[bot_id].version == 1
+
+
+async def test_checks_are_claimed_before_games_and_games_before_evaluations(
+        store: Store) -> None:
+    await store.ladder_add_pairing([], ("e1", "eval", "{}", 1000))
+    await store.ladder_add_pairing([], ("p1", "play", "{}", 2000))
+    await store.ladder_add_pairing([], ("c1", "check", "{}", 3000))
+    await store.ladder_add_pairing([], ("c0", "check", "{}", 2500))
+    order = []
+    for n in range(5):
+        row = await store.ladder_claim(f"w{n}", 10_000)
+        order.append(None if row is None else row[0])
+    assert order == ["c0", "c1", "p1", "e1", None]
