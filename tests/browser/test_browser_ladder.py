@@ -28,7 +28,7 @@ import pytest
 
 from clients.web_harness import MooServer
 from tests import browser_support
-from tests.browser_support import SIZES, assert_fits, click, login, new_page, tap_targets
+from tests.browser_support import SIZES, assert_fits, click, cut, login, new_page, tap_targets
 from tests.ladder_support import BROKEN, GOOD, submit
 from tests.patience import patience
 from tests.server_support import Client
@@ -36,6 +36,7 @@ from tests.server_support import Client
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 browser = browser_support.browser
+shared_server = browser_support.shared_server
 
 #: games are played by the server's own worker in the sandbox: waits for them get more room
 #: than a page's (they still end at their page condition)
@@ -245,3 +246,27 @@ def test_submit_refused_then_fixed_then_ranked_with_its_chart(
     page.wait_for_selector(f"#ladder-body tr:has-text('bobbot-{size}')")
     assert page.query_selector(row) is None
     assert page.moo_errors == []
+
+
+def test_six_tabs_and_a_long_name_fit_at_every_width(browser: Any, shared_server: MooServer
+                                                     ) -> None:
+    """The Ladder's tab makes six during a match: at every width from a small phone to a
+    desktop the top bar sticks out nowhere, each tab is whole and at least 44 px wide on a
+    touch screen."""
+    for width in (360, 390, 420, 480, 560, 640, 700, 900, 1100, 1199, 1280):
+        touch = width <= 680
+        page = new_page(browser, shared_server.url, viewport={"width": width, "height": 800},
+                        is_mobile=touch, has_touch=touch)
+        login(page, f"w{width}-" + "x" * (23 - len(str(width))))  # 24 characters
+        click(page, "#btn-bot")
+        page.wait_for_selector("#tab-match:not([hidden])")
+        assert page.eval_on_selector_all("#nav .tab:not([hidden])", "ts => ts.length") == 6
+        assert_fits(page)
+        assert cut(page, ".tab, #me-name, #btn-logout") == [], width
+        if touch:
+            narrow = page.eval_on_selector_all(
+                "#nav .tab:not([hidden])",
+                "ts => ts.filter(t => t.getBoundingClientRect().width < 44)"
+                ".map(t => t.textContent)")
+            assert narrow == [], (width, narrow)
+        page.context.close()
