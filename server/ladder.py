@@ -770,8 +770,10 @@ class LadderService:
 
     async def pair(self) -> None:
         """Pair the free active bots of each ladder while the workers have room: the least
-        certain bot first (fewest games, widest interval), against the free bot of the closest
-        rating (of those, the one it met least)."""
+        certain bot first (fewest games, widest interval), against the free bot it has met
+        least, of those the one of the closest rating. Met-least comes first: pairing by
+        rating alone splits a young ladder into groups that only meet each other (an early
+        lucky streak decides the group), and then the fit cannot compare the groups."""
         if self._pairing or self.lobby.closed:
             return
         self._pairing = True
@@ -789,7 +791,7 @@ class LadderService:
                     met = self._met(first.bot_id)
                     mine = _center(table.get(first.bot_id))
                     second = min(rest, key=lambda b: (
-                        abs(_center(table.get(b.bot_id)) - mine), met.get(b.bot_id, 0),
+                        met.get(b.bot_id, 0), abs(_center(table.get(b.bot_id)) - mine),
                         b.created_ms))
                     free = [b for b in rest if b is not second]
                     await self._start_pairing(family, first, second)

@@ -463,3 +463,32 @@ async def test_the_ladder_survives_a_restart(tmp_path: Path) -> None:
         await check(w, True)  # the check job queued before the restart is still there
         told = await ann.of_type("ladder_checked")
         assert told["accepted"] is True
+
+
+async def test_bots_meet_those_they_met_least_before_those_of_close_rating(
+        tmp_path: Path) -> None:
+    """Four bots, three rounds of two pairings: winners and losers of the first round have
+    close ratings among themselves, yet every two bots meet exactly once (pairing by rating
+    first would pair the two winners again)."""
+    async with running(_settings(tmp_path)) as app:
+        ann = await Client.hello(app.port, "ann")
+        w = await worker(app.port, slots=2)
+        for name in ("a", "b", "c", "d"):
+            await submit(ann, GOOD, name=name)
+        for _ in range(4):
+            await check(w, True)
+        for _ in range(4):
+            job = await claim(w)
+            assert job is not None and job["kind"] == "eval"
+            await w.request({"type": "worker_done", "job_id": job["job_id"], "reason": "-"})
+        met: list[frozenset[str]] = []
+        for round_ in range(3):
+            await app.ladder.tick()
+            jobs = [await claim(w), await claim(w)]
+            for job in jobs:
+                assert job is not None and job["kind"] == "play", job
+                met.append(frozenset(b["player"] for b in job["bots"]))
+                # round 1 decides: the first of each pairing wins; then draws
+                await play_pairing(app.port, job, 0 if round_ == 0 else None)
+                await w.request({"type": "worker_done", "job_id": job["job_id"]})
+        assert len(met) == 6 and len(set(met)) == 6, met
