@@ -205,7 +205,7 @@ def _submit_bot(page: Any, name: str, program: Path | bytes) -> str:
 
 
 def take_ladder(browser: Any, url: str, shot: Any) -> None:
-    """The ladder: three owners submit from their pages (alice's first version refused, her
+    """The ladder: three owners submit from their pages (quinn's first version refused, her
     second accepted), the worker plays them; then the Ladder tab, a bot's page, your bots."""
     pages = []
     for owner, file in (("bea", "first.py"), ("cy", "random.py")):
@@ -214,8 +214,8 @@ def take_ladder(browser: Any, url: str, shot: Any) -> None:
         _submit_bot(p, f"{owner}-{file.removesuffix('.py')}", LADDER_BOTS / file)
         pages.append(p)
     page = _page(browser, url, viewport=DESKTOP)
-    _login(page, "alice")
-    bot_id = _submit_bot(page, "alice-bot", BROKEN_BOT)
+    _login(page, "quinn")  # a name of its own: the tour above signed in as alice
+    bot_id = _submit_bot(page, "quinn-bot", BROKEN_BOT)
     card = f"#mine-list .mine-bot[data-bot='{bot_id}']"
     with page.expect_file_chooser() as chooser:
         page.click(f"{card} [data-action=version]")
@@ -237,7 +237,7 @@ def take_ladder(browser: Any, url: str, shot: Any) -> None:
     shot(page, "ladder")
     phone = _page(browser, url, viewport=PHONE, device_scale_factor=2, is_mobile=True,
                   has_touch=True)
-    _login(phone, "dora")  # a new context: another name (alice's token is in hers)
+    _login(phone, "dora")  # a new context: another name (quinn's token is in hers)
     phone.click("#nav .tab[data-tab=ladder]")
     phone.wait_for_selector("#ladder-body tr")
     shot(phone, "ladder-phone")
