@@ -92,6 +92,7 @@ __all__ = [
     "ProtocolError",
     "RateLimited",
     "RepeatedSymbol",
+    "RequestReused",
     "RulesNotOffered",
     "SchemaError",
     "StorageError",
@@ -387,6 +388,13 @@ class AssistRated(LobbyError):
     """``assist: true`` in a rated request: the assistant is for practice matches only."""
 
     code = "assist_rated"
+
+
+class RequestReused(LobbyError):
+    """A ``request_id`` the player already used for a different request: the server answers
+    a request id only with what it first did for it, so a new request needs a new id."""
+
+    code = "request_reused"
 
 
 class RateLimited(MooError):

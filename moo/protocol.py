@@ -22,6 +22,7 @@ __all__ = [
     "MAX_ID",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
+    "REQUEST_ID_TYPES",
     "SUBPROTOCOLS",
     "TRANSPORT_FACTOR",
     "Codec",
@@ -95,6 +96,16 @@ _ASSIST = Field(bool, required=False)
 _TOURNAMENT = Field(str, max_len=40)
 _BOT = Field(str, max_len=40)
 _JOB = Field(str, max_len=40)
+#: a client's id for one lobby or tournament request, so that sending it again is safe: the
+#: server answers the same id with what it first did (docs/protocol.md, "Retrying safely");
+#: 1-64 characters (the empty string is refused: :func:`validate_client`)
+_REQUEST_ID = Field(str, required=False, max_len=64)
+#: the requests that take ``request_id``: each one makes something (an entry, a room, a
+#: challenge, a match, a tournament, a participant) that a blind second copy would make again
+REQUEST_ID_TYPES = frozenset((
+    "queue", "challenge", "accept", "room_create", "room_join", "play_bot", "rematch",
+    "tournament_create", "tournament_join",
+))
 #: ``id`` is echoed as ``ref``; integers stay within what a JavaScript number holds exactly.
 MAX_ID = 2**53 - 1
 
@@ -226,6 +237,9 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     },
 }
 
+for _kind in REQUEST_ID_TYPES:
+    CLIENT_MESSAGES[_kind]["request_id"] = _REQUEST_ID
+
 
 #: type -> the fields it must carry, checked in one set operation
 _REQUIRED = {
@@ -262,6 +276,8 @@ def validate_client(message: Any) -> dict[str, Any]:
             shown = key if isinstance(key, str) and len(key) <= 32 else "(non-text key)"
             raise SchemaError(f"unknown field {shown!r} in {kind!r}")
         spec.check(key, value)
+    if message.get("request_id") == "":
+        raise SchemaError("field 'request_id' must be 1-64 characters")
     if not _REQUIRED[kind] <= message.keys():
         missing = next(key for key in fields if fields[key].required and key not in message)
         raise SchemaError(f"{kind!r} needs field {missing!r}")

@@ -114,6 +114,10 @@ class Tournament:
     finished_at: int | None = None
     #: how many times it was written (the store refuses a write over another version)
     version: int = 0
+    #: the requests with a ``request_id`` that made or joined it: "player\nrequest id"
+    #: (the player case-folded) -> the request's content, so that one sent again is answered
+    #: as the first was, and the same id with other content is refused (server/requests.py)
+    requests: dict[str, str] = field(default_factory=dict)
 
     # -- membership -------------------------------------------------------------------------
     def has(self, name: str) -> bool:

@@ -56,7 +56,7 @@ from moo.variants import GameRules, is_words, parse_rules, parse_rules_spec, rul
 from server.background import spawn
 from server.connection import Connection, error_message
 from server.hosted import HostedBot, HostedBots, bot_player_name
-from server.matches import SPECTATOR, Follower, TournamentGame
+from server.matches import SPECTATOR, Follower, Requested, TournamentGame
 from server.review_worker import MatchAnalysis
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
@@ -288,9 +288,11 @@ class Arena:
         rules: GameRules | None = None,
         assist: bool = False,
         tournament: TournamentGame | None = None,
+        requested: Requested | None = None,
     ) -> None:
         """Start a match; both seats get ``match`` then the events once they are durable."""
-        self.start(players, conns, pacing, bots, refs, rated, rules, assist, tournament)
+        self.start(players, conns, pacing, bots, refs, rated, rules, assist, tournament,
+                   requested)
 
     def start(
         self,
@@ -303,15 +305,21 @@ class Arena:
         rules: GameRules | None = None,
         assist: bool = False,
         tournament: TournamentGame | None = None,
+        requested: Requested | None = None,
     ) -> LiveMatch:
         """:meth:`create`, returning the new match (for this node's own callers).
 
         A tournament's game (``tournament``) carries the tournament's id in its config, may
         have both secrets set by the server in its first write, and seats a player who is not
         connected as ``away`` at once, so that a no-show forfeits this game after the grace
-        (docs/protocol.md, "Tournaments")."""
+        (docs/protocol.md, "Tournaments"). A match that answers requests with a
+        ``request_id`` (``requested``) takes the id derived from them and keeps their records
+        in its meta, written by its first commit (server/requests.py)."""
         if self.stopping:
             raise NotAvailable("the server is shutting down; try again in a moment")
+        if requested is not None and requested.match_id in self.live:
+            # the same request again while its match is being stored: answered once it is
+            raise NotAvailable("this request is being answered already; try again")
         config = match_config(self.settings, pacing, rated, rules or self.default_rules, assist)
         if tournament is not None:
             config = dataclasses.replace(
@@ -319,10 +327,13 @@ class Arena:
                 server_secrets=tournament.secrets is not None, ladder=tournament.ladder,
             )
         now = self.clock()
-        match, events = Match.create(
-            tournament.match_id if tournament is not None and tournament.match_id
-            else self.new_match_id(), players, config, now, keep_log=False
-        )
+        if tournament is not None and tournament.match_id:
+            match_id = tournament.match_id
+        elif requested is not None:
+            match_id = requested.match_id
+        else:
+            match_id = self.new_match_id()
+        match, events = Match.create(match_id, players, config, now, keep_log=False)
         if tournament is not None:
             if tournament.secrets is not None:
                 for seat in (0, 1):
@@ -332,7 +343,9 @@ class Arena:
                     events += match.disconnect(seat, now)
         lm = LiveMatch(match=match, bots=[HostedBots.new(b) if b else None for b in bots])
         self._register(lm)
-        meta = {"players": list(players), "bots": list(bots)}
+        meta: dict[str, Any] = {"players": list(players), "bots": list(bots)}
+        if requested is not None and requested.records:
+            meta["requests"] = list(requested.records)
 
         def announce() -> None:
             for seat, conn in enumerate(conns):
@@ -670,6 +683,26 @@ class Arena:
     def is_live(self, match_id: str) -> bool:
         lm = self.live.get(match_id)
         return lm is not None and not lm.broken
+
+    def follows(self, conn: Follower, match_id: str) -> bool:
+        return match_id in conn.matches
+
+    def match_message(self, stored: StoredMatch, player: str, ref: Any) -> dict[str, Any]:
+        """The ``match`` message of ``player``'s seat in a stored match, as its start sent it
+        (a retried request that started it is answered so; ``not_your_seat`` if ``player``
+        does not sit in it)."""
+        match = Match.replay(_until_gap(stored.events), keep_log=False)
+        bots = [b if isinstance(b, str) else None for b in stored.meta.get("bots", [])]
+        bots += [None] * (2 - len(bots))
+        seat = match.seat_of(player)
+        if seat is None or bots[seat] is not None:
+            raise NotYourSeat("you do not sit in this match")
+        msg = self._match_message(LiveMatch(match=match, bots=[None, None]), seat, None)
+        bot = bots[1 - seat]
+        note = bot_note(bot, match.config.rules) if bot is not None else None
+        if note:
+            msg["bot_note"] = note
+        return _with_ref(msg, ref)
 
     def seat_of(self, lm: LiveMatch, conn: Follower) -> int:
         seat = lm.match.seat_of(conn.player) if conn.player else None

@@ -275,6 +275,14 @@ class LadderService:
         self.games = {row[0]: LadderGame.from_row(row) for row in await self.store.ladder_games()}
         self.playing = {row[0]: list(json.loads(row[2])["matches"])
                         for row in await self.store.ladder_open_jobs() if row[1] == "play"}
+        # a game not ended whose play job is no longer open was lost with its worker when
+        # the store could not say so (the server was stopping): void, as docs/ladder.md says
+        open_games = {m for matches in self.playing.values() for m in matches}
+        lost = [g.match_id for g in self.games.values()
+                if not g.finished and not g.void and g.match_id not in open_games]
+        if lost:
+            for match_id in await self.store.ladder_void(lost):
+                self.games[match_id].void = True
         for family in {b.family for b in self.bots.values()}:
             self._refit(family)
         if self.bots:
@@ -334,7 +342,11 @@ class LadderService:
             worker.jobs.pop(job_id, None)
         if kind == "play":
             self.playing.pop(job_id, None)
-            void = await self.store.ladder_void(json.loads(row[2])["matches"])
+            try:
+                void = await self.store.ladder_void(json.loads(row[2])["matches"])
+            except MooError as exc:  # the store is closing: load() voids them at the start
+                log.warning("ladder: cannot void the games of job %s: %s", job_id, exc)
+                return
             for match_id in void:
                 game = self.games.get(match_id)
                 if game is not None:

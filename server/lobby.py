@@ -13,6 +13,7 @@ with ``unqueued`` / ``room_closed`` (reason ``matched``) so their client knows.
 from __future__ import annotations
 
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,8 @@ from moo.errors import (
 from moo.variants import GameRules
 from server.arena import Arena
 from server.hosted import bot_player_name
-from server.matches import Follower, MatchService, TournamentGame
+from server.matches import Follower, MatchService, Requested, TournamentGame
+from server.requests import Answered, derived, fingerprint, match_id_of, record, reused
 
 __all__ = ["Lobby"]
 
@@ -46,6 +48,11 @@ _MAX_ROOMS_PER_PLAYER = 3
 _MAX_CHALLENGES_PER_PLAYER = 10
 #: finished matches whose rematch wishes are remembered
 _REMATCH_MAX = 1000
+#: seconds a request that asked for a match is taken to be starting it (its first commit, on
+#: a cluster on another node, not seen yet): a retry meanwhile is "try again", not a refusal
+_STARTING_S = 30.0
+#: requests remembered so (the oldest go first)
+_STARTING_MAX = 10_000
 
 
 @dataclass(eq=False)
@@ -58,6 +65,9 @@ class Waiting:
     rated: bool
     rules: GameRules
     assist: bool = False
+    #: the ``queue`` request that made this entry, when it had a ``request_id``: its
+    #: ``request_id`` and content (server/requests.py)
+    request: dict[str, Any] | None = None
 
     def accepts(self, other: Waiting) -> bool:
         return self.pool == "any" or (self.pool == "bots") == other.bot
@@ -86,6 +96,8 @@ class Challenge:
     rated: bool
     rules: GameRules
     assist: bool = False
+    #: the request that made it, when it had a ``request_id`` (see :class:`Waiting`)
+    request: dict[str, Any] | None = None
 
 
 @dataclass(eq=False)
@@ -97,6 +109,8 @@ class Room:
     rated: bool
     rules: GameRules
     assist: bool = False
+    #: the request that made it, when it had a ``request_id`` (see :class:`Waiting`)
+    request: dict[str, Any] | None = None
 
 
 class Lobby:
@@ -137,6 +151,11 @@ class Lobby:
         #: player name -> hello said it is a program
         self.bots: dict[str, bool] = {}
         self.closed = False
+        #: answers to requests with a ``request_id`` whose result a retry no longer finds
+        #: where it looks (a room joined, a challenge answered, a queue entry paired)
+        self.answered = Answered()
+        #: (player, request id) -> when that request asked for its match (monotonic s)
+        self.starting: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     # -- presence -----------------------------------------------------------------------------
     def arrive(self, conn: Follower, player: str, bot: bool) -> Follower | None:
@@ -154,9 +173,10 @@ class Lobby:
         player = conn.player
         self.queue = [w for w in self.queue if w.conn is not conn]
         for cid in [c for c, ch in self.challenges.items() if ch.source is conn]:
-            del self.challenges[cid]
+            self.answered.forget(self.challenges.pop(cid).request)
         for code in [c for c, r in self.rooms.items() if r.owner is conn]:
-            del self.rooms[code]
+            # gone with its connection: the same request sent again makes it again
+            self.answered.forget(self.rooms.pop(code).request)
         if player is not None and self.online.get(player) is conn:
             del self.online[player]
             self.bots.pop(player, None)
@@ -175,11 +195,16 @@ class Lobby:
     def queue_length(self) -> int:
         return len(self.queue)
 
-    def free(self, player: str) -> None:
-        """Refuse (``in_match``) if ``player`` is a person already in an unfinished match."""
+    def free(self, player: str, msg: dict[str, Any] | None = None) -> None:
+        """Refuse (``in_match``) if ``player`` is a person already in an unfinished match;
+        "try again" when that match is the one this very request (``msg``, sent again under
+        its ``request_id``) is starting: it is answered once it is stored."""
         if self.is_bot(player):
             return
         live = self.busy(player)
+        rid = None if msg is None else msg.get("request_id")
+        if live is not None and rid is not None and live == match_id_of(player, rid):
+            raise NotAvailable("this request is being answered already; try again")
         if live is not None:
             raise InMatch(
                 f"you are playing match {live}: finish or resign it first", match_id=live
@@ -197,11 +222,12 @@ class Lobby:
         bots: tuple[str | None, str | None] = (None, None),
         refs: tuple[Any, Any] = (None, None),
         tournament: TournamentGame | None = None,
+        requested: Requested | None = None,
     ) -> None:
         """Every path into a match: start it, then drop each person's other ways into one."""
         self.matches.create(
             players, conns, pacing, bots=bots, refs=refs, rated=rated, rules=rules,
-            assist=assist, tournament=tournament,
+            assist=assist, tournament=tournament, requested=requested,
         )
         for player, bot in zip(players, bots, strict=True):
             if bot is None and not self.is_bot(player):
@@ -216,12 +242,50 @@ class Lobby:
             room = self.rooms.pop(code)
             room.owner.send({"type": "room_closed", "code": code, "reason": reason})
 
+    # -- requests sent again under their request_id (server/requests.py) ----------------------
+    def answered_before(self, conn: Follower, msg: dict[str, Any]) -> bool:
+        """Send again what was first answered to this request (the first reply with the
+        retry's ``ref``); False when nothing is kept for it. ``request_reused`` for the same
+        request id with different content."""
+        replies = self.answered.recall(_player(conn), msg)
+        if replies is None:
+            return False
+        replies[0] = _with_ref(replies[0], msg.get("id"))
+        for reply in replies:
+            conn.send(reply)
+        return True
+
+    def _requested(self, player: str, msg: dict[str, Any]) -> Requested | None:
+        """The id and record of a match that answers ``player``'s request ``msg``; None
+        without a ``request_id``. The request is remembered as starting its match (a retry
+        before the match is stored is "try again": :meth:`_check_not_starting`)."""
+        rid = msg.get("request_id")
+        if rid is None:
+            return None
+        self.starting[(player.casefold(), rid)] = time.monotonic()
+        while len(self.starting) > _STARTING_MAX:
+            self.starting.popitem(last=False)
+        return Requested(match_id_of(player, rid), (record(player, msg),))
+
     # -- quick pairing ------------------------------------------------------------------------
     def enqueue(self, conn: Follower, msg: dict[str, Any]) -> None:
-        """Queue (or re-queue: the new terms replace the old entry) and pair if possible."""
+        """Queue (or re-queue: the new terms replace the old entry) and pair if possible.
+
+        With a ``request_id``: sent again, the request is answered ``queued`` again and
+        changes nothing, whether its entry still waits or was paired already."""
         self.check_open()
         player = _player(conn)
-        self.free(player)
+        if self.answered_before(conn, msg):
+            return
+        rid = msg.get("request_id")
+        if rid is not None:
+            for w in self.queue:
+                if w.conn is conn and w.request is not None and w.request["request_id"] == rid:
+                    if w.request["body"] != fingerprint(msg):
+                        raise reused(rid)
+                    conn.send(_with_ref(_queued(w), msg.get("id")))
+                    return
+        self.free(player, msg)
         bot = self.is_bot(player)
         pool = msg.get("pool") or "any"
         if pool == "bots" and not bot:
@@ -233,20 +297,37 @@ class Lobby:
         rated = msg.get("rated", True)
         rules = self.arena.rules_of(msg)
         assist = _assist(msg, rated)
-        me = Waiting(conn, player, bot, pool, pacing, rated, rules, assist)
+        me = Waiting(conn, player, bot, pool, pacing, rated, rules, assist,
+                     None if rid is None else record(player, msg))
         self.queue = [w for w in self.queue if w.conn is not conn]
         conn.send(_with_ref(_queued(me), msg.get("id")))
         for i, other in enumerate(self.queue):
             if me.pairs_with(other):
                 del self.queue[i]
-                if self.paired is not None:
-                    self.paired(other, me)
-                self.start(
-                    (other.player, player), (other.conn, conn), pacing, rated=rated, rules=rules,
-                    assist=assist,
-                )
+                self._pair(other, me)
                 return
         self.queue.append(me)
+
+    def _pair(self, other: Waiting, me: Waiting) -> None:
+        """Start the match of two queue entries (``other`` waited, ``me`` came last).
+
+        Each entry's ``request_id`` is recorded with the match, with its ``queued`` reply: a
+        ``queue`` sent again after its entry was paired gets ``queued`` again (and, from a
+        connection that does not follow the match yet, the match), never a second entry."""
+        records = tuple(
+            {**w.request, "answer": _queued(w)} for w in (me, other) if w.request is not None
+        )
+        for w in (me, other):
+            if w.request is not None:
+                self.answered.remember(w.request, [_queued(w)])
+        requested = (Requested(match_id_of(records[0]["player"], records[0]["request_id"]),
+                               records) if records else None)
+        if self.paired is not None:
+            self.paired(other, me)
+        self.start(
+            (other.player, me.player), (other.conn, me.conn), me.pacing, rated=me.rated,
+            rules=me.rules, assist=me.assist, requested=requested,
+        )
 
     def pair_waiting(self) -> None:
         """Pair whatever in the queue pairs, oldest entries first.
@@ -262,12 +343,7 @@ class Lobby:
                 if me.pairs_with(other):
                     del self.queue[i]
                     del self.queue[j]
-                    if self.paired is not None:
-                        self.paired(other, me)
-                    self.start(
-                        (other.player, me.player), (other.conn, me.conn), me.pacing,
-                        rated=me.rated, rules=me.rules, assist=me.assist,
-                    )
+                    self._pair(other, me)
                     i = 0
                     break
             else:
@@ -296,7 +372,18 @@ class Lobby:
     def challenge(self, conn: Follower, msg: dict[str, Any]) -> None:
         self.check_open()
         player = _player(conn)
-        self.free(player)
+        if self.answered_before(conn, msg):
+            return
+        rid = msg.get("request_id")
+        request = None if rid is None else record(player, msg)
+        cid = None if rid is None else "c" + derived("challenge", player, rid)[:10]
+        known = None if cid is None else self.challenges.get(cid)
+        if known is not None and known.source_name == player:  # open: sent again
+            _check_same(known.request, request)
+            conn.send(_with_ref({"type": "challenge_sent", "challenge_id": known.challenge_id,
+                                 "to": known.target}, msg.get("id")))
+            return
+        self.free(player, msg)
         target = self._find_online(msg["opponent"])
         if target == player:
             raise NotAvailable("you cannot challenge yourself")
@@ -308,10 +395,14 @@ class Lobby:
         rated = msg.get("rated", True)
         rules = self.arena.rules_of(msg)
         assist = _assist(msg, rated)
-        cid = "c" + secrets.token_hex(5)
-        self.challenges[cid] = Challenge(cid, conn, player, target, pacing, rated, rules, assist)
-        conn.send(_with_ref({"type": "challenge_sent", "challenge_id": cid, "to": target},
-                            msg.get("id")))
+        if cid is None or cid in self.challenges:
+            cid = "c" + secrets.token_hex(5)
+        self.challenges[cid] = Challenge(cid, conn, player, target, pacing, rated, rules, assist,
+                                         request)
+        sent = {"type": "challenge_sent", "challenge_id": cid, "to": target}
+        if request is not None:
+            self.answered.remember(request, [sent])
+        conn.send(_with_ref(dict(sent), msg.get("id")))
         # delivered even to a person in a match: their client decides (decline, or resign
         # then accept)
         self.online[target].send(
@@ -323,6 +414,7 @@ class Lobby:
         player = _player(conn)
         ch = self.challenges.get(msg["challenge_id"])
         if ch is None or ch.target != player:
+            self._check_not_starting(player, msg)
             raise NotAvailable("no such open challenge for you")
         if msg["type"] == "decline":
             del self.challenges[ch.challenge_id]
@@ -331,7 +423,7 @@ class Lobby:
             conn.send(_with_ref(declined, msg.get("id")))
             return
         self.check_open()
-        self.free(player)
+        self.free(player, msg)
         if ch.source.closing or self.online.get(ch.source_name) is not ch.source:
             del self.challenges[ch.challenge_id]
             raise NotAvailable(f"{ch.source_name} is no longer online")
@@ -343,7 +435,20 @@ class Lobby:
         self.start(
             (ch.source_name, player), (ch.source, conn), ch.pacing, rated=ch.rated,
             rules=ch.rules, assist=ch.assist, refs=(None, msg.get("id")),
+            requested=self._requested(player, msg),
         )
+
+    def _check_not_starting(self, player: str, msg: dict[str, Any]) -> None:
+        """A retry of a request whose match is being started (its first commit not done yet):
+        "try again", not the refusal of a request whose room or challenge it used itself."""
+        rid = msg.get("request_id")
+        if rid is None:
+            return
+        asked = self.starting.get((player.casefold(), rid))
+        if self.matches.is_live(match_id_of(player, rid)) or (
+            asked is not None and time.monotonic() - asked < _STARTING_S
+        ):
+            raise NotAvailable("this request is being answered already; try again")
 
     def _find_online(self, name: str) -> str:
         if name in self.online:
@@ -358,21 +463,30 @@ class Lobby:
     def room_create(self, conn: Follower, msg: dict[str, Any]) -> None:
         self.check_open()
         player = _player(conn)
-        self.free(player)
+        if self.answered_before(conn, msg):
+            return
+        rid = msg.get("request_id")
+        request = None if rid is None else record(player, msg)
+        wanted = None if rid is None else _room_code(derived("room", player, rid))
+        known = None if wanted is None else self.rooms.get(wanted)
+        if known is not None and known.owner_name == player:  # open: sent again
+            _check_same(known.request, request)
+            conn.send(_with_ref(_room_message(known), msg.get("id")))
+            return
+        self.free(player, msg)
         rules = self.arena.rules_of(msg)
         if sum(1 for r in self.rooms.values() if r.owner is conn) >= _MAX_ROOMS_PER_PLAYER:
             raise NotAvailable("too many open rooms; use or close one first")
-        while True:
+        code = wanted
+        while code is None or code in self.rooms:
             code = "".join(secrets.choice(_ROOM_ALPHABET) for _ in range(_ROOM_CODE_LENGTH))
-            if code not in self.rooms:
-                break
         pacing = msg.get("pacing") or self.arena.settings.pacing
         rated = msg.get("rated", True)
         assist = _assist(msg, rated)
-        self.rooms[code] = Room(code, conn, player, pacing, rated, rules, assist)
-        conn.send(_with_ref({"type": "room", "code": code, "pacing": pacing, "rated": rated,
-                             "rules": rules.to_dict(), **({"assist": True} if assist else {})},
-                            msg.get("id")))
+        room = self.rooms[code] = Room(code, conn, player, pacing, rated, rules, assist, request)
+        if request is not None:
+            self.answered.remember(request, [_room_message(room)])
+        conn.send(_with_ref(_room_message(room), msg.get("id")))
 
     def room_cancel(self, conn: Follower, msg: dict[str, Any]) -> None:
         """Close the named room, or every open room of this connection's player."""
@@ -395,14 +509,16 @@ class Lobby:
         code = msg["code"].strip().upper()
         room = self.rooms.get(code)
         if room is None:
+            self._check_not_starting(player, msg)
             raise UnknownRoom(f"no open room {code!r}")
         if room.owner_name == player:
             raise NotAvailable("that is your own room: share the code with your opponent")
-        self.free(player)
+        self.free(player, msg)
         del self.rooms[code]
         self.start(
             (room.owner_name, player), (room.owner, conn), room.pacing, rated=room.rated,
             rules=room.rules, assist=room.assist, refs=(None, msg.get("id")),
+            requested=self._requested(player, msg),
         )
 
     # -- hosted bots --------------------------------------------------------------------------
@@ -414,7 +530,7 @@ class Lobby:
     def play_bot(self, conn: Follower, msg: dict[str, Any]) -> None:
         self.check_open()
         player = _player(conn)
-        self.free(player)
+        self.free(player, msg)
         strategy = msg["strategy"]
         # Only registered names: create() would also import "module:Class" paths.
         if strategy not in self.strategies():
@@ -434,6 +550,7 @@ class Lobby:
             assist=assist,
             bots=(None, strategy),
             refs=(msg.get("id"), None),
+            requested=self._requested(player, msg),
         )
 
     async def rematch(self, conn: Follower, msg: dict[str, Any]) -> None:
@@ -443,13 +560,16 @@ class Lobby:
         players' nodes tell a new lobby leader theirs again)."""
         self.check_open()
         player = _player(conn)
-        self.free(player)
+        if self.answered_before(conn, msg):
+            return
+        self.free(player, msg)
         match_id = msg["match_id"]
         if match_id in self.rematched:
+            self._check_not_starting(player, msg)
             raise UnknownMatch(f"no recently finished match {match_id!r}")
         players, bots, config = await self.matches.finished_terms(match_id, player)
         self.check_open()  # the read took a while: the state may have changed meanwhile
-        self.free(player)
+        self.free(player, msg)
         folded = [p.casefold() for p in players]
         seat = folded.index(player.casefold()) if player.casefold() in folded else None
         if seat is None or bots[seat] is not None:
@@ -467,7 +587,10 @@ class Lobby:
             peer = self.online.get(players[other])
             if peer is not None and not peer.closing:
                 peer.send({"type": "rematch_offer", "match_id": match_id})
-            conn.send(_with_ref({"type": "rematch_sent", "match_id": match_id}, msg.get("id")))
+            sent = {"type": "rematch_sent", "match_id": match_id}
+            if msg.get("request_id") is not None:
+                self.answered.remember(record(player, msg), [sent])
+            conn.send(_with_ref(dict(sent), msg.get("id")))
             return
         self.wishes.pop(match_id, None)
         self.rematched[match_id] = None
@@ -483,6 +606,7 @@ class Lobby:
             (players[1], players[0]), (conns[1], conns[0]), config.pacing,
             rated=config.rated, rules=config.rules, assist=config.assist,
             bots=(bots[1], bots[0]), refs=(refs[1], refs[0]),
+            requested=self._requested(player, msg),
         )
 
     def wishers(self) -> dict[str, list[Follower]]:
@@ -508,6 +632,29 @@ def _assist(msg: dict[str, Any], rated: bool) -> bool:
             "the assistant is for practice matches only: send rated: false with assist: true"
         )
     return assist
+
+
+def _room_code(digest: str) -> str:
+    """A room code from a hex digest (the same request id makes the same code)."""
+    n = int(digest[:16], 16)
+    chars = []
+    for _ in range(_ROOM_CODE_LENGTH):
+        n, r = divmod(n, len(_ROOM_ALPHABET))
+        chars.append(_ROOM_ALPHABET[r])
+    return "".join(chars)
+
+
+def _room_message(room: Room) -> dict[str, Any]:
+    """The ``room`` reply to the ``room_create`` that made ``room``."""
+    return {"type": "room", "code": room.code, "pacing": room.pacing, "rated": room.rated,
+            "rules": room.rules.to_dict(), **({"assist": True} if room.assist else {})}
+
+
+def _check_same(known: dict[str, Any] | None, request: dict[str, Any] | None) -> None:
+    """``request_reused`` when a request id names an open room or challenge made by a
+    different request (one restored by a new cluster leader has no record: accepted)."""
+    if known is not None and request is not None and known["body"] != request["body"]:
+        raise reused(request["request_id"])
 
 
 def _queued(w: Waiting) -> dict[str, Any]:

@@ -28,7 +28,10 @@ from typing import Any, Literal, Protocol
 from moo.match import MatchConfig, Viewer
 from moo.variants import GameRules
 
-__all__ = ["SPECTATOR", "Follower", "LobbyService", "MatchService", "TournamentGame", "Viewer"]
+__all__ = [
+    "SPECTATOR", "Follower", "LobbyService", "MatchService", "Requested", "TournamentGame",
+    "Viewer",
+]
 
 SPECTATOR: Literal["spectator"] = "spectator"
 
@@ -46,6 +49,17 @@ class TournamentGame:
     secrets: tuple[str, str] | None = None
     #: a ladder game instead (server/ladder.py): the ladder's family, as a rules spec
     ladder: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """A match that answers client requests carrying ``request_id`` (server/requests.py):
+    the id the lobby derived for it from the request that completed it, and each request's
+    record (player, request id, content, an earlier reply), stored in the match's meta by the
+    commit that creates it, so that a retry finds the match and nothing else."""
+
+    match_id: str
+    records: tuple[dict[str, Any], ...] = ()
 
 
 class Follower(Protocol):
@@ -127,6 +141,7 @@ class MatchService(Protocol):
         rules: GameRules | None = None,
         assist: bool = False,
         tournament: TournamentGame | None = None,
+        requested: Requested | None = None,
     ) -> None:
         """Start a match; its seats get ``match`` then its events once they are durable."""
 
@@ -141,6 +156,10 @@ class MatchService(Protocol):
 
     def is_live(self, match_id: str) -> bool:
         """Whether ``match_id`` is being played (here or, on a cluster, known elsewhere)."""
+
+    def follows(self, conn: Follower, match_id: str) -> bool:
+        """Whether ``conn`` already follows ``match_id`` in its seat (a retried request that
+        started the match is then answered without replaying the match to it again)."""
 
 
 class LobbyService(Protocol):

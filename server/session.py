@@ -55,6 +55,7 @@ from server.connection import (
 from server.context import ServerContext
 from server.proxy import UNIX_PEER, client_address
 from server.ratelimit import TokenBucket
+from server.requests import MATCH_REQUESTS, answer_from_log
 from server.storage import PlayerRecord
 
 __all__ = ["hash_token", "run_session", "valid_name"]
@@ -330,6 +331,10 @@ async def _dispatch(app: ServerContext, conn: Connection, msg: dict[str, Any]) -
     kind = msg["type"]
     ref = msg.get("id")
     matches, lobby = app.matches, app.lobby
+    if "request_id" in msg and kind in MATCH_REQUESTS and await answer_from_log(
+        app.store, matches, app.arena.match_message, conn, msg
+    ):
+        return
     if kind == "ping":
         conn.send(_ref({"type": "pong"}, ref))
     elif kind == "hello":

@@ -49,6 +49,7 @@ from server.background import spawn
 from server.connection import error_message
 from server.lobby import Lobby
 from server.matches import Follower, TournamentGame
+from server.requests import derived, fingerprint, reused
 from server.storage import Store
 
 __all__ = ["TournamentService", "unanswered_watch"]
@@ -75,6 +76,8 @@ MAX_OPEN = 100
 MAX_OPEN_PER_CREATOR = 5
 MAX_PLAYERS = 64
 MAX_WATCHED = 32
+#: request ids kept per tournament (server/requests.py), the oldest dropped first
+MAX_REQUESTS = 4 * MAX_PLAYERS
 #: finished tournaments listed by ``tournaments`` (and kept in memory)
 RECENT_FINISHED = 20
 #: finished tournaments older than this are not loaded at start (ms)
@@ -257,8 +260,50 @@ class TournamentService:
             raise NotAvailable(f"{kind!r} is not a tournament request")
 
     def create(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A new tournament. With a ``request_id`` its id is derived from the creator and the
+        request id (server/requests.py): sent again, the request is answered with that
+        tournament (its state now), found in memory or, if its write landed although it was
+        reported failed, in the store; never a second tournament."""
         self._check_active()
         creator = _player(conn)
+        rid = msg.get("request_id")
+        tid = None if rid is None else "t" + derived("tournament", creator, rid)[:12]
+        if tid is not None and tid in self.tournaments:
+            self._answer_again(conn, self.tournaments[tid], creator, msg)
+            return
+        t = self._build(msg, creator, tid)
+        if tid is None:
+            self._add(conn, t, msg)
+        else:
+            t.requests[_request_key(creator, msg)] = fingerprint(msg)
+            spawn(self._create_once(conn, t, msg))
+
+    def _answer_again(self, conn: Follower, t: Tournament, creator: str,
+                      msg: dict[str, Any]) -> None:
+        """A ``tournament_create`` sent again: its tournament as it is now, once stored."""
+        if t.requests.get(_request_key(creator, msg)) != fingerprint(msg):
+            raise reused(msg["request_id"])
+        self._answer_stored(conn, t, [_state(t, msg.get("id"))])
+
+    async def _create_once(self, conn: Follower, t: Tournament, msg: dict[str, Any]) -> None:
+        """Make ``t`` unless the store has it already (a creation whose write landed although
+        it was reported failed: it is taken back instead of made twice)."""
+        tid = t.tournament_id
+        try:
+            data = await self.store.tournament(tid)
+            self._check_active()
+            found = self.tournaments.get(tid)
+            if found is None and data is not None:
+                found = self.tournaments[tid] = Tournament.from_dict(data)
+            if found is not None:
+                self._answer_again(conn, found, t.creator, msg)
+                return
+            self._add(conn, t, msg)
+        except MooError as exc:
+            conn.send(error_message(exc, msg.get("id")))
+
+    def _build(self, msg: dict[str, Any], creator: str, tid: str | None) -> Tournament:
+        """The tournament a ``tournament_create`` asks for, its fields checked."""
         name = msg["name"].strip()
         if not name:
             raise SchemaError("field 'name' must not be empty")
@@ -276,26 +321,30 @@ class TournamentService:
                 rounds = 1 if fmt == "round-robin" else DEFAULT_SWISS_ROUNDS
         rules = self.arena.rules_of(msg)
         pool = msg.get("pool") or "any"
-        open_ = [t for t in self.tournaments.values() if t.status != "finished"]
-        if len(open_) >= MAX_OPEN:
-            raise NotAvailable("too many open tournaments on this server; try later")
-        if sum(1 for t in open_ if t.creator == creator) >= MAX_OPEN_PER_CREATOR:
-            raise NotAvailable(
-                f"too many open tournaments of yours (at most {MAX_OPEN_PER_CREATOR})")
         now = self.clock()
         starts_at = now + 1000 * msg.get("start_in_s", DEFAULT_START_IN_S)
-        while True:
+        while tid is None:
             tid = "t" + secrets.token_hex(6)
-            if tid not in self.tournaments:
-                break
-        t = Tournament(
+            if tid in self.tournaments:
+                tid = None
+        return Tournament(
             tournament_id=tid, name=name, creator=creator, format=fmt, rules=rules.to_dict(),
             pool=pool, rounds=rounds, duration_s=duration, rated=msg.get("rated", True),
             secrets=msg.get("secrets") or ("server" if pool == "bots" else "players"),
             pacing=msg.get("pacing") or self.arena.settings.pacing, starts_at=starts_at,
             ends_at=starts_at + 1000 * duration if duration is not None else None,
         )
-        self.tournaments[tid] = t
+
+    def _add(self, conn: Follower, t: Tournament, msg: dict[str, Any]) -> None:
+        """Make ``t`` (within the limits) and answer once it is stored."""
+        creator = t.creator
+        open_ = [o for o in self.tournaments.values() if o.status != "finished"]
+        if len(open_) >= MAX_OPEN:
+            raise NotAvailable("too many open tournaments on this server; try later")
+        if sum(1 for o in open_ if o.creator == creator) >= MAX_OPEN_PER_CREATOR:
+            raise NotAvailable(
+                f"too many open tournaments of yours (at most {MAX_OPEN_PER_CREATOR})")
+        self.tournaments[t.tournament_id] = t
         self._answer_stored(conn, t, [_state(t, msg.get("id"))], created=True)
 
     def listing(self, conn: Follower, ref: Any) -> None:
@@ -308,9 +357,23 @@ class TournamentService:
         conn.send(_with_ref({"type": "tournaments", "tournaments": rows}, ref))
 
     def join(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """Join. With a ``request_id``, the same request sent again is answered
+        ``tournament_joined`` whatever happened since (the tournament started, say): the
+        join took effect; it is never refused as a join that came too late."""
         self._check_active()
         player = _player(conn)
         t = self._get(msg["tournament_id"])
+        rid = msg.get("request_id")
+        key = None if rid is None else _request_key(player, msg)
+        if key is not None:
+            body = fingerprint(msg)
+            if any(o.requests.get(key, body) != body for o in self.tournaments.values()):
+                raise reused(msg["request_id"])
+            if key in t.requests:
+                reply = _with_ref({"type": "tournament_joined",
+                                   "tournament_id": t.tournament_id}, msg.get("id"))
+                self._answer_stored(conn, t, [reply])
+                return
         self._check_membership_change(t)
         bot = self.lobby.is_bot(player)
         if t.pool == "bots" and not bot:
@@ -321,6 +384,11 @@ class TournamentService:
         if not t.has(player) and len(t.players) >= MAX_PLAYERS:
             raise NotAvailable(f"the tournament is full ({MAX_PLAYERS} players)")
         added = t.join(player)
+        if key is not None:
+            t.requests[key] = fingerprint(msg)
+            while len(t.requests) > MAX_REQUESTS:  # the oldest first (joins and leaves
+                del t.requests[next(iter(t.requests))]  # again and again)
+            added = True  # the record of the request is to be stored before the answer
         reply = _with_ref({"type": "tournament_joined", "tournament_id": t.tournament_id},
                           msg.get("id"))
         if added or t.tournament_id in self.dirty:  # the state with them in is not stored yet
@@ -787,6 +855,11 @@ def unanswered_watch(msg: dict[str, Any]) -> bool:
 def _player(conn: Follower) -> str:
     assert conn.player is not None
     return conn.player
+
+
+def _request_key(player: str, msg: dict[str, Any]) -> str:
+    """The key of a request in :attr:`Tournament.requests`."""
+    return f"{player.casefold()}\n{msg['request_id']}"
 
 
 def _state(t: Tournament, ref: Any) -> dict[str, Any]:

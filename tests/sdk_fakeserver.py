@@ -61,6 +61,9 @@ class FakeServer:
         self.refuse_resumes = 0
         #: names whose match events are silently not sent (until removed)
         self.lose_events_for: set[str] = set()
+        #: request types whose next request is read and then its connection dropped, the
+        #: answer never sent (each type once): the SDK's retry after a reconnect
+        self.drop_on: set[str] = set()
         self._ids = itertools.count(1)
         self._server: Server | None = None
         self.url = ""
@@ -233,6 +236,10 @@ class FakeServer:
                 out["ref"] = ref
             await reply_to.send(codec.encode(out))
 
+        if kind in self.drop_on:
+            self.drop_on.discard(kind)
+            self.drop(name)
+            return
         if kind == "ping":
             await reply({"type": "pong"})
         elif kind == "play_bot":

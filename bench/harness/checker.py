@@ -61,6 +61,7 @@ class Fault:
     recovered_s: float | None = None  # kill: until each of them accepted a move again
     slowest: str = ""  # kill: the match that took longest to accept a move again
     matches: list[str] = field(default_factory=list)  # kill, term, stop: the live ones it owned
+    reset: int = 0  # drop-broker, drop-db: the connections reset
 
 
 @dataclass

@@ -16,6 +16,12 @@ The nemesis, every ``--every`` seconds (a random pick of the kinds asked for):
 ``database``   PostgreSQL stopped (fast shutdown: every session terminated) and started again
 ``cut-broker`` one node's connection to the broker severed for 2 s
 ``cut-db``     one node's connection to the database severed for the lease plus 2 s
+``slow-broker`` / ``slow-db``  one node's link to the broker / the database slow for 6 s: each
+               chunk each way held 200 ms ± 100 ms (order kept)
+``stall-broker`` / ``stall-db``  one node's link stalled for 3 s: nothing delivered either way,
+               every connection kept open, then all of it at once
+``drop-broker`` / ``drop-db``  half of one node's connections to the broker / the database reset
+               at random, new ones accepted at once
 
 ``--once kill|term``: no nemesis; the owner of the most live matches gets that one fault once
 every match is under way (the issue's "24 cross-node matches, the owner SIGKILLed mid-play").
@@ -44,7 +50,16 @@ from bench.harness.player import DocsClient, Ended, Follower, Plan, play, watch
 from bench.harness.services import PrivatePostgres
 from moo.rules import DEFAULT_RULES
 
-KINDS = ("kill", "term", "stop", "broker", "database", "cut-broker", "cut-db")
+KINDS = (
+    "kill", "term", "stop", "broker", "database", "cut-broker", "cut-db",
+    "slow-broker", "slow-db", "stall-broker", "stall-db", "drop-broker", "drop-db",
+)
+#: a slow link: each chunk held SLOW_S ± SLOW_JITTER_S, for SLOW_FOR_S
+SLOW_S, SLOW_JITTER_S, SLOW_FOR_S = 0.2, 0.1, 6.0
+#: a stalled link delivers nothing for STALL_S
+STALL_S = 3.0
+#: a lossy link resets this share of its connections
+DROP_SHARE = 0.5
 
 
 @dataclass
@@ -266,6 +281,25 @@ class Harness:
             await relay.down()
             await asyncio.sleep(2.0 if kind == "cut-broker" else lease + 2.0)
             await relay.up()
+            fault.end = time.time()
+        elif kind.split("-")[0] in ("slow", "stall", "drop"):
+            how, service = kind.split("-")
+            i = self.rng.randrange(len(c.nodes))
+            link = (c.to_broker if service == "broker" else c.to_db)[i]
+            owned = await self._owned(c.nodes[i])
+            fault = Fault(kind, c.nodes[i].name, time.time(), owned=len(owned),
+                          matches=sorted(owned))
+            self.faults.append(fault)
+            if how == "slow":
+                link.slow(SLOW_S, SLOW_JITTER_S)
+                await asyncio.sleep(SLOW_FOR_S)
+                link.slow(0.0)
+            elif how == "stall":
+                link.stall()
+                await asyncio.sleep(STALL_S)
+                link.flow()
+            else:
+                fault.reset = link.drop(DROP_SHARE)
             fault.end = time.time()
         elif kind == "broker":
             assert c.broker is not None

@@ -5,7 +5,7 @@ every one of them rather than borrowing the machine's: a PostgreSQL server made 
 (:class:`PrivatePostgres`, also the tests' private server), a Mosquitto broker on a fixed port
 (:class:`Broker`), and between each node and each service a TCP relay (:class:`TcpCut`) that
 can be severed -- every connection through it reset, new ones refused -- and healed, which is a
-network partition as the node sees it.
+network partition as the node sees it, or made slow, stalled or lossy, which is a bad network.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -215,16 +216,33 @@ class Broker:
         self.proc = None
 
 
-# -- partitions --------------------------------------------------------------------------------
+# -- partitions and slow links ------------------------------------------------------------------
 class TcpCut:
     """A TCP relay to ``127.0.0.1:target_port`` that can be cut (every connection through it
-    reset, new ones refused) and healed: the service going away, as one client sees it."""
+    reset, new ones refused) and healed: the service going away, as one client sees it.
+
+    It is also the harness's bad network, the fault real links give most often. Each direction
+    of each connection is a reader that stamps every chunk with the time it may be delivered
+    and a writer that delivers the chunks in order at those times, so a link can be made
+    **slow** (each chunk held a latency plus uniform jitter, order kept, as TCP keeps it),
+    **stalled** (nothing delivered for a while, every connection kept open: a frozen route or
+    a full buffer; what arrived meanwhile is delivered at the end) and **lossy** (a random share
+    of the open connections reset at once, new ones accepted: the flaky middlebox).
+    """
 
     def __init__(self, target_port: int, port: int = 0) -> None:
         self.target_port = target_port
         self.server: asyncio.Server | None = None
         self.port = port
         self.writers: set[asyncio.StreamWriter] = set()
+        #: each open connection: (the client's side, the service's side), in opening order
+        self.pairs: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
+        #: per-chunk delay in seconds: ``latency + uniform(-jitter, +jitter)``, at least 0
+        self.latency = 0.0
+        self.jitter = 0.0
+        self.rng = random.Random()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     @property
     def is_up(self) -> bool:
@@ -244,6 +262,32 @@ class TcpCut:
         await self.server.wait_closed()
         self.server = None
 
+    def slow(self, latency_s: float, jitter_s: float = 0.0) -> None:
+        """Hold every chunk from now on ``latency_s`` plus up to ``jitter_s`` either way
+        (``slow(0)`` makes the link fast again)."""
+        self.latency, self.jitter = latency_s, jitter_s
+
+    def stall(self) -> None:
+        """Deliver nothing, in either direction, until :meth:`flow`; connections stay open."""
+        self._flowing.clear()
+
+    def flow(self) -> None:
+        self._flowing.set()
+
+    def drop(self, share: float) -> int:
+        """Reset ``share`` of the connections open now (both ends of each), chosen at random;
+        the relay keeps accepting. Returns how many were reset."""
+        victims = [pair for pair in self.pairs if self.rng.random() < share]
+        for client_side, service_side in victims:
+            client_side.transport.abort()
+            service_side.transport.abort()
+        return len(victims)
+
+    def _delay(self) -> float:
+        if self.latency <= 0 and self.jitter <= 0:
+            return 0.0
+        return max(0.0, self.latency + self.rng.uniform(-self.jitter, self.jitter))
+
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_r, up_w = await asyncio.open_connection("127.0.0.1", self.target_port)
@@ -251,16 +295,43 @@ class TcpCut:
             writer.transport.abort()
             return
         self.writers |= {writer, up_w}
+        pair = (writer, up_w)
+        self.pairs.append(pair)
 
         async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            try:
-                while data := await r.read(65536):
+            chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+            async def deliver() -> None:
+                due_last = 0.0
+                while True:
+                    due, data = await chunks.get()
+                    if not data:
+                        return
+                    # in order: a chunk never overtakes the one before it (jitter or not)
+                    due_last = max(due, due_last)
+                    wait = due_last - time.monotonic()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    await self._flowing.wait()
                     w.write(data)
                     await w.drain()
+
+            delivering = asyncio.get_running_loop().create_task(deliver())
+            try:
+                while data := await r.read(65536):
+                    chunks.put_nowait((time.monotonic() + self._delay(), data))
+                    if delivering.done():
+                        break
+                chunks.put_nowait((0.0, b""))
+                await delivering
             except (OSError, asyncio.IncompleteReadError):
                 pass
             finally:
+                delivering.cancel()
                 w.transport.abort()
                 self.writers.discard(w)
 
-        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+        try:
+            await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+        finally:
+            self.pairs.remove(pair)

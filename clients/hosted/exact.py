@@ -43,7 +43,7 @@ from bots.evaluate import evaluate, match_probabilities
 from bots.external import BotFailure, ExternalBot
 from bots.playout import MAX_GUESSES
 from bots.registry import create
-from moo.rules import DEFAULT_RULES, Response, Rules
+from moo.rules import DEFAULT_RULES, Response, Rules, format_response
 from moo.variants import GameRules
 
 from .compliance import check_file
@@ -98,8 +98,13 @@ class _NoTree(Exception):
     """The program has no exact score; the message says why."""
 
 
-def _shown(key: TreeKey) -> str:
-    return " ".join(f"{r.bulls}{r.cows}" for r in key) or "(the start)"
+def _shown(moves: dict[TreeKey, str], key: TreeKey) -> str:
+    """The game so far as a person reads it: ``after 0123 1C, 1045 1B2C`` (Tanaka's
+    notation), or ``at the start``."""
+    if not key:
+        return "at the start"
+    steps = [f"{moves[key[:i]]} {format_response(r)}" for i, r in enumerate(key)]
+    return "after " + ", ".join(steps)
 
 
 async def _tree(bot: ExternalBot, rules: Rules) -> tuple[dict[TreeKey, str], dict[str, int]]:
@@ -116,8 +121,8 @@ async def _tree(bot: ExternalBot, rules: Rules) -> tuple[dict[TreeKey, str], dic
                 raise _NoTree(f"game against secret {secret}: {exc}") from None
             known = moves.setdefault(key, guess)
             if known != guess:
-                raise _NoTree(f"not deterministic: after the responses {_shown(key)} it "
-                              f"guessed {known} in one game and {guess} in another")
+                raise _NoTree(f"not deterministic: {_shown(moves, key)} it guessed {known} in "
+                              f"one game and {guess} in another")
             response = rules.score(secret, guess)
             await bot.observe(guess, response)
             await bot.observe_opponent(len(key) + 1, None)
@@ -154,8 +159,8 @@ async def _replay(bot: ExternalBot, rules: Rules, moves: dict[TreeKey, str], sam
             if guess != expected:
                 raise _NoTree(
                     f"not deterministic: replaying secret {secret} in a fresh session (against "
-                    f"minimum, its responses shown), after the responses {_shown(key)} it "
-                    f"guessed {guess}, where the tree has {expected}")
+                    f"minimum, its responses shown), {_shown(moves, key)} it guessed {guess}, "
+                    f"where the tree has {expected}")
             their_guess = opponent.next_guess()
             their_count += 1
             response = rules.score(secret, guess)

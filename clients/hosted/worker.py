@@ -266,6 +266,8 @@ async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
 async def _play_seat(client: Client, match_id: str, program: bytes) -> tuple[str, str]:
     """Play ``client``'s seat of ``match_id`` with the program; (failure, stderr tail)."""
     state = client.states.get(match_id)
+    if state is None:  # not in welcome.matches: it is over already (or never started)
+        return "", ""
     async with asyncio.timeout(GAME_TIMEOUT_S):
         while state is None or (not state.config and not state.finished):
             await client.receive()

@@ -24,6 +24,7 @@ import logging
 import os
 import random
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -58,6 +59,7 @@ from clients.sdk.messages import (
 )
 from clients.sdk.state import MatchState
 from clients.sdk.wire import ENCODINGS, Wire, decode_frame
+from moo.protocol import REQUEST_ID_TYPES
 from moo.variants import GameRules, rules_from_dict
 
 __all__ = ["Client", "ConnectionLost", "ServerError"]
@@ -85,7 +87,7 @@ RETRY_TYPES = frozenset(
      # idempotent tournament requests (a second join or watch changes nothing)
      "tournaments", "tournament_join", "tournament_leave", "tournament_watch",
      "tournament_unwatch", "tournament_start"}
-)
+) | REQUEST_ID_TYPES  # sent with a request_id (see Client.request): answered as the first
 #: How many times :meth:`Client.request` re-sends a request refused with a retryable error.
 RETRIES = 6
 
@@ -104,6 +106,12 @@ def retryable(reply: ErrorReply) -> bool:
     return reply.code == "storage_unavailable" or (
         reply.code == "not_available" and "try again" in reply.message
     )
+
+
+def new_request_id() -> str:
+    """A fresh ``request_id`` (docs/protocol.md, "Retrying safely"): random, so that no two
+    requests of a player share one, whichever device or process sends them."""
+    return uuid.uuid4().hex
 
 
 def url_list(url: str | Sequence[str]) -> list[str]:
@@ -640,12 +648,27 @@ class Client:
         (up to :data:`RETRIES` times, with the reconnect backoff, waiting for the session to
         be back online and catching the match up with ``resume`` first) when
         :meth:`_retry_safe` says it cannot apply twice.
+
+        A lobby or tournament request that makes something (``moo.protocol.REQUEST_ID_TYPES``)
+        gets a ``request_id`` here, once, before the first try: every retry sends the same
+        one, so the server answers it with what the first try did (the same match, room or
+        tournament; docs/protocol.md, "Retrying safely"), and such a request is also sent
+        again after the connection dropped before its answer came (once reconnected).
         """
         attempt = 0
+        if type in REQUEST_ID_TYPES and "request_id" not in fields:
+            fields["request_id"] = new_request_id()
         while True:
             before = self._own_moves(fields.get("match_id"))
             try:
                 return await self._request_once(type, **fields)
+            except ConnectionLost:
+                if (not self.reconnect or "request_id" not in fields or self._closing
+                        or attempt >= RETRIES):
+                    raise
+                attempt += 1
+                log.info("%s: the connection dropped before its answer; sending it again",
+                         type)
             except ServerError as exc:
                 if (not self.reconnect or type not in RETRY_TYPES or not retryable(exc.reply)
                         or attempt >= RETRIES):
@@ -770,8 +793,9 @@ class Client:
                                   **_rules(rules))
 
     async def rematch(self, match_id: str) -> None:
-        """Offer/accept a rematch; the new ``match`` arrives on the stream when both asked."""
-        await self.send("rematch", match_id=match_id)
+        """Offer/accept a rematch; the new ``match`` arrives on the stream when both asked.
+        (With a ``request_id``: a retry of the request by hand is answered as the first.)"""
+        await self.send("rematch", match_id=match_id, request_id=new_request_id())
 
     async def matches(self) -> MatchesList:
         return await self._expect(MatchesList, "matches")

@@ -52,6 +52,7 @@ const S = {
   retryAt: 0,
   nextId: 1,
   pending: new Map(),       // id -> {type, ...context}
+  unanswered: [],           // lobby requests a closed connection left unanswered: resent after welcome
   tab: "play",              // play | watch | board | tourneys | tourney | match | ...
   needLogin: false,
   queued: false,
@@ -140,12 +141,36 @@ function rulesOf(m) {
 // ---------------------------------------------------------------------------------------------
 // Connection
 
+// The requests that make something (a queue entry, room, challenge, match, tournament, a
+// participant): each carries a request_id, fixed at the first try, so that sending it again
+// after a lost answer is answered as the first was (docs/protocol.md, "Retrying safely").
+const REQUEST_ID_TYPES = new Set(["queue", "challenge", "accept", "room_create", "room_join",
+  "play_bot", "rematch", "tournament_create", "tournament_join"]);
+// a request refused with "try again" (or storage_unavailable) is sent again this many times
+const REQUEST_RETRIES = 5;
+
+function newRequestId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16)); // (randomUUID needs https)
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 function send(msg, context) {
   if (!S.ws || S.ws.readyState !== WebSocket.OPEN) return null;
   const id = S.nextId++;
-  S.pending.set(id, { type: msg.type, ...(context || {}) });
+  if (REQUEST_ID_TYPES.has(msg.type) && !msg.request_id) msg = { ...msg, request_id: newRequestId() };
+  const ctx = { type: msg.type, ...(context || {}) };
+  if (msg.request_id) ctx.request = msg; // kept for a resend under the same request_id
+  S.pending.set(id, ctx);
   S.ws.send(JSON.stringify({ ...msg, id }));
   return id;
+}
+
+/** Send a lobby request again, under its request_id (a lost answer, or "try again"). */
+function resend(ctx) {
+  const tries = (ctx.tries || 0) + 1;
+  if (tries > REQUEST_RETRIES) return false;
+  const { type, request, ...rest } = ctx;
+  return send(request, { ...rest, tries }) !== null;
 }
 
 function tokenFor(name) {
@@ -217,6 +242,8 @@ function connect() {
       S.m.synced = false;
       S.m.sentN = 0;
     }
+    // lobby requests not answered yet: they may have been done; sent again after the welcome
+    S.unanswered = [...S.pending.values()].filter((c) => c.request);
     S.pending.clear();
     ladderConnectionLost();
     clearInterval(S.pingTimer);
@@ -404,8 +431,15 @@ function onWelcome(msg) {
   // An application ping now and then keeps an idle spectator's connection open.
   S.pingTimer = setInterval(() => send({ type: "ping" }), 60000);
   setVariants(Array.isArray(msg.variants) && msg.variants.length ? msg.variants : [DEFAULT_RULES]);
+  // requests the last connection left unanswered go again under their request_id: done
+  // already, they are answered as the first time (the same match, room or tournament)
+  const again = S.unanswered;
+  S.unanswered = [];
+  for (const ctx of again) resend(ctx);
   // the queue does not survive a drop
-  if (S.queued) send({ type: "queue", pacing: pacing(), rules: chosenRules(), ...practice() });
+  if (S.queued && !again.some((c) => c.type === "queue")) {
+    send({ type: "queue", pacing: pacing(), rules: chosenRules(), ...practice() });
+  }
   if (Array.isArray(msg.strategies) && msg.strategies.length) setStrategies(msg.strategies);
   const open = msg.matches || [];
   if (S.m && S.m.phase !== "finished") {
@@ -659,7 +693,12 @@ function retryable(msg) {
 function onError(msg, ctx) {
   const type = ctx ? ctx.type : null;
   const text = msg.message || msg.code;
-  // first: a bot's name_taken / invalid_name is about the bot, not about this session's name
+  if (ctx && ctx.request && retryable(msg) && (ctx.tries || 0) < REQUEST_RETRIES) {
+    // nothing was done, or it was and the answer is the first one's: the same request again
+    setTimeout(() => resend(ctx), 1000 * ((ctx.tries || 0) + 1));
+    return;
+  }
+  // a bot's name_taken / invalid_name is about the bot, not about this session's name
   if (type && type.startsWith("ladder_")) {
     ladderError(msg, ctx);
     return;

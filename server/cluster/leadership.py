@@ -24,13 +24,14 @@ yet) are server/cluster/deferred.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from moo.errors import MooError, NotAvailable
+from moo.errors import InMatch, MooError, NotAvailable, UnknownMatch, UnknownRoom
 from server.arena import Arena
 from server.background import spawn
 from server.cluster.deferred import DeferredRequests
@@ -43,6 +44,7 @@ from server.cluster.wire import Deliver, LobbyCall, LobbyState, Message
 from server.connection import CLOSE_REPLACED, Connection, error_message
 from server.lobby import Lobby, Waiting
 from server.matches import Follower, MatchService
+from server.requests import MATCH_REQUESTS, answer_from_log
 from server.tournaments import unanswered_watch
 
 __all__ = ["ClusterLobby"]
@@ -84,6 +86,7 @@ class ClusterLobby:
     ) -> None:
         self.node = node
         self.arena = arena
+        self.matches = matches
         self.directory = directory
         self.serving = serving
         self.forwarding = forwarding
@@ -281,7 +284,8 @@ class ClusterLobby:
         assert isinstance(conn, Connection)
         self._call(conn, op, msg)
 
-    def _call(self, conn: Connection, op: str, msg: dict[str, Any], track: bool = True) -> None:
+    def _call(self, conn: Connection, op: str, msg: dict[str, Any], track: bool = True,
+              resent: bool = False) -> None:
         leader = self.leader
         if leader is None or leader == self.node:
             return
@@ -292,7 +296,7 @@ class ClusterLobby:
         busy = None
         if conn.player is not None and op in _SEATING and not self.lobby.is_bot(conn.player):
             busy = self.busy(conn.player)
-        call = LobbyCall(self.forwarding.cid(conn), conn.player or "", op, msg, busy)
+        call = LobbyCall(self.forwarding.cid(conn), conn.player or "", op, msg, busy, resent)
         ref = msg.get("id")
         if track and ref is not None:
             now = time.monotonic()
@@ -432,7 +436,8 @@ class ClusterLobby:
             else:
                 self._run(conn, item.op, item.msg)
         except MooError as exc:
-            conn.send(error_message(exc, item.msg.get("id")))
+            conn.send(error_message(_after_move(exc) if item.resent else exc,
+                                    item.msg.get("id")))
         finally:
             self.deferred.forget_busy(item.player)
             self.sync()
@@ -543,6 +548,9 @@ class ClusterLobby:
         for (cid, _), (call, _, _) in list(self.pending.items()):
             conn = self.forwarding.local.get(cid)
             if conn is not None and not conn.closing:
+                if _may_be_done(call):
+                    spawn(self._run_unless_done(conn, call))
+                    continue
                 try:
                     self._run(conn, call.op, call.msg)
                 except MooError as exc:
@@ -569,8 +577,57 @@ class ClusterLobby:
                 self._call(conn, "restore", state, track=False)
             self._rewatch(conn, run_here=False)
         for key, (call, _, first) in list(self.pending.items()):
+            client = self.forwarding.local.get(key[0])
+            if client is not None and _may_be_done(call):
+                del self.pending[key]  # answered by the check, or tracked again after it
+                spawn(self._send_unless_done(client, call, first))
+                continue
             self.pending[key] = (call, time.monotonic(), first)
             self.send(leader, call)
+
+    # -- seating requests sent again to a new leader ----------------------------------------
+    # The old leader may have started the request's match (committed on some node) and died
+    # before answering: done again, the request would be refused (the room or challenge is
+    # used) or, for a program, start a second match. One with a request_id is looked up in
+    # the database first (server/requests.py), and answered from there if it was done.
+    async def _run_unless_done(self, conn: Connection, call: LobbyCall) -> None:
+        """As this node takes the leadership over: run ``call`` here unless it was done."""
+        try:
+            if await self._answered(conn, call) or conn.closing:
+                return
+            if self.leading():
+                try:
+                    self._run(conn, call.op, call.msg)
+                except MooError as exc:
+                    raise _after_move(exc) from None
+                finally:
+                    self.sync()
+            else:
+                self._call(conn, call.op, call.msg, resent=True)
+        except MooError as exc:
+            conn.send(error_message(exc, call.msg.get("id")))
+
+    async def _send_unless_done(self, conn: Connection, call: LobbyCall, first: float) -> None:
+        """After a leader change: send ``call`` to the leader unless it was done."""
+        try:
+            if await self._answered(conn, call) or conn.closing:
+                return
+        except MooError as exc:
+            conn.send(error_message(exc, call.msg.get("id")))
+            return
+        leader = self.leader
+        if leader is None or leader == self.node:
+            await self._run_unless_done(conn, call)
+            return
+        call = dataclasses.replace(call, resent=True)
+        ref = call.msg.get("id")
+        if ref is not None:
+            self.pending[(call.conn, ref)] = (call, time.monotonic(), first)
+        self.send(leader, call)
+
+    async def _answered(self, conn: Connection, call: LobbyCall) -> bool:
+        return await answer_from_log(self.arena.store, self.matches, self.arena.match_message,
+                                     conn, call.msg)
 
 
 #: arrivals, departures and restored records kept while this node is not yet the leader
@@ -579,6 +636,27 @@ _EARLY_MAX = 10_000
 
 #: lobby requests that would seat the player in a match
 _SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
+
+
+def _may_be_done(call: LobbyCall) -> bool:
+    """A request that may have started its match already, and can be found by its
+    ``request_id`` (server/requests.py)."""
+    return call.msg.get("request_id") is not None and call.msg.get("type") in MATCH_REQUESTS
+
+
+def _after_move(exc: MooError) -> MooError:
+    """A refusal of a seating request sent again to a new leader that its first sending,
+    done by the old leader, would explain (the room or challenge it used is gone, the match it
+    rematched is taken, its player now sits in that match): "try again", so that the client
+    sends it again under its ``request_id`` and is answered from the database once the match
+    is there, instead of being told that what happened did not."""
+    if isinstance(exc, UnknownRoom | InMatch | UnknownMatch | NotAvailable) and (
+        "try again" not in exc.message
+    ):
+        return NotAvailable(
+            f"the lobby moved to another node while this request was being done ({exc.message});"
+            " try again")
+    return exc
 
 
 def _refusal(call: LobbyCall) -> Message:

@@ -40,19 +40,21 @@ def open_entries(lobby: Lobby, key_of: Callable[[Follower], K | None]) -> dict[K
             entry["challenges"].append({
                 "id": ch.challenge_id, "target": ch.target, "pacing": ch.pacing,
                 "rated": ch.rated, "rules": ch.rules.to_dict(), "assist": ch.assist,
+                "request": ch.request,
             })
     for room in lobby.rooms.values():
         entry = record(room.owner)
         if entry is not None:
             entry["rooms"].append({
                 "code": room.code, "pacing": room.pacing, "rated": room.rated,
-                "rules": room.rules.to_dict(), "assist": room.assist,
+                "rules": room.rules.to_dict(), "assist": room.assist, "request": room.request,
             })
     for w in lobby.queue:
         entry = record(w.conn)
         if entry is not None:
             entry["queue"] = {"pool": w.pool, "pacing": w.pacing, "rated": w.rated,
-                              "rules": w.rules.to_dict(), "assist": w.assist}
+                              "rules": w.rules.to_dict(), "assist": w.assist,
+                              "request": w.request}
     for match_id, who in lobby.wishers().items():
         for conn in who:
             entry = record(conn)
@@ -63,7 +65,8 @@ def open_entries(lobby: Lobby, key_of: Callable[[Follower], K | None]) -> dict[K
 
 def restore_entries(lobby: Lobby, conn: Follower, state: dict[str, Any]) -> None:
     """Put back what ``conn``'s client had open at a former leader, under the same ids and
-    codes; nobody is told again. What pairs now is paired."""
+    codes (and with the ``request_id`` records that made them, so that a request sent again
+    finds them); nobody is told again. What pairs now is paired."""
     player = conn.player
     if player is None:
         return
@@ -71,19 +74,19 @@ def restore_entries(lobby: Lobby, conn: Follower, state: dict[str, Any]) -> None
         if c["id"] not in lobby.challenges:
             lobby.challenges[c["id"]] = Challenge(
                 c["id"], conn, player, c["target"], c["pacing"], bool(c["rated"]),
-                rules_from_dict(c["rules"]), bool(c.get("assist", False)),
+                rules_from_dict(c["rules"]), bool(c.get("assist", False)), c.get("request"),
             )
     for r in state.get("rooms", ()):
         if r["code"] not in lobby.rooms:
             lobby.rooms[r["code"]] = Room(
                 r["code"], conn, player, r["pacing"], bool(r["rated"]),
-                rules_from_dict(r["rules"]), bool(r.get("assist", False)),
+                rules_from_dict(r["rules"]), bool(r.get("assist", False)), r.get("request"),
             )
     q = state.get("queue")
     if q is not None and all(w.conn is not conn for w in lobby.queue):
         lobby.queue.append(Waiting(
             conn, player, lobby.is_bot(player), q["pool"], q["pacing"], bool(q["rated"]),
-            rules_from_dict(q["rules"]), bool(q.get("assist", False)),
+            rules_from_dict(q["rules"]), bool(q.get("assist", False)), q.get("request"),
         ))
     for match_id in state.get("wishes", ()):
         lobby.restore_wish(match_id, conn)

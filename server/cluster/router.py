@@ -58,7 +58,7 @@ from server.cluster.wire import (
     Unwatch,
 )
 from server.connection import Connection, error_message
-from server.matches import SPECTATOR, Follower, TournamentGame
+from server.matches import SPECTATOR, Follower, Requested, TournamentGame
 from server.settings import Settings
 from server.storage import StoredMatch
 from server.storage_cluster import ClusterStore
@@ -267,6 +267,7 @@ class Router:
         rules: GameRules | None = None,
         assist: bool = False,
         tournament: TournamentGame | None = None,
+        requested: Requested | None = None,
     ) -> None:
         """A match the lobby agreed on starts on the node of its first seated player, so
         matches spread over the nodes like their players."""
@@ -277,7 +278,7 @@ class Router:
         self.lobby.creating(players, target)
         if target == self.node:
             self._create_here(players, conns, pacing, bots, refs, rated, rules, assist,
-                              tournament)
+                              tournament, requested)
             return
         seats: list[Any] = []
         for c in conns:
@@ -294,6 +295,7 @@ class Router:
             None if tournament is None else [
                 tournament.tournament_id, tournament.match_id,
                 None if tournament.secrets is None else list(tournament.secrets)],
+            None if requested is None else [requested.match_id, list(requested.records)],
         ))
         for conn, ref in zip(conns, refs, strict=True):
             if isinstance(conn, Connection) and ref is not None:
@@ -304,7 +306,7 @@ class Router:
         self, players: tuple[str, str], conns: tuple[Follower | None, Follower | None],
         pacing: str | None, bots: tuple[str | None, str | None], refs: tuple[Any, Any],
         rated: bool, rules: GameRules | None, assist: bool,
-        tournament: TournamentGame | None = None,
+        tournament: TournamentGame | None = None, requested: Requested | None = None,
     ) -> None:
         """Start the match here, after checking once more that none of this node's people
         already sits in an unfinished match (the lobby leader may not have known)."""
@@ -323,7 +325,7 @@ class Router:
                             match_id=busy,
                         )
             self.arena.create(players, conns, pacing, bots, refs, rated, rules, assist,
-                              tournament)
+                              tournament, requested)
         except MooError as exc:
             for conn, ref in zip(conns, refs, strict=True):
                 if conn is not None and not conn.closing:
@@ -337,6 +339,11 @@ class Router:
 
     def is_live(self, match_id: str) -> bool:
         return self.arena.is_live(match_id) or match_id in self.forwarding.matches()
+
+    def follows(self, conn: Follower, match_id: str) -> bool:
+        return match_id in conn.matches or (
+            isinstance(conn, Connection) and self.forwarding.following(conn, match_id) is not None
+        )
 
     async def finished_terms(
         self, match_id: str, player: str
@@ -386,6 +393,8 @@ class Router:
             (item.players[0], item.players[1]), (conns[0], conns[1]), item.pacing,
             (item.bots[0], item.bots[1]), (item.refs[0], item.refs[1]), item.rated, rules,
             item.assist, _tournament_game(item.tournament),
+            None if item.requested is None else Requested(
+                str(item.requested[0]), tuple(item.requested[1])),
         )
 
     def lost(self, sender: str | None) -> None:

@@ -171,6 +171,9 @@ class LobbyCall(Message):
     op: str
     msg: dict[str, Any]
     busy: str | None = None
+    #: sent again to a new leader (the old one may have done it before it died): a refusal
+    #: that its own first doing would explain is "try again" instead (server/requests.py)
+    resent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +201,9 @@ class Create(Message):
     assist: bool
     #: a hosted tournament's game: [tournament_id, match_id, secrets or None]
     tournament: list[Any] | None = None
+    #: a match that answers requests with a ``request_id``: [match_id, records]
+    #: (server/matches.py ``Requested``)
+    requested: list[Any] | None = None
 
 
 # -- to every node -----------------------------------------------------------------------------

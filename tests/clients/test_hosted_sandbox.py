@@ -448,8 +448,10 @@ def test_moo_ladder_check_accepts_and_refuses(tmp_path):
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        ((), "moo ladder: name an action: 'moo ladder check FILE' (docs/ladder.md)"),
-        (("submit",), "moo ladder: unknown action 'submit': the ladder has only 'check' so far"),
+        ((), "moo ladder: name an action: check, submit, mine, pause, resume, withdraw, show, log"
+             " (docs/ladder.md)"),
+        (("frobnicate",), "moo ladder: unknown action 'frobnicate': the actions are check, "
+                          "submit, mine, pause, resume, withdraw, show, log (docs/ladder.md)"),
         (("check", "nope.py"), "moo ladder check: no such file: nope.py"),
         (("check", "."), "moo ladder check: no such file: ."),
         (("check", "x", "--games", "0"), "moo ladder check: --games must be 1-100, got 0"),

@@ -72,6 +72,28 @@ def test_state_ignores_replayed_seq_and_tracks_lockstep_reveal():
     assert state.counts == (1, 1)
 
 
+async def test_lobby_requests_carry_a_request_id_kept_across_a_retry():
+    """``play_bot`` (a request that makes something) gets a ``request_id``; its connection
+    drops before the answer and the SDK, back online, sends it again under the same one
+    (docs/protocol.md, "Retrying safely"); a second request gets a new one."""
+    async with FakeServer() as server, Client(server.url, "ann") as client:
+        server.drop_on.add("play_bot")
+        announced = await client.play_bot("random")
+        assert isinstance(announced, MatchAnnounced)
+        sent = [m for m in server.received if m["type"] == "play_bot"]
+        assert len(sent) == 2 and client.reconnects == 1
+        assert sent[0]["request_id"] == sent[1]["request_id"]
+        assert sent[0]["id"] != sent[1]["id"]
+        await client.resign(announced.match_id)
+        await client.play_bot("random")
+        third = [m for m in server.received if m["type"] == "play_bot"][-1]
+        assert third["request_id"] != sent[0]["request_id"]
+        # requests that make nothing carry none
+        await client.ping()
+        assert all("request_id" not in m for m in server.received
+                   if m["type"] in ("ping", "hello", "resign"))
+
+
 async def test_play_bot_match_to_the_end_with_typed_events():
     async with FakeServer() as server, Client(server.url, "ann") as client:
         assert client.token  # issued on first hello

@@ -61,6 +61,12 @@ SAMPLES: list[Message] = [
     LobbyState("r.1", {"challenges": [], "rooms": [], "queue": None, "wishes": ["m1"]}),
     Create(["ann", "bob"], [["a", "r.1", "ann"], None], "free", [None, "random"], [3, None],
            True, None, False),
+    # a seating request sent again to a new leader, and the match of a request_id
+    LobbyCall("r.1", "ann", "room_join",
+              {"type": "room_join", "code": "ABCDEF", "request_id": "j1"}, None, True),
+    Create(["ann", "bob"], [["a", "r.1", "ann"], ["b", "r.2", "bob"]], None, [None, None],
+           [None, 5], True, None, False, None,
+           ["m0123456789ab", [{"player": "bob", "request_id": "j1", "body": "f" * 32}]]),
     Adopted("b", 3, ["m1", "m2"]),
     Tick({"a": 5}),
     Gone("b", "r", 2),

@@ -22,7 +22,7 @@ from tests.pg_server import PrivatePostgres
 async def test_two_minutes_of_every_fault(private_postgres: PrivatePostgres,
                                           mosquitto: str) -> None:
     options = Options(
-        seconds=120, matches=6, every=(7.0, 9.0), lease_ms=3000, seed=17,
+        seconds=120, matches=6, every=(4.5, 5.5), lease_ms=3000, seed=17,
         # What this test holds is that no follower is ever left in silence while its match
         # goes on: a lost relay leaves a player silent until the match is given up (60 s) or
         # the run ends, far beyond this net. How short the silence of a fault is (5 s at the

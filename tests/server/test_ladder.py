@@ -492,3 +492,35 @@ async def test_bots_meet_those_they_met_least_before_those_of_close_rating(
                 await play_pairing(app.port, job, 0 if round_ == 0 else None)
                 await w.request({"type": "worker_done", "job_id": job["job_id"]})
         assert len(met) == 6 and len(set(met)) == 6, met
+
+
+async def test_games_of_a_pairing_cut_by_a_restart_are_void(tmp_path: Path) -> None:
+    """The server restarts while a worker plays a pairing: the worker's claim is lost (its
+    connection closes, or its lease runs out), so the games end by the match rules after the
+    restart and are void; the two bots are paired again."""
+    settings = _settings(tmp_path, grace_ms=200, ladder_lease_ms=1000)
+    async with running(settings) as app:
+        ann = await Client.hello(app.port, "ann")
+        w = await worker(app.port)
+        await _two_active(app, ann, w)
+        for _ in range(2):
+            job = await claim(w)
+            assert job is not None and job["kind"] == "eval"
+            await w.request({"type": "worker_done", "job_id": job["job_id"], "reason": "-"})
+        await app.ladder.tick()
+        job = await claim(w)
+        assert job is not None and job["kind"] == "play"
+        assert all(app.arena.is_live(m) for m in job["matches"])
+    async with running(settings) as app:
+
+        async def settled() -> bool:
+            await app.ladder.tick()
+            return all(app.ladder.games[m].finished for m in job["matches"])
+
+        await until(settled, 30, "the cut games ended after the restart")
+        assert all(app.ladder.games[m].void for m in job["matches"])
+        w = await worker(app.port)
+        await app.ladder.tick()
+        again = await claim(w)
+        assert again is not None and again["kind"] == "play"
+        assert set(again["matches"]).isdisjoint(job["matches"])

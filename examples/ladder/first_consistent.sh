@@ -1,0 +1,1 @@
+../bots/first_consistent.sh
