@@ -448,10 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot take screenshots: {problem}", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
-        # a long grace: a ladder pairing's games start when it is made, and the server's one
-        # worker slot may be busy with an exact evaluation for a minute before it plays them
-        server = MooServer(Path(tmp) / "moo.sqlite3",
-                           extra=["--bot-delay-ms", "0", "--grace-ms", "600000"])
+        server = MooServer(Path(tmp) / "moo.sqlite3", extra=["--bot-delay-ms", "0"])
         with server:
             if not args.ladder_only:
                 asyncio.run(seed_leaderboard(server.port))

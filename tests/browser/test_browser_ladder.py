@@ -47,11 +47,8 @@ REASON = "game 1 of 3 against random: garbage: expected 'ready', got 'hello'"
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[MooServer]:
-    """A server of the test's own, with the bot worker ``moo serve`` starts by itself. A long
-    grace: a pairing's games start when it is made, and the worker's one slot may still be
-    busy with an evaluation on a loaded machine (they would end by ``disconnect`` after the
-    default minute, which is not what this test is about)."""
-    with MooServer(tmp_path / "moo.sqlite3", extra=["--grace-ms", "600000"]) as srv:
+    """A server of the test's own, with the bot worker ``moo serve`` starts by itself."""
+    with MooServer(tmp_path / "moo.sqlite3") as srv:
         yield srv
 
 
