@@ -6,7 +6,11 @@ Starts a private ``moo serve`` (temporary database), seeds the leaderboard with 
 played over the protocol, then drives real pages through the screens: sign-in, lobby, a match
 in progress (desktop and phone, light and dark), a challenge arriving mid-match, the result with
 its fairness check, live matches, the leaderboard, the account page, a player's page and a
-finished match replayed from its link. Everything is awaited on page conditions; nothing sleeps.
+finished match replayed from its link, tournaments, and the ladder (bots submitted from their
+owners' pages, checked and played by the server's own bot worker in the sandbox: the Ladder tab,
+a bot's page with its rating chart, your bots with a refused and an accepted version).
+Everything is awaited on page conditions; nothing sleeps. ``--ladder-only`` takes the ladder's
+screens alone.
 """
 
 from __future__ import annotations
@@ -173,7 +177,79 @@ def _start_bot_match(page: Any, strategy: str, secret: str) -> None:
     page.wait_for_selector("#entry[data-mode=guess]")
 
 
-def take(out: Path, url: str, port: int) -> list[Path]:
+#: programs the ladder's screenshots submit (examples/ladder/: single-file ladder bots)
+LADDER_BOTS = ROOT / "examples" / "ladder"
+#: a program the compliance check refuses: it answers the protocol's hello with garbage
+BROKEN_BOT = b"#!/bin/sh\necho hello\n"
+#: games are played by the server's own worker in the sandbox: their waits get more room
+LADDER_WAIT_MS = 300_000
+
+
+def _submit_bot(page: Any, name: str, program: Path | bytes) -> str:
+    """Submit a bot from the page's upload form (the owner's own player page); its id once the
+    check's verdict is on its card."""
+    page.click("#nav .tab[data-tab=ladder]")
+    page.click("#ladder-submit-link")
+    page.wait_for_selector("#ladder-mine:not([hidden])")
+    if isinstance(program, Path):
+        page.set_input_files("#sf-file", str(program))
+    else:
+        page.set_input_files("#sf-file", {"name": "bot.sh", "mimeType": "text/plain",
+                                          "buffer": program})
+    page.fill("#sf-name", name)
+    page.click("#sf-submit")
+    card = f"#mine-list .mine-bot:has(.mine-name:text-is('{name}'))"
+    page.wait_for_selector(f"{card} .mine-note.ok, {card} .mine-note.error",
+                           timeout=LADDER_WAIT_MS)
+    return str(page.get_attribute(card, "data-bot"))
+
+
+def take_ladder(browser: Any, url: str, shot: Any) -> None:
+    """The ladder: three owners submit from their pages (quinn's first version refused, her
+    second accepted), the worker plays them; then the Ladder tab, a bot's page, your bots."""
+    pages = []
+    for owner, file in (("bea", "first.py"), ("cy", "random.py")):
+        p = _page(browser, url, viewport=DESKTOP)
+        _login(p, owner)
+        _submit_bot(p, f"{owner}-{file.removesuffix('.py')}", LADDER_BOTS / file)
+        pages.append(p)
+    page = _page(browser, url, viewport=DESKTOP)
+    _login(page, "quinn")  # a name of its own: the tour above signed in as alice
+    bot_id = _submit_bot(page, "quinn-bot", BROKEN_BOT)
+    card = f"#mine-list .mine-bot[data-bot='{bot_id}']"
+    with page.expect_file_chooser() as chooser:
+        page.click(f"{card} [data-action=version]")
+    chooser.value.set_files(str(LADDER_BOTS / "minimum.py"))
+    page.wait_for_selector(f"{card} .mine-note.ok", timeout=LADDER_WAIT_MS)
+    page.click(f"{card} .error-log summary")
+    # the card just under the sticky top bar (an element's shot is taken where it is on screen)
+    page.evaluate("""() => { const box = document.querySelector('#ladder-mine');
+      window.scrollTo(0, box.getBoundingClientRect().top + scrollY - 90); }""")
+    shot(page.locator("#ladder-mine"), "ladder-mine")
+    # the standings once every bot has played a few pairings and the exact scores are in
+    page.click("#nav .tab[data-tab=ladder]")
+    page.wait_for_function(
+        """() => { const rows = [...document.querySelectorAll('#ladder-body tr')];
+             return rows.length === 3 && rows.every((r) =>
+               Number(r.querySelector('td.num.hide-sm').textContent) >= 8
+               && r.querySelector('td.exact').dataset.exact !== 'pending'); }""",
+        timeout=LADDER_WAIT_MS)
+    shot(page, "ladder")
+    phone = _page(browser, url, viewport=PHONE, device_scale_factor=2, is_mobile=True,
+                  has_touch=True)
+    _login(phone, "dora")  # a new context: another name (quinn's token is in hers)
+    phone.click("#nav .tab[data-tab=ladder]")
+    phone.wait_for_selector("#ladder-body tr")
+    shot(phone, "ladder-phone")
+    phone.context.close()
+    page.click(f"#ladder-body tr[data-bot='{bot_id}'] th.player a")
+    page.wait_for_selector("#bot-chart svg")
+    shot(page, "bot", full=True)
+    for p in [page, *pages]:
+        p.context.close()
+
+
+def take(out: Path, url: str, port: int, *, ladder_only: bool = False) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
@@ -181,8 +257,20 @@ def take(out: Path, url: str, port: int) -> list[Path]:
 
     def shot(page: Any, name: str, *, full: bool = False) -> None:
         path = out / f"{name}.png"
-        page.screenshot(path=str(path), full_page=full, animations="disabled")
+        if hasattr(page, "goto"):
+            page.screenshot(path=str(path), full_page=full, animations="disabled")
+        else:  # an element (a locator)
+            page.screenshot(path=str(path), animations="disabled")
         shots.append(path)
+
+    if ladder_only:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            try:
+                take_ladder(browser, url, shot)
+            finally:
+                browser.close()
+        return shots
 
     rng = random.Random(1971)
     with sync_playwright() as pw:
@@ -343,6 +431,7 @@ def take(out: Path, url: str, port: int) -> list[Path]:
             shot(page, "tournament", full=True)
             for p in players:
                 p.context.close()
+            take_ladder(browser, url, shot)
         finally:
             browser.close()
     return shots
@@ -351,6 +440,8 @@ def take(out: Path, url: str, port: int) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m clients.web_screenshots", description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    parser.add_argument("--ladder-only", action="store_true",
+                        help="take only the ladder's screenshots")
     args = parser.parse_args(argv)
     problem = chromium_problem()
     if problem:
@@ -359,8 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         server = MooServer(Path(tmp) / "moo.sqlite3", extra=["--bot-delay-ms", "0"])
         with server:
-            asyncio.run(seed_leaderboard(server.port))
-            for path in take(args.out, server.url, server.port):
+            if not args.ladder_only:
+                asyncio.run(seed_leaderboard(server.port))
+            for path in take(args.out, server.url, server.port, ladder_only=args.ladder_only):
                 print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     return 0
 

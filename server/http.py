@@ -1,9 +1,9 @@
 """Plain HTTP on the WebSocket port: ``GET /healthz`` and the browser client's files.
 
-``GET /match/<match_id>``, ``GET /player/<name>`` and ``GET /tournament/<tournament_id>`` serve
-the client's ``index.html`` too, so a finished match, a player's page or a tournament is a link
-that can be shared: the page reads its path and loads the rest over the WebSocket
-(docs/protocol.md, "History and players").
+``GET /match/<match_id>``, ``GET /player/<name>``, ``GET /tournament/<tournament_id>`` and
+``GET /bot/<bot_id>`` serve the client's ``index.html`` too, so a finished match, a player's
+page, a tournament or a hosted bot's page is a link that can be shared: the page reads its
+path and loads the rest over the WebSocket (docs/protocol.md, "History and players").
 
 websockets hands every request to ``process_request`` before the upgrade; requests that are
 not WebSocket upgrades are answered here so one port serves people, programs and probes.
@@ -42,7 +42,7 @@ _TYPES = {
 }
 _MAX_STATIC_BYTES = 8 * 1024 * 1024
 #: page routes of the browser client: /<prefix>/<one segment> -> index.html
-_PAGE_ROUTES = ("match", "player", "tournament")
+_PAGE_ROUTES = ("match", "player", "tournament", "bot")
 
 
 def default_static_dir() -> Path:
@@ -66,8 +66,8 @@ def text_response(status: HTTPStatus, text: str) -> Response:
 
 
 def _is_page_route(path: str) -> bool:
-    """``/match/<id>``, ``/player/<name>`` or ``/tournament/<id>``: exactly one non-empty
-    segment after the prefix."""
+    """``/match/<id>``, ``/player/<name>``, ``/tournament/<id>`` or ``/bot/<id>``: exactly one
+    non-empty segment after the prefix."""
     parts = path.split("/")
     return len(parts) == 3 and parts[0] == "" and parts[1] in _PAGE_ROUTES and bool(parts[2])
 

@@ -3,7 +3,8 @@
 
 import {
   DEFAULT_RULES, answerWords, assist, checkCode, commitment, formatAnswer, isClassic,
-  isHitsMisses, isMastermind, isWords, pegColour, randomSecret, rulesLabel, rulesSpec, symbolsText,
+  isHitsMisses, isMastermind, isWords, pegColour, randomSecret, rulesLabel, rulesSpec, sha256Fallback,
+  symbolsText,
 } from "./rules.js";
 
 const $ = (sel) => document.querySelector(sel);
@@ -78,11 +79,24 @@ const S = {
   tourney: null,            // the tournament page on screen: {id, data, error, watching}
   tourneyNames: {},         // tournament id -> name, for a tournament match's label
   next: null,               // {msg, at}: the next tournament game, waiting behind a result
+  ladder: { rows: [], loaded: false, at: 0, error: "" }, // the Ladder tab: `ladder_standings`
+  bot: null,                // the bot page on screen: {id, data, error}
+  // your hosted bots (`ladder_mine`), the submission under way, what the page says about each
+  mine: newMine(""),
   focusAfterWelcome: false, // the sign-in form was sent: focus the next screen once welcomed
   notesMode: false,         // pad taps mark digits instead of typing them
   pingTimer: null,
   tickTimer: null,
 };
+
+/** Your hosted bots and what the page is doing with them (the Ladder section below). */
+function newMine(owner) {
+  return {
+    owner, bots: [], job: null, notes: {}, verdicts: {}, open: {}, busy: null, armed: null,
+    versionFor: null, formError: "",
+    spare: {}, // sha256 -> an upload refused at submit, still open on this connection
+  };
+}
 
 function newMatch(id, seat, watch = seat === null) {
   return {
@@ -231,6 +245,7 @@ function connect() {
     // lobby requests not answered yet: they may have been done; sent again after the welcome
     S.unanswered = [...S.pending.values()].filter((c) => c.request);
     S.pending.clear();
+    ladderConnectionLost();
     clearInterval(S.pingTimer);
     if (S.manualClose) {
       setConn("offline");
@@ -340,6 +355,15 @@ function handle(msg) {
       for (const t of S.tourneys.list) S.tourneyNames[t.tournament_id] = t.name;
       return renderTourneys();
     case "tournament": return onTourney(msg, ctx);
+    case "ladder_uploaded": return onUploaded(msg, ctx);
+    case "ladder_submitted": return onSubmitted(msg, ctx);
+    case "ladder_checked": return onChecked(msg);
+    case "ladder_mine":
+      S.mine.bots = msg.bots || [];
+      return renderMine();
+    case "ladder_status": return onBotStatus(msg, ctx);
+    case "ladder_standings": return onLadderStandings(msg, ctx);
+    case "ladder_page": return onBotPage(msg);
     case "tournament_joined":
     case "tournament_left":
       if (S.tourney && S.tourney.id === msg.tournament_id) {
@@ -395,6 +419,8 @@ function onWelcome(msg) {
   banner("");
   setConn("online");
   S.name = msg.name;
+  // another name in this tab: the bots and notes of the previous one are not this one's
+  if (!sameName(S.mine.owner, msg.name)) S.mine = newMine(msg.name);
   S.password = null;
   $("#password-input").value = "";
   S.secured = msg.secured === true;
@@ -443,6 +469,8 @@ function onWelcome(msg) {
   if (S.tab === "player" && S.player) requestPlayer(S.player.name, true);
   if (S.tab === "record" && S.record && !S.record.events) requestRecord(S.record.id);
   if (S.tab === "tourneys") refreshTourneys();
+  if (S.tab === "ladder") refreshLadder();
+  if (S.tab === "bot" && S.bot) requestBot(S.bot.id);
   // watching belongs to the connection: a reconnect watches the tournament on screen again
   if (S.tourney) watchTourney(S.tourney.id);
   if (S.focusAfterWelcome) {
@@ -668,6 +696,11 @@ function onError(msg, ctx) {
   if (ctx && ctx.request && retryable(msg) && (ctx.tries || 0) < REQUEST_RETRIES) {
     // nothing was done, or it was and the answer is the first one's: the same request again
     setTimeout(() => resend(ctx), 1000 * ((ctx.tries || 0) + 1));
+    return;
+  }
+  // a bot's name_taken / invalid_name is about the bot, not about this session's name
+  if (type && type.startsWith("ladder_")) {
+    ladderError(msg, ctx);
     return;
   }
   // bad_credentials and too_many_attempts also answer set_password: only hello's end the session.
@@ -1018,7 +1051,7 @@ function chosenRules() {
 /** Fill the Game pickers (lobby, leaderboard) from welcome.variants; keeps the choice. */
 function setVariants(list) {
   S.variants = list;
-  for (const sel of [$("#variant-select"), $("#board-variant")]) {
+  for (const sel of [$("#variant-select"), $("#board-variant"), $("#ladder-variant"), $("#sf-rules")]) {
     const keep = sel.value || load(LS.variant, "");
     sel.replaceChildren(...list.map((r) => el("option", { value: rulesSpec(r) }, rulesLabel(r))));
     if (list.some((r) => rulesSpec(r) === keep)) sel.value = keep;
@@ -1343,6 +1376,8 @@ function focusView() {
     record: ["#rp-next", "#btn-copy-link"],
     player: ["#history-list .btn"],
     account: ["#new-password"],
+    ladder: ["#ladder-body a", "#btn-refresh-ladder"],
+    bot: ["#bot-recent .btn", "#bot-facts a"],
   }[view] || [];
   if (view === "match" && S.m && S.m.phase !== "finished") {
     focusEntry();
@@ -1393,13 +1428,14 @@ function refreshBoard() {
 
 function setTab(tab) {
   if (tab !== "match" && S.m && S.m.phase === "finished") leaveMatch();
-  if (pathRoute() && tab !== "player" && tab !== "record" && tab !== "tourney") {
+  if (pathRoute() && tab !== "player" && tab !== "record" && tab !== "tourney" && tab !== "bot") {
     history.pushState(null, "", `/${location.search}`);
   }
   S.tab = tab;
   if (tab === "watch") refreshMatches();
   if (tab === "board") refreshBoard();
   if (tab === "tourneys") refreshTourneys();
+  if (tab === "ladder") refreshLadder();
   render();
   // The button pressed may belong to a view that is now hidden: keep focus in the content.
   if (!document.activeElement || document.activeElement.closest("[hidden]")) {
@@ -1454,10 +1490,12 @@ function currentView() {
   if (S.tab === "player" && !S.player) return "play";
   if (S.tab === "record" && !S.record) return "play";
   if (S.tab === "tourney" && !S.tourney) return "tourneys";
+  if (S.tab === "bot" && !S.bot) return "ladder";
   return S.tab;
 }
 
-const VIEWS = ["login", "play", "watch", "board", "tourneys", "tourney", "match", "account", "player", "record"];
+const VIEWS = ["login", "play", "watch", "board", "tourneys", "tourney", "ladder", "bot", "match", "account",
+  "player", "record"];
 
 function render() {
   const view = currentView();
@@ -1473,8 +1511,8 @@ function render() {
   $("#me-name").textContent = signedIn ? S.name : "";
   renderMatchTab();
   for (const b of document.querySelectorAll("#nav .tab")) {
-    // a tournament's page belongs to the Tournaments tab
-    if (b.dataset.tab === (view === "tourney" ? "tourneys" : view)) b.setAttribute("aria-current", "page");
+    // a tournament's page belongs to the Tournaments tab, a bot's page to the Ladder
+    if (b.dataset.tab === (view === "tourney" ? "tourneys" : view === "bot" ? "ladder" : view)) b.setAttribute("aria-current", "page");
     else b.removeAttribute("aria-current");
   }
   if (view === "login") renderLogin();
@@ -1487,6 +1525,8 @@ function render() {
   if (view === "record") renderRecord();
   if (view === "tourneys") renderTourneys();
   if (view === "tourney") renderTourney();
+  if (view === "ladder") renderLadder();
+  if (view === "bot") renderBot();
   renderToast();
 }
 
@@ -1505,6 +1545,7 @@ function renderLogin() {
   if (!note && r && r.tab === "player") note = `Sign in to see ${r.name}'s page.`;
   if (!note && r && r.tab === "record") note = "Sign in to replay this match.";
   if (!note && r && r.tab === "tourney") note = "Sign in to see this tournament.";
+  if (!note && r && r.tab === "bot") note = "Sign in to see this bot's page.";
   $("#login-note").hidden = !note;
   $("#login-note").textContent = note;
 }
@@ -2157,6 +2198,8 @@ function pathRoute() {
   if (hit) return { tab: "record", id: decodeURIComponent(hit[1]) };
   hit = /^\/tournament\/([^/]+)\/?$/.exec(path);
   if (hit) return { tab: "tourney", id: decodeURIComponent(hit[1]) };
+  hit = /^\/bot\/([^/]+)\/?$/.exec(path);
+  if (hit) return { tab: "bot", id: decodeURIComponent(hit[1]) };
   return null;
 }
 
@@ -2170,6 +2213,10 @@ function applyRoute() {
   if (!r) {
     if (S.tab === "player" || S.tab === "record") S.tab = liveMatch() ? "match" : "play";
     if (S.tab === "tourney") S.tab = "tourneys";
+    if (S.tab === "bot") S.tab = "ladder";
+  } else if (r.tab === "bot") {
+    S.tab = "bot";
+    openBot(r.id);
   } else if (r.tab === "tourney") {
     S.tab = "tourney";
     openTourney(r.id);
@@ -2206,6 +2253,7 @@ function requestPlayer(name, fresh) {
   S.player.loading = true;
   send({ type: "player", name }, { name });
   send({ type: "history", player: name, limit: 20 }, { name });
+  if (sameName(name, S.name)) requestMine(); // your own page: your ladder bots, the upload form
 }
 
 function sameName(a, b) {
@@ -2321,6 +2369,7 @@ function renderPlayer() {
   const more = $("#btn-history-more");
   more.hidden = !P.next;
   more.disabled = P.more;
+  renderMine();
 }
 
 // -- a finished match, replayed -----------------------------------------------------------------
@@ -2834,6 +2883,678 @@ function wireTourneys() {
   });
 }
 
+// -- the ladder: hosted bots, their standings and pages (docs/protocol.md, "Ladder") -----------
+
+/** A program is sent in chunks (a client message is at most 4096 bytes): 2304 bytes are 3072
+ * base64 characters, the most a `ladder_upload` takes. */
+const CHUNK_BYTES = 2304;
+const MAX_PROGRAM_BYTES = 1 << 20;
+/** The server lets a connection send 20 messages a second after a burst of 40: past the first
+ * chunks an upload goes at about 16 a second, leaving room for the page's other messages. */
+const UPLOAD_BURST = 24;
+const UPLOAD_GAP_MS = 60;
+const BOT_STATUS = {
+  checking: "checking", refused: "refused", active: "active", paused: "paused", withdrawn: "withdrawn",
+};
+
+function newBotPage(id) {
+  return { id, data: null, error: "" };
+}
+
+function refreshLadder() {
+  send({ type: "ladder_show", rules: ladderRules() }, { rules: $("#ladder-variant").value });
+}
+
+function ladderRules() {
+  const spec = $("#ladder-variant").value;
+  return S.variants.find((r) => rulesSpec(r) === spec) || S.variants[0] || DEFAULT_RULES;
+}
+
+function requestBot(id) {
+  send({ type: "ladder_page", bot_id: id }, { botId: id });
+}
+
+function requestMine() {
+  send({ type: "ladder_mine" });
+}
+
+function myPage() {
+  return !!S.player && sameName(S.player.name, S.name);
+}
+
+function botHref(id) {
+  return `/bot/${encodeURIComponent(id)}${location.search}`;
+}
+
+function botLink(name, id, attrs = {}) {
+  return el("a", { href: botHref(id), "data-route": "", class: "link-a", ...attrs }, name);
+}
+
+/** Rebuild `container`'s content without dropping the keyboard focus: the control carrying the
+ * same `data-focus` key in the new content gets it back (the ladder and a bot's page are
+ * rebuilt every 10 s, your bots at each answer). */
+function keepFocus(container, rebuild) {
+  const active = document.activeElement;
+  const key = active && active !== container && container.contains(active) ? active.dataset.focus : null;
+  rebuild();
+  if (!key) return;
+  const again = container.querySelector(`[data-focus="${CSS.escape(key)}"]`);
+  if (again) again.focus({ preventScroll: true });
+}
+
+/** A "p/q" fraction as a percentage (the exact evaluator's scores are fractions as text). */
+function fractionPct(text) {
+  const hit = /^(-?\d+)\/(\d+)$/.exec(String(text || ""));
+  if (!hit || Number(hit[2]) === 0) return null;
+  return Number(hit[1]) / Number(hit[2]);
+}
+
+function exactText(exact, long = false) {
+  const e = exact || {};
+  if (e.status === "computed") {
+    const min = fractionPct(e.vs_minimum);
+    const str = fractionPct(e.vs_strongest);
+    if (min === null || str === null) return "—";
+    return long ? `Exact score ${pct(min)} against minimum, ${pct(str)} against strongest (${fmt(fractionPct(e.average), 3)} guesses on average).`
+      : `${pct(min)} / ${pct(str)}`;
+  }
+  if (e.status === "pending") return long ? "Exact score: being computed." : "computing…";
+  if (e.status === "not_deterministic") return long ? "No exact score: the program plays differently from run to run." : "not deterministic";
+  return long ? "" : "—";
+}
+
+function intervalText(low, high) {
+  if (low === null && high === null) return "";
+  return `${low ?? "…"}–${high ?? "…"}`;
+}
+
+function onLadderStandings(msg, ctx) {
+  if (ctx && ctx.rules && ctx.rules !== $("#ladder-variant").value) return; // an older choice
+  S.ladder = { rows: msg.standings || [], loaded: true, at: Date.now(), error: "" };
+  renderLadder();
+}
+
+function renderLadder() {
+  if (currentView() !== "ladder") return;
+  setText($("#ladder-error"), S.ladder.error || "");
+  const rows = S.ladder.rows;
+  keepFocus($("#ladder-body"), () => $("#ladder-body").replaceChildren(...rows.map((r, i) => {
+    const mine = isMe(r.owner);
+    const interval = intervalText(r.low, r.high);
+    return el("tr", { class: mine ? "me" : null, "data-bot": r.bot_id, "data-status": r.status },
+      el("td", { class: "rank", text: r.rating === null ? "–" : String(i + 1) }),
+      el("th", { scope: "row", class: "player" },
+        botLink(r.bot, r.bot_id, { "data-focus": `bot:${r.bot_id}` }),
+        r.status === "paused" ? el("span", { class: "chip", text: "paused" }) : null,
+        el("span", { class: "owner-sm", text: `by ${r.owner}` })),
+      el("td", { class: "hide-sm" }, playerLink(r.owner, { "data-focus": `owner:${r.bot_id}` })),
+      el("td", {
+        class: "num strong rating", title: interval ? `95 % interval ${interval}` : "No finished game yet",
+      }, r.rating === null ? "—" : String(r.rating),
+      interval ? el("span", { class: "interval", text: interval }) : null),
+      el("td", { class: "num hide-sm", text: String(r.games) }),
+      el("td", { class: "num", text: `${r.wins}–${r.draws}–${r.losses}` }),
+      el("td", { class: "num hide-sm", text: String(r.forfeits) }),
+      el("td", { class: "num hide-sm exact", "data-exact": (r.exact || {}).status || "", text: exactText(r.exact) }));
+  })));
+  $("#ladder-empty").hidden = !S.ladder.loaded || rows.length > 0;
+  setText($("#ladder-updated"), S.ladder.at
+    ? `Updated ${new Date(S.ladder.at).toLocaleTimeString()}; it refreshes itself every 10 s while on screen. Rating: a Bradley-Terry fit over every game of the ladder, 95 % interval under it.`
+    : "");
+  const link = $("#ladder-submit-link");
+  link.href = `/player/${encodeURIComponent(S.name || "")}${location.search}`;
+}
+
+// -- a bot's page ------------------------------------------------------------------------------
+
+function openBot(id) {
+  if (!S.bot || S.bot.id !== id) {
+    S.bot = newBotPage(id);
+    if (S.welcomed) requestBot(id);
+  }
+}
+
+function onBotPage(msg) {
+  if (!S.bot || !msg.bot || msg.bot.bot_id !== S.bot.id) return;
+  S.bot.data = msg;
+  S.bot.error = "";
+  renderBot();
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v !== null && v !== undefined) node.setAttribute(k, String(v));
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+/** The rating history as an inline SVG: the rating after each pairing as a line over its 95 %
+ * interval as a band (an open end of the interval reaches the chart's edge). */
+function ratingChart(history, width) {
+  // drawn at the box's own width (one unit a CSS pixel), so its labels keep their size on a phone
+  const W = Math.max(260, Math.round(width || 600)), H = W < 500 ? 200 : 240, L = 48, R = 12, T = 12, B = 30;
+  const xs = history.map((p) => p.games);
+  const finite = history.flatMap((p) => [p.rating, p.low, p.high]).filter((v) => v !== null);
+  let lo = Math.min(...finite), hi = Math.max(...finite);
+  lo = Math.floor((lo - 10) / 50) * 50;
+  hi = Math.ceil((hi + 10) / 50) * 50;
+  let x0 = Math.min(...xs), x1 = Math.max(...xs);
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  const px = (g) => L + ((g - x0) / (x1 - x0)) * (W - L - R);
+  const py = (v) => T + ((hi - v) / (hi - lo)) * (H - T - B);
+  const edge = (v, fallback) => py(v === null ? fallback : v);
+  const first = history[0], last = history[history.length - 1];
+  const chart = svg("svg", {
+    viewBox: `0 0 ${W} ${H}`, class: "rating-chart", role: "img", "data-points": history.length,
+    "aria-label": `Rating history: ${first.rating} after ${first.games} games, ${last.rating} after ${last.games} games (95 % interval ${intervalText(last.low, last.high)})`,
+  });
+  const step = Math.max(50, Math.ceil((hi - lo) / 4 / 50) * 50);
+  for (let v = lo; v <= hi; v += step) {
+    chart.append(svg("line", { class: "chart-grid", x1: L, x2: W - R, y1: py(v), y2: py(v) }),
+      svg("text", { class: "chart-label", x: L - 6, y: py(v) + 4, "text-anchor": "end" }, String(v)));
+  }
+  chart.append(svg("text", { class: "chart-label", x: L, y: H - 8 }, `${first.games} games`),
+    svg("text", { class: "chart-label", x: W - R, y: H - 8, "text-anchor": "end" }, `${last.games} games`));
+  let band;
+  if (history.length === 1) {
+    const x = px(first.games);
+    band = [[x - 8, edge(first.high, hi)], [x + 8, edge(first.high, hi)], [x + 8, edge(first.low, lo)], [x - 8, edge(first.low, lo)]];
+  } else {
+    band = [...history.map((p) => [px(p.games), edge(p.high, hi)]),
+      ...history.slice().reverse().map((p) => [px(p.games), edge(p.low, lo)])];
+  }
+  chart.append(svg("polygon", { class: "chart-band", points: band.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ") }));
+  chart.append(svg("polyline", {
+    class: "chart-line", points: history.map((p) => `${px(p.games).toFixed(1)},${py(p.rating).toFixed(1)}`).join(" "),
+  }));
+  for (const p of history) {
+    chart.append(svg("circle", { class: "chart-dot", cx: px(p.games).toFixed(1), cy: py(p.rating).toFixed(1), r: 3.5 },
+      svg("title", {}, `${p.rating} (${intervalText(p.low, p.high)}) after ${p.games} games, ${new Date(p.at).toLocaleString()}`)));
+  }
+  return chart;
+}
+
+const RESULT_LETTERS = { win: "W", loss: "L", draw: "D" };
+
+function renderBot() {
+  if (!S.bot || currentView() !== "bot") return;
+  keepFocus($("#view-bot"), renderBotPage);
+}
+
+function renderBotPage() {
+  const B = S.bot;
+  const d = B.data;
+  setText($("#bot-error"), B.error || "");
+  $("#bot-body").hidden = !d;
+  if (!d) {
+    setText($("#bot-title"), "Bot");
+    $("#bot-status").hidden = true;
+    return;
+  }
+  const bot = d.bot;
+  setText($("#bot-title"), bot.name);
+  const status = $("#bot-status");
+  status.hidden = false;
+  status.dataset.status = bot.status;
+  setText(status, BOT_STATUS[bot.status] || bot.status);
+  setText($("#bot-rating"), d.rating === null ? "—" : String(d.rating));
+  setText($("#bot-interval"), d.rating === null ? "no finished game yet"
+    : `95 % interval ${intervalText(d.low, d.high)}`);
+  $("#bot-facts").replaceChildren("by ", playerLink(bot.owner, { "data-focus": "owner" }), ` · ${rulesLabel(bot.rules || DEFAULT_RULES)}`,
+    bot.version ? ` · version ${bot.version} plays` : " · no version accepted yet",
+    ` · submitted ${new Date(bot.created_at).toLocaleDateString()}`);
+  setText($("#bot-games"), String(d.games));
+  setText($("#bot-wins"), String(d.wins));
+  setText($("#bot-draws"), String(d.draws));
+  setText($("#bot-losses"), String(d.losses));
+  setText($("#bot-forfeits"), d.forfeits
+    ? `${d.forfeits} of the losses by forfeit (its program failed: crash, timeout, garbage, a limit).`
+    : "No forfeit.");
+  const exact = exactText(bot.exact, true);
+  setText($("#bot-exact"), exact);
+  $("#bot-exact").hidden = !exact;
+  const history = (d.history || []).filter((p) => p.rating !== null);
+  const box = $("#bot-chart");
+  box.replaceChildren(...(history.length ? [ratingChart(history, box.clientWidth)] : []));
+  $("#bot-chart-empty").hidden = history.length > 0;
+  const opponents = d.opponents || [];
+  $("#bot-opponents").replaceChildren(...opponents.map((o) => el("tr", { "data-bot": o.bot_id },
+    el("th", { scope: "row", class: "player" }, botLink(o.bot, o.bot_id, { "data-focus": `opp:${o.bot_id}` })),
+    el("td", { class: "num", text: String(o.games) }),
+    el("td", { class: "num", text: `${o.wins}–${o.draws}–${o.losses}` }))));
+  $("#bot-opp-empty").hidden = opponents.length > 0;
+  const recent = d.recent || [];
+  $("#bot-recent").replaceChildren(...recent.map((g) => {
+    const when = g.ended_at ? new Date(g.ended_at) : null;
+    return el("li", { class: `hrow ${g.result}`, "data-match": g.match_id },
+      el("span", { class: `res ${g.result}`, title: g.result, text: RESULT_LETTERS[g.result] || "?" }),
+      el("span", { class: "hrow-main" },
+        el("span", { class: "hrow-vs" }, "vs ", botLink(g.opponent, g.opponent_id, { "data-focus": `vs:${g.match_id}` })),
+        el("span", { class: "hrow-meta" },
+          el("span", { class: "chip", text: g.seat === 0 ? "first seat" : "second seat" }),
+          el("span", { class: "chip", text: REASONS[g.reason] || g.reason || "" }),
+          el("span", { class: "chip", text: `v${g.version}` }),
+          when ? el("time", { datetime: when.toISOString(), text: when.toLocaleString() }) : null)),
+      el("a", {
+        class: "btn small", href: `/match/${encodeURIComponent(g.match_id)}${location.search}`,
+        "data-route": "", "aria-label": `Replay the game against ${g.opponent}`, "data-focus": `replay:${g.match_id}`,
+      }, "Replay"));
+  }));
+  $("#bot-recent-empty").hidden = recent.length > 0;
+  $("#bot-versions").replaceChildren(...(d.versions || []).map((v) => el("li", { class: "hrow version-row", "data-version": v.version, "data-check": v.check },
+    el("span", { class: "res", text: String(v.version) }),
+    el("span", { class: "hrow-main" },
+      el("span", { text: `Version ${v.version}${v.version === bot.version ? " (plays now)" : ""}` }),
+      el("span", { class: "hrow-meta" },
+        el("span", { class: `chip check-${v.check}`, text: v.check }),
+        el("span", { text: `${v.size} bytes` }),
+        el("code", { class: "sha", title: v.sha256, text: `sha256 ${v.sha256.slice(0, 12)}…` }),
+        el("time", { datetime: new Date(v.submitted_at).toISOString(), text: new Date(v.submitted_at).toLocaleString() }))))));
+}
+
+// -- your bots, on your own player page: submit, replace, pause, resume, withdraw, error log ---
+
+function b64(bytes) {
+  let text = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(text);
+}
+
+async function sha256Bytes(bytes) {
+  const hex = (buf) => [...buf].map((b) => b.toString(16).padStart(2, "0")).join("");
+  if (globalThis.crypto && crypto.subtle) return hex(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)));
+  return hex(sha256Fallback(bytes));
+}
+
+/** What the page says about one of your bots (the verdict of its check, a refusal...). */
+function mineNote(botId, text, kind = "note") {
+  S.mine.notes[botId] = { text, kind };
+}
+
+function programProblem(file) {
+  if (!file) return "Choose the program's file first.";
+  if (file.size === 0) return "That file is empty.";
+  if (file.size > MAX_PROGRAM_BYTES) return `That file has ${file.size} bytes; a program has at most 1 MiB (${MAX_PROGRAM_BYTES} bytes).`;
+  return null;
+}
+
+/** Start a submission: a new bot (from the form) or a new version of `botId`. */
+async function startSubmission(file, { name = null, rules = null, botId = null } = {}) {
+  const J = S.mine.job;
+  if (J && (J.state === "uploading" || J.state === "submitting")) return "Wait for the upload under way to finish.";
+  const problem = programProblem(file);
+  if (problem) return problem;
+  if (!S.welcomed || !S.ws) return "Not connected; try again in a moment.";
+  const job = {
+    name, rules, botId, bytes: null, sha256: null, offset: 0, upload: null, sent: 0,
+    state: "uploading", version: null, reused: false,
+  };
+  S.mine.job = job; // at once: a second tap meanwhile is "wait for the upload under way"
+  renderMine();
+  job.bytes = new Uint8Array(await file.arrayBuffer());
+  job.sha256 = await sha256Bytes(job.bytes);
+  if (S.mine.job !== job || job.state !== "uploading") return null; // e.g. the connection dropped
+  // the same program uploaded before and refused at submit (a taken name...): its upload is
+  // still open on this connection (the server keeps it), and uploads open at once are few
+  const spare = S.mine.spare[job.sha256];
+  if (spare) {
+    job.upload = spare;
+    job.offset = job.bytes.length;
+    job.reused = true;
+    submitUpload(job);
+  } else {
+    sendChunk(job);
+  }
+  return null;
+}
+
+function sendChunk(job) {
+  if (S.mine.job !== job || job.state !== "uploading") return;
+  const end = Math.min(job.bytes.length, job.offset + CHUNK_BYTES);
+  const msg = { type: "ladder_upload", offset: job.offset, data: b64(job.bytes.subarray(job.offset, end)) };
+  if (job.upload) msg.upload = job.upload;
+  job.sent += 1;
+  if (send(msg, { job }) === null) return submissionFailed(job, "Not connected; submit again once the page is back online.");
+  renderMine();
+}
+
+function onUploaded(msg, ctx) {
+  const job = ctx && ctx.job;
+  if (!job || S.mine.job !== job) return;
+  job.upload = msg.upload;
+  job.offset = msg.size;
+  if (job.offset < job.bytes.length) {
+    setTimeout(() => sendChunk(job), job.sent < UPLOAD_BURST ? 0 : UPLOAD_GAP_MS);
+    renderMine();
+    return;
+  }
+  submitUpload(job);
+}
+
+function submitUpload(job) {
+  job.state = "submitting";
+  const submit = { type: "ladder_submit", upload: job.upload, sha256: job.sha256 };
+  if (job.botId) submit.bot_id = job.botId;
+  else {
+    submit.name = job.name;
+    submit.rules = job.rules;
+  }
+  if (send(submit, { job }) === null) submissionFailed(job, "The connection dropped while submitting: your bots below show whether it was stored.");
+  renderMine();
+}
+
+function onSubmitted(msg, ctx) {
+  const bot = msg.bot;
+  upsertMine(bot);
+  const job = ctx && ctx.job;
+  if (job) delete S.mine.spare[job.sha256]; // used up
+  if (job && S.mine.job === job) {
+    job.state = "checking";
+    job.botId = bot.bot_id;
+    job.version = bot.checking;
+    job.name = bot.name;
+    if (job.rules) {
+      // a new bot from the form: the form is ready for the next one
+      $("#submit-form").reset();
+      $("#sf-rules").value = rulesSpec(job.rules);
+    }
+    mineNote(bot.bot_id, `Checking version ${bot.checking}: it must answer moo 1 and play 3 legal games against random in the sandbox…`, "checking");
+    // a verdict that came first (a quick check) is applied now
+    const early = S.mine.verdicts[`${bot.bot_id}:${bot.checking}`];
+    if (early) onChecked(early);
+  }
+  requestMine();
+  renderMine();
+}
+
+function onChecked(msg) {
+  S.mine.verdicts[`${msg.bot_id}:${msg.version}`] = msg;
+  if (msg.bot) upsertMine(msg.bot);
+  const name = msg.bot ? msg.bot.name : msg.bot_id;
+  const job = S.mine.job;
+  const ours = job && job.botId === msg.bot_id && job.version === msg.version;
+  if (ours) job.state = msg.accepted ? "accepted" : "refused";
+  if (msg.accepted) {
+    mineNote(msg.bot_id, `Accepted: version ${msg.version} of “${name}” plays on the ladder from its next pairing.`, "ok");
+  } else {
+    const stays = msg.bot && msg.bot.version
+      ? `It keeps playing version ${msg.bot.version}.` : "It is not on the ladder: fix the program and submit a new version.";
+    mineNote(msg.bot_id, `Refused: version ${msg.version} of “${name}” failed the check: ${msg.reason}. ${stays}`, "error");
+  }
+  if (myPage()) requestMine();
+  if (S.bot && S.bot.id === msg.bot_id) requestBot(msg.bot_id);
+  renderMine();
+}
+
+function submissionFailed(job, text) {
+  if (S.mine.job !== job) return;
+  job.state = "failed";
+  job.error = text;
+  renderMine();
+}
+
+function upsertMine(bot) {
+  const list = S.mine.bots;
+  const i = list.findIndex((b) => b.bot_id === bot.bot_id);
+  if (i >= 0) list[i] = { ...list[i], ...bot };
+  else list.unshift({ versions: [], errors: [], stderr: "", ...bot });
+}
+
+/** The connection closed: an upload belongs to the connection that opened it. */
+function ladderConnectionLost() {
+  S.mine.spare = {};
+  const job = S.mine.job;
+  if (job && job.state === "uploading") submissionFailed(job, "The connection dropped during the upload; submit again once the page is back online.");
+  if (job && job.state === "submitting") submissionFailed(job, "The connection dropped while submitting: your bots below show whether it was stored.");
+}
+
+const LADDER_CODES = {
+  name_taken: (ctx) => `The name “${ctx.job ? ctx.job.name : ""}” is taken: every bot plays under a player name of its own. Pick another.`,
+  invalid_name: () => "A bot's name is 1–24 letters, digits, _ - or .",
+  not_your_bot: () => "That bot belongs to another player.",
+  unknown_bot: () => "That bot is not on this server.",
+  unknown_upload: () => "The upload was lost (the connection dropped, or it waited too long); submit again.",
+};
+
+function ladderError(msg, ctx) {
+  const text = (LADDER_CODES[msg.code] || (() => msg.message || msg.code))(ctx || {});
+  const type = ctx.type;
+  if (type === "ladder_show") {
+    S.ladder.error = text;
+    renderLadder();
+  } else if (type === "ladder_page") {
+    if (S.bot && ctx.botId === S.bot.id) {
+      S.bot.error = msg.code === "unknown_bot" ? `No bot has the id “${ctx.botId}”.` : text;
+      renderBot();
+    }
+  } else if (type === "ladder_upload" || type === "ladder_submit") {
+    const job = ctx.job;
+    if (!job) return;
+    if (type === "ladder_submit" && job.reused && msg.code === "unknown_upload") {
+      // the kept upload expired (10 minutes): send the program again
+      delete S.mine.spare[job.sha256];
+      Object.assign(job, { upload: null, offset: 0, reused: false, state: "uploading" });
+      sendChunk(job);
+      return;
+    }
+    // a refused submission leaves its upload open: kept for the next try of the same program
+    if (type === "ladder_submit" && msg.code !== "unknown_upload") S.mine.spare[job.sha256] = job.upload;
+    submissionFailed(job, text);
+  } else if (type === "ladder_mine") {
+    // e.g. a cluster node, which runs no ladder yet: the server's own sentence, under the form
+    S.mine.formError = text;
+    renderMine();
+  } else if (ctx.botId) {
+    S.mine.busy = null;
+    mineNote(ctx.botId, text, "error");
+    renderMine();
+  }
+}
+
+function botAction(type, botId) {
+  if (S.mine.busy === botId) return; // its last request is not answered yet
+  if (!requireOnline()) {
+    mineNote(botId, "Not connected; try again in a moment.", "error");
+    renderMine();
+    return;
+  }
+  S.mine.busy = botId;
+  send({ type, bot_id: botId }, { botId });
+  renderMine();
+}
+
+function onBotStatus(msg, ctx) {
+  upsertMine(msg.bot);
+  S.mine.busy = null;
+  const said = { paused: "Paused: it is paired no more (games under way are played out).",
+    active: "Active: it is paired again.", withdrawn: "Withdrawn for good: out of the standings; its games and versions stay." };
+  if (ctx && ctx.botId) mineNote(msg.bot.bot_id, said[msg.bot.status] || msg.bot.status, "note");
+  renderMine();
+}
+
+function mineItem(bot) {
+  const note = S.mine.notes[bot.bot_id];
+  const busy = S.mine.busy === bot.bot_id;
+  const job = S.mine.job;
+  const sending = job && job.botId === bot.bot_id && (job.state === "uploading" || job.state === "submitting");
+  const latest = (bot.versions || [])[0];
+  const withdrawn = bot.status === "withdrawn";
+  const actions = el("div", { class: "row mine-actions" },
+    el("a", {
+      class: "btn small", href: botHref(bot.bot_id), "data-route": "", "aria-label": `${bot.name}'s page`,
+      "data-focus": `${bot.bot_id}:page`,
+    }, "Bot page"));
+  if (!withdrawn) {
+    // aria-disabled, not disabled: a button that is tapped keeps the focus while it waits
+    const held = sending || (bot.checking !== null && bot.checking !== undefined);
+    const replace = el("button", {
+      type: "button", class: "btn small", "data-action": "version", "data-focus": `${bot.bot_id}:version`,
+      "aria-disabled": held ? "true" : null,
+      title: held ? "Wait for the version being checked" : null,
+    }, "New version");
+    replace.addEventListener("click", () => {
+      if (held) return;
+      S.mine.versionFor = bot.bot_id;
+      $("#nv-file").value = "";
+      $("#nv-file").click();
+    });
+    actions.append(replace);
+    if (bot.status === "active" || bot.status === "paused") {
+      const toggle = el("button", {
+        type: "button", class: "btn small", "data-action": bot.status === "active" ? "pause" : "resume",
+        "data-focus": `${bot.bot_id}:toggle`, "aria-disabled": busy ? "true" : null,
+      },
+        bot.status === "active" ? "Pause" : "Resume");
+      toggle.addEventListener("click", () => botAction(bot.status === "active" ? "ladder_pause" : "ladder_resume", bot.bot_id));
+      actions.append(toggle);
+    }
+    const armed = S.mine.armed === bot.bot_id;
+    const withdraw = el("button", {
+      type: "button", class: "btn small danger ghost", "data-action": "withdraw",
+      "data-focus": `${bot.bot_id}:withdraw`, "aria-disabled": busy ? "true" : null,
+    },
+      armed ? "Really withdraw? Tap again" : "Withdraw");
+    withdraw.addEventListener("click", () => {
+      if (S.mine.busy === bot.bot_id) return;
+      if (S.mine.armed !== bot.bot_id) {
+        S.mine.armed = bot.bot_id; // two taps: withdrawing is for good
+        renderMine();
+        setTimeout(() => {
+          if (S.mine.armed === bot.bot_id) {
+            S.mine.armed = null;
+            renderMine();
+          }
+        }, 4000);
+        return;
+      }
+      S.mine.armed = null;
+      botAction("ladder_withdraw", bot.bot_id);
+    });
+    actions.append(withdraw);
+  }
+  const errors = bot.errors || [];
+  const log = el("details", { class: "error-log" },
+    el("summary", { "data-focus": `${bot.bot_id}:log` }, `Error log (${errors.length} lost game${errors.length === 1 ? "" : "s"})`),
+    errors.length ? el("ol", { class: "error-list" }, ...errors.map((e) => el("li", { "data-match": e.match_id },
+      el("span", { class: "failure", text: e.failure }),
+      el("span", { class: "hrow-meta" },
+        el("span", { class: "chip", text: `v${e.version}` }),
+        e.ended_at ? el("time", { text: new Date(e.ended_at).toLocaleString() }) : null,
+        el("a", {
+          class: "link-a", href: `/match/${encodeURIComponent(e.match_id)}${location.search}`, "data-route": "",
+          "data-focus": `${bot.bot_id}:replay:${e.match_id}`,
+        }, "Replay")))))
+      : el("p", { class: "hint", text: "No game lost by a failure of the program." }),
+    el("h3", { class: "hint", text: "Standard error, the end of its last game" }),
+    el("pre", { class: "stderr", text: bot.stderr || "(nothing)" }));
+  if (S.mine.open[bot.bot_id]) log.open = true;
+  log.addEventListener("toggle", () => { S.mine.open[bot.bot_id] = log.open; });
+  const state = bot.checking !== null && bot.checking !== undefined ? `version ${bot.checking} being checked`
+    : bot.version ? `version ${bot.version} plays` : "no version accepted";
+  return el("li", { class: "mine-bot", "data-bot": bot.bot_id, "data-status": bot.status },
+    el("div", { class: "mine-head" },
+      botLink(bot.name, bot.bot_id, { class: "link-a mine-name", "data-focus": `${bot.bot_id}:name` }),
+      el("span", { class: "chip status-chip", "data-status": bot.status, text: BOT_STATUS[bot.status] || bot.status }),
+      el("span", { class: "hint", text: `${rulesLabel(bot.rules || DEFAULT_RULES)} · ${state}` })),
+    note ? el("p", { class: `mine-note ${note.kind}`, "data-kind": note.kind, role: "status", text: note.text }) : null,
+    !note && latest && latest.check === "refused"
+      ? el("p", { class: "mine-note error", "data-kind": "error", text: `Version ${latest.version} was refused: ${latest.reason}` }) : null,
+    sending ? el("p", { class: "mine-note checking", text: uploadText(job) }) : null,
+    actions, withdrawn ? null : log);
+}
+
+function uploadText(job) {
+  if (job.state === "uploading" && !job.bytes) return "Reading the file…";
+  if (job.state === "uploading") return `Uploading… ${Math.round((100 * job.offset) / job.bytes.length)} %`;
+  if (job.state === "submitting") return "Submitting…";
+  return "";
+}
+
+function renderMine() {
+  const box = $("#ladder-mine");
+  const show = myPage() && currentView() === "player";
+  box.hidden = !show;
+  if (!show) return;
+  const rules = $("#sf-rules");
+  if (rules.options.length !== S.variants.length) {
+    const keep = rules.value;
+    rules.replaceChildren(...S.variants.map((r) => el("option", { value: rulesSpec(r) }, rulesLabel(r))));
+    if (S.variants.some((r) => rulesSpec(r) === keep)) rules.value = keep;
+  }
+  const job = S.mine.job;
+  const fromForm = job && job.rules ? job : null; // a new bot (a new version says so on its bot)
+  const busy = job && (job.state === "uploading" || job.state === "submitting");
+  $("#sf-submit").disabled = !!busy;
+  let status = "", error = "";
+  if (fromForm) {
+    if (busy) status = uploadText(fromForm);
+    else if (fromForm.state === "failed") error = fromForm.error;
+    else if (fromForm.botId) {
+      const note = S.mine.notes[fromForm.botId];
+      if (note && note.kind === "error") error = note.text;
+      else if (note) status = note.text;
+    }
+  } else if (job && job.state === "failed") error = job.error;
+  setText($("#sf-status"), status);
+  $("#sf-status").dataset.state = fromForm ? fromForm.state : "";
+  if (S.mine.formError) error = S.mine.formError;
+  setText($("#sf-error"), error);
+  keepFocus($("#mine-list"), () => $("#mine-list").replaceChildren(...S.mine.bots.map(mineItem)));
+  if (S.mine.focus) {
+    S.mine.focus = false;
+    $("#sf-file").focus({ preventScroll: true });
+    box.scrollIntoView({ block: "start" });
+  }
+}
+
+async function submitNewBot() {
+  S.mine.formError = "";
+  const name = $("#sf-name").value.trim();
+  const file = $("#sf-file").files[0];
+  let problem = programProblem(file);
+  if (!problem && !/^[A-Za-z0-9_.-]{1,24}$/.test(name)) problem = "Give the bot a name: 1–24 letters, digits, _ - or .";
+  if (problem) {
+    S.mine.formError = problem;
+    renderMine();
+    return;
+  }
+  const spec = $("#sf-rules").value;
+  const rules = S.variants.find((r) => rulesSpec(r) === spec) || DEFAULT_RULES;
+  S.mine.formError = (await startSubmission(file, { name, rules })) || "";
+  renderMine();
+}
+
+function wireLadder() {
+  $("#btn-refresh-ladder").addEventListener("click", refreshLadder);
+  // "Submit a bot" leads to the form on your own page (the link's route does the navigation)
+  $("#ladder-submit-link").addEventListener("click", () => { S.mine.focus = true; });
+  $("#ladder-variant").addEventListener("change", () => {
+    S.ladder = { rows: [], loaded: false, at: 0, error: "" };
+    refreshLadder();
+    renderLadder();
+  });
+  $("#submit-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    submitNewBot();
+  });
+  $("#nv-file").addEventListener("change", async () => {
+    const botId = S.mine.versionFor;
+    const file = $("#nv-file").files[0];
+    if (!botId || !file) return;
+    const problem = await startSubmission(file, { botId });
+    if (problem) mineNote(botId, problem, "error");
+    renderMine();
+  });
+}
+
 // -- account: password, signing out ------------------------------------------------------------
 
 function renderAccount() {
@@ -3015,6 +3736,7 @@ function wire() {
   wireAccount();
   wireRecord();
   wireTourneys();
+  wireLadder();
   // Links inside the page (player pages, match replays) change the view without a reload.
   document.addEventListener("click", (e) => {
     const a = e.target.closest ? e.target.closest("a[data-route], a#result-link, a#account-page-link") : null;
@@ -3025,6 +3747,7 @@ function wire() {
   window.addEventListener("popstate", applyRoute);
   window.addEventListener("resize", () => {
     updateScrollHint();
+    if (currentView() === "bot") renderBot(); // the chart is drawn at its box's width
     noticeRoom();
   });
   $("#btn-retry").addEventListener("click", () => {
@@ -3255,6 +3978,11 @@ function wire() {
     if (ticks % 40 === 0 && currentView() === "tourneys" && S.welcomed && !document.hidden) {
       refreshTourneys();
     }
+    // the ladder's standings and a bot's page too (the protocol has no updates for them)
+    if (ticks % 40 === 0 && S.welcomed && !document.hidden) {
+      if (currentView() === "ladder") refreshLadder();
+      if (currentView() === "bot" && S.bot) requestBot(S.bot.id);
+    }
   }, 250);
 }
 
@@ -3265,6 +3993,7 @@ wire();
     S.tab = r.tab;
     if (r.tab === "player") S.player = newPlayer(r.name);
     else if (r.tab === "tourney") S.tourney = newTourney(r.id);
+    else if (r.tab === "bot") S.bot = newBotPage(r.id);
     else S.record = newRecord(r.id);
   }
 }

@@ -148,8 +148,8 @@ def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
         assert ann.evaluate("() => window.moo.state.m.tournamentId") == tid
         assert ann.text_content("#match-variant") == f"Tournament: {name}"
         assert_fits(ann)
-        # five tabs now (the Match tab too), each whole
-        assert ann.eval_on_selector_all("#nav .tab:not([hidden])", "ts => ts.length") == 5
+        # six tabs now (the Ladder's, and the Match tab too), each whole
+        assert ann.eval_on_selector_all("#nav .tab:not([hidden])", "ts => ts.length") == 6
         assert cut(ann, ".tab, #match-variant, .pname, .hist-title") == []
         if game == 1:
             # a third person watches the game from the tournament's page, and comes back to it

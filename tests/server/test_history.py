@@ -212,11 +212,12 @@ async def test_page_routes_serve_the_web_client(tmp_path: Path, enc: str) -> Non
     async with running(server_settings(tmp_path)) as app:
         base = f"http://127.0.0.1:{app.port}"
         for path in ("/match/m0123456789ab", "/player/ann", "/player/A.b-c_d",
-                     "/tournament/t0123456789ab"):
+                     "/tournament/t0123456789ab", "/bot/b0123456789ab"):
             status, kind, body = await asyncio.to_thread(get, base + path)
             assert status == 200 and body == b"<title>MOO</title>"
             assert kind.startswith("text/html")
-        for path in ("/match/", "/match/a/b", "/players/ann", "/tournament/", "/tournaments/t1"):
+        for path in ("/match/", "/match/a/b", "/players/ann", "/tournament/", "/tournaments/t1",
+                     "/bot/", "/bots/b1"):
             assert (await asyncio.to_thread(get, base + path))[0] == 404
 
 
