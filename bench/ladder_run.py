@@ -42,7 +42,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
+from clients.sdk.wire import Wire
 
 ROOT = Path(__file__).resolve().parent.parent
 LADDER = ROOT / "examples" / "ladder"
@@ -56,14 +56,13 @@ SHIPPED = {"minimum": "minimum", "strongest": "strongest", "larmouth": "larmouth
 class Viewer:
     """A plain protocol connection for the read-only ladder requests."""
 
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
         self.ids = itertools.count(1)
 
     @classmethod
     async def open(cls, port: int) -> Viewer:
-        ws = await connect(f"ws://127.0.0.1:{port}/", max_size=2**22)
-        viewer = cls(ws)
+        viewer = cls(await Wire.open(f"ws://127.0.0.1:{port}/"))
         welcome = await viewer.request({"type": "hello", "name": f"viewer-{os.getpid()}",
                                         "bot": True})
         assert welcome["type"] == "welcome", welcome
@@ -77,10 +76,9 @@ class Viewer:
             while True:
                 await asyncio.sleep(0.06)  # under the server's 20 messages a second
                 ref = next(self.ids)
-                await self.ws.send(json.dumps({**msg, "id": ref}))
+                await self.wire.send({**msg, "id": ref})
                 while True:
-                    reply = json.loads(await self.ws.recv())
-                    assert isinstance(reply, dict)
+                    reply = await self.wire.receive()
                     if reply.get("ref") == ref:
                         return reply
                     if reply.get("type") == "error" and reply.get("code") == "rate_limited":
@@ -256,7 +254,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 exact_checks.append({"bot": row["bot"], "strategy": SHIPPED[stem],
                                      "ladder": row["exact"], "moo_eval": want,
                                      "equal": equal})
-        await viewer.ws.close()
+        await viewer.wire.close()
         result.update(standings=rows, reachable=reachable, exact=exact_checks,
                       exact_pending=[r["bot"] for r in rows if r["exact"] == "pending"])
     finally:
