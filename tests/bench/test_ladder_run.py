@@ -1,5 +1,5 @@
 """bench/ladder_run.py end to end, briefly, so that it cannot rot: two example bots submitted
-with moo ladder submit, played by two worker processes for a minute (killed and started
+with moo ladder submit, played by two worker processes for 24 s (one killed and started
 again in the middle), then the script's own checks: games played, ratings with intervals, no
 game stuck, every bot's games reachable from its page; an exact score it found computed must
 equal moo eval's."""
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.e2e
 
 def test_a_short_ladder_run_reports_and_checks_its_games() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.ladder_run", "--minutes", "1", "--workers", "2",
-         "--only", "first,minimum", "--kill-worker-at", "30", "--json"],
+        [sys.executable, "-m", "bench.ladder_run", "--minutes", "0.4", "--workers", "2",
+         "--only", "first,minimum", "--kill-worker-at", "10", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=patience(600))
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
