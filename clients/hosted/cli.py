@@ -14,17 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import getpass
 import hashlib
 import json
-import re
 import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from clients.sdk import DEFAULT_URL, Client, ConnectionLost, ServerError
-from clients.sdk.cli_args import add_url_option, urls_of
+from clients.sdk.cli_args import add_url_option, default_player_name, urls_of
 from clients.sdk.tokens import TokenStore
 from moo.errors import MooError, UsageError
 from moo.variants import rules_arg, rules_from_dict, rules_spec
@@ -148,19 +146,10 @@ def configure_show(parser: argparse.ArgumentParser) -> None:
 
 
 def _player_name(args: argparse.Namespace) -> str:
-    name = args.player or _user_name()
+    name = args.player or default_player_name()
     if not 1 <= len(name) <= 24:
         raise UsageError(f"--as must be a player name of 1-24 characters, got {name!r}")
     return name
-
-
-def _user_name() -> str:
-    try:
-        user = getpass.getuser()
-    except Exception:
-        user = "player"
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "", user)[:24]
-    return cleaned or "player"
 
 
 async def _connected(args: argparse.Namespace) -> Client:

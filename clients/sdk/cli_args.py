@@ -9,11 +9,13 @@ URLs; the order is kept: ``--url ws://a/ --url ws://b/,ws://c/`` means a, then b
 from __future__ import annotations
 
 import argparse
+import getpass
+import re
 
 from clients.sdk.client import url_list
 from moo.urls import ws_url
 
-__all__ = ["add_url_option", "urls_of", "ws_url", "ws_url_list"]
+__all__ = ["add_url_option", "default_player_name", "urls_of", "ws_url", "ws_url_list"]
 
 
 def ws_url_list(text: str) -> list[str]:
@@ -48,3 +50,14 @@ def urls_of(args: argparse.Namespace, default: str | None = None) -> list[str]:
     if isinstance(groups, str):
         return url_list(groups)
     return [url for group in groups for url in ([group] if isinstance(group, str) else group)]
+
+
+def default_player_name() -> str:
+    """The player name a command uses when none is given: the login name, cut to what a name
+    may hold (docs/protocol.md: 1-24 letters, digits, ``_``, ``-``, ``.``), else ``player``."""
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "player"
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "", user)[:24]
+    return cleaned or "player"

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
-import re
 import sys
 
 from clients.sdk import DEFAULT_URL, Client, ConnectionLost, MatchAnnounced, ServerError
-from clients.sdk.cli_args import urls_of
+from clients.sdk.cli_args import default_player_name, urls_of
 from clients.sdk.tokens import TokenStore
 from clients.terminal.match import OnlineMatch
 from clients.terminal.screen import LineReader, Screen
@@ -73,7 +71,7 @@ async def _find_match(client: Client, args: argparse.Namespace, screen: Screen,
 async def play_online(args: argparse.Namespace) -> int:
     screen = Screen()
     tokens = TokenStore()
-    name = args.name or _default_name()
+    name = args.name or default_player_name()
     try:
         password = read_password(args)
     except ValueError as exc:
@@ -160,10 +158,3 @@ async def play_online(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_name() -> str:
-    try:
-        user = getpass.getuser()
-    except Exception:
-        user = "player"
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "", user)[:24]
-    return cleaned or "player"
