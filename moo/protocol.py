@@ -21,6 +21,7 @@ __all__ = [
     "CLIENT_MESSAGES",
     "MAX_ID",
     "MAX_MESSAGE_BYTES",
+    "MAX_PROGRAM_BYTES",
     "PROTOCOL_VERSION",
     "REQUEST_ID_TYPES",
     "SUBPROTOCOLS",
@@ -108,6 +109,9 @@ REQUEST_ID_TYPES = frozenset((
 ))
 #: ``id`` is echoed as ``ref``; integers stay within what a JavaScript number holds exactly.
 MAX_ID = 2**53 - 1
+#: a hosted bot's program, bytes at most (docs/protocol.md, "Ladder"; docs/ladder.md): the
+#: upload's limit, the server's and the compliance check's
+MAX_PROGRAM_BYTES = 1 << 20
 
 #: type -> fields. Every client message may also carry ``id`` (echoed back as ``ref``).
 CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
@@ -197,7 +201,7 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     # hosted bots and the ladder (docs/protocol.md, "Ladder")
     "ladder_upload": {
         "upload": Field(str, required=False, max_len=40),
-        "offset": Field(int, max=1 << 20),
+        "offset": Field(int, max=MAX_PROGRAM_BYTES),
         "data": Field(str, max_len=3072),
     },
     "ladder_submit": {

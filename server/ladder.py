@@ -51,6 +51,7 @@ from moo.errors import (
     UnknownUpload,
 )
 from moo.match import Event, Match
+from moo.protocol import MAX_PROGRAM_BYTES
 from moo.rules import DEFAULT_RULES
 from moo.variants import rules_from_dict, rules_spec
 from server.accounts import hash_token, new_token
@@ -64,8 +65,6 @@ __all__ = ["LadderService", "Rating", "valid_bot_name"]
 
 log = logging.getLogger("moo.ladder")
 
-#: a program's largest size, bytes (as clients/hosted/compliance.py's check)
-MAX_PROGRAM_BYTES = 1 << 20
 #: uploads open at once per connection, and how long one lives without a chunk
 MAX_UPLOADS = 2
 UPLOAD_TTL_S = 600.0

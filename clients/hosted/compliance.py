@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from bots.variants import create_for
+from moo.protocol import MAX_PROGRAM_BYTES
 from moo.rules import DEFAULT_RULES
 from moo.variants import GameRules
 
@@ -26,8 +27,6 @@ from .sandbox import Limits
 __all__ = ["GAMES", "MAX_PROGRAM_BYTES", "Verdict", "check_file", "check_submission",
            "size_refusal"]
 
-#: Largest program accepted, bytes (configurable per call).
-MAX_PROGRAM_BYTES = 1 << 20
 #: Games against ``random`` a submission must play without a failure.
 GAMES = 3
 #: Where an interpreter named by ``#!`` may live: the sandbox shows the system's ``/usr``
