@@ -434,6 +434,13 @@ class SandboxedProgram:
         if self._stderr_task is not None:
             with contextlib.suppress(Exception):
                 await self._stderr_task
+        # close our ends of its pipes now, while the loop runs: left to the garbage collector,
+        # a pipe still open closes through a loop that may be gone by then
+        if proc.stdin is not None:
+            proc.stdin.close()
+        if proc.stdout is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.stdout.read(), KILL_WAIT)
         # bubblewrap reaped the program, and with it the kernel every process of its
         # namespace; as a last guard kill anything still owned by the session's user id
         if self.uid is not None and self.uid != os.geteuid():
