@@ -105,7 +105,7 @@ _REQUEST_ID = Field(str, required=False, max_len=64)
 #: challenge, a match, a tournament, a participant) that a blind second copy would make again
 REQUEST_ID_TYPES = frozenset((
     "queue", "challenge", "accept", "room_create", "room_join", "play_bot", "rematch",
-    "tournament_create", "tournament_join",
+    "tournament_create", "tournament_join", "ladder_submit",
 ))
 #: ``id`` is echoed as ``ref``; integers stay within what a JavaScript number holds exactly.
 MAX_ID = 2**53 - 1

@@ -498,6 +498,15 @@ class Store(ABC):
 
         return await self.with_db(write)
 
+    async def ladder_job(self, job_id: str) -> tuple[Any, ...] | None:
+        """One job, whatever its state: (kind, payload JSON); None if there is none."""
+
+        async def read(db: Db) -> tuple[Any, ...] | None:
+            row = await db.row(sql.LADDER_JOB, job_id)
+            return None if row is None else tuple(row)
+
+        return await self.with_db(read)
+
     async def ladder_open_jobs(self) -> list[tuple[Any, ...]]:
         """Queued and claimed jobs: (job id, kind, payload JSON, state)."""
 

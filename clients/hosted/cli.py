@@ -23,6 +23,7 @@ from typing import Any
 
 from clients.sdk import DEFAULT_URL, Client, ConnectionLost, ServerError
 from clients.sdk.cli_args import add_url_option, default_player_name, urls_of
+from clients.sdk.client import new_request_id
 from clients.sdk.tokens import TokenStore
 from moo.errors import MooError, UsageError
 from moo.variants import rules_arg, rules_from_dict, rules_spec
@@ -33,6 +34,10 @@ from .sandbox import SandboxError
 ACTIONS = ("check", "submit", "mine", "pause", "resume", "withdraw", "show", "log")
 #: raw bytes per upload chunk: 3072 base64 characters (docs/protocol.md, "Ladder")
 CHUNK = 2304
+#: uploads and submits of one program when the connection drops in between (the upload is
+#: the connection's: sent again with the same request_id after a reconnect, the submit needs
+#: it uploaded again)
+SUBMIT_TRIES = 3
 #: seconds ``submit`` waits for the check's verdict
 VERDICT_WAIT_S = 600.0
 
@@ -201,25 +206,42 @@ def main_submit(args: argparse.Namespace) -> int:
     return 0 if accepted else 1
 
 
+async def _upload(client: Client, program: bytes) -> str:
+    """The program sent in chunks on this connection; the upload's id."""
+    upload = None
+    for offset in range(0, len(program), CHUNK):
+        fields: dict[str, Any] = {
+            "offset": offset,
+            "data": base64.b64encode(program[offset:offset + CHUNK]).decode("ascii")}
+        if upload is not None:
+            fields["upload"] = upload
+        upload = (await client.request("ladder_upload", **fields)).raw["upload"]
+    assert upload is not None
+    return str(upload)
+
+
 async def _submit(args: argparse.Namespace, program: bytes) -> tuple[bool, list[str]]:
     client = await _connected(args)
     try:
-        upload = None
-        for offset in range(0, len(program), CHUNK):
-            fields: dict[str, Any] = {
-                "offset": offset,
-                "data": base64.b64encode(program[offset:offset + CHUNK]).decode("ascii")}
-            if upload is not None:
-                fields["upload"] = upload
-            upload = (await client.request("ladder_upload", **fields)).raw["upload"]
-        fields = {"upload": upload, "sha256": hashlib.sha256(program).hexdigest()}
+        fields: dict[str, Any] = {"sha256": hashlib.sha256(program).hexdigest(),
+                                  "request_id": new_request_id()}
         if args.replace is not None:
             fields["bot_id"] = args.replace
         else:
             fields["name"] = args.name
             if args.rules is not None:
                 fields["rules"] = args.rules.to_dict()
-        bot = (await client.request("ladder_submit", **fields)).raw["bot"]
+        for attempt in range(SUBMIT_TRIES):
+            fields["upload"] = await _upload(client, program)
+            try:
+                bot = (await client.request("ladder_submit", **fields)).raw["bot"]
+                break
+            except ServerError as exc:
+                # the connection dropped and the submit was sent again (same request_id)
+                # with the upload gone: uploaded again, the request is done or answered as
+                # it first was (docs/protocol.md, "Retrying safely")
+                if exc.code != "unknown_upload" or attempt == SUBMIT_TRIES - 1:
+                    raise
         print(f"submitted: {bot['name']} version {bot['checking']} ({bot['bot_id']}); "
               "checking it ...", flush=True)
         checked = await _verdict(client, bot["bot_id"], bot["checking"])
