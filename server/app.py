@@ -38,7 +38,7 @@ from server.hosted import bot_player_name
 from server.http import HttpFront, response, text_response
 from server.ladder import LadderService
 from server.lobby import Lobby
-from server.matches import LobbyService, MatchService
+from server.matches import Follower, LobbyService, MatchService
 from server.metrics import CONTENT_TYPE, Metrics
 from server.publisher import install as install_hooks
 from server.session import run_session
@@ -111,12 +111,8 @@ class App:
             publish=None if publisher is None else publisher.tournament,
             route=self.router.lobby.tournament if self.router is not None else None,
         )
-        if self.router is not None:
-            self.router.lobby.host_tournaments(self.tournaments.handle,
-                                               self.tournaments.set_leading,
-                                               self.tournaments.forget)
-        # hosted bots and the ladder (server/ladder.py): a single node's; a cluster answers
-        # its requests with not_available (docs/ladder.md)
+        # hosted bots and the ladder (server/ladder.py): on a cluster, run by the lobby leader
+        # as the tournaments are; workers connect to any node (docs/ladder.md)
         self.worker_key = settings.ladder_worker_key or secrets.token_urlsafe(24)
         self.ladder = LadderService(
             self.arena,
@@ -126,13 +122,28 @@ class App:
             worker_key=self.worker_key,
             lease_ms=settings.ladder_lease_ms,
             publish=None if publisher is None else publisher.ladder,
-            active=self.router is None,
+            route=self.router.lobby.ladder if self.router is not None else None,
         )
+        if self.router is not None:
+            self.router.lobby.host_ladder(self.ladder.handle)
+            self.router.lobby.host_tournaments(self.tournaments.handle, self._set_leading,
+                                               self._gone_elsewhere)
         self.heartbeat = Heartbeat(
             self.connections,
             idle_timeout_s=settings.idle_timeout_s,
             ping_interval_s=settings.ping_interval_s,
         )
+
+    def _set_leading(self, leading: bool) -> None:
+        """A cluster node starts or stops leading the lobby: the tournaments and the ladder
+        run where it runs."""
+        self.tournaments.set_leading(leading)
+        self.ladder.set_leading(leading)
+
+    def _gone_elsewhere(self, conn: Follower) -> None:
+        """A client of another node is gone (the leader's stand-in for it)."""
+        self.tournaments.forget(conn)
+        self.ladder.forget(conn)
 
     def _lobby(self) -> Lobby:
         """The single node's lobby (typed as such: the tournaments use its presence)."""
@@ -154,9 +165,9 @@ class App:
         if self.router is None:  # a cluster node reads them when it leads the lobby
             await self.tournaments.load()
         self.tournaments.start()
-        if self.router is None:
+        if self.router is None:  # a cluster node reads it when it leads the lobby
             await self.ladder.load()
-            self.ladder.start()
+        self.ladder.start()
         s = self.settings
         options: dict[str, Any] = dict(
             subprotocols=[Subprotocol(p) for p in SUBPROTOCOLS],

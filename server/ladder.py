@@ -48,6 +48,8 @@ from moo.errors import (
 from moo.protocol import MAX_PROGRAM_BYTES
 from moo.variants import rules_spec
 from server.accounts import hash_token, new_token
+from server.background import spawn
+from server.connection import error_message
 from server.ladder_records import (
     MAX_BOTS_PER_OWNER,
     MAX_ERRORS,
@@ -77,6 +79,29 @@ class LadderService(LadderWorkers):
 
     # -- player requests -----------------------------------------------------------------------
     async def request(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A client's ``ladder_*`` request, from its session: done here, or on a cluster at
+        the lobby leader (:meth:`handle`)."""
+        if self.route is not None:
+            self.route(conn, msg)
+            return
+        await self.player_request(conn, msg)
+
+    def handle(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A cluster's leader: a ``ladder_*`` request or a worker's message of a client of
+        any node (``conn`` a stand-in for another node's), answered when done."""
+        spawn(self._handle(conn, msg))
+
+    async def _handle(self, conn: Follower, msg: dict[str, Any]) -> None:
+        try:
+            if msg["type"].startswith("worker_"):
+                await self.worker_message(conn, msg)
+            else:
+                await self.player_request(conn, msg)
+        except MooError as exc:
+            if not conn.closing:
+                conn.send(error_message(exc, msg.get("id")))
+
+    async def player_request(self, conn: Follower, msg: dict[str, Any]) -> None:
         self.check_active()
         kind = msg["type"]
         ref = msg.get("id")

@@ -51,6 +51,14 @@ UPLOAD_TTL_S = 600.0
 MAX_BOTS_PER_OWNER = 10
 #: seconds between two looks at the ladder (expired claims, new pairings)
 TICK_S = 0.5
+#: a cluster node that starts leading waits this long before it reads the ladder (the former
+#: leader's last writes land meanwhile)
+HANDOVER_S = 1.0
+#: a cluster's leader: seconds a game's match may be away from it before the store is asked
+#: whether it finished, and a void game's match may be missing from the store before the
+#: game is taken as never started
+POLL_S = 1.0
+MISSING_S = 10.0
 #: how many entries the lists of ``ladder_mine`` and ``ladder_page`` keep
 MAX_ERRORS = 50
 MAX_RECENT = 50

@@ -25,7 +25,11 @@ from moo.match import Event, Match
 from moo.variants import rules_from_dict, rules_spec
 from server.arena import Arena
 from server.background import spawn
+from server.connection import Connection
 from server.ladder_records import (
+    HANDOVER_S,
+    MISSING_S,
+    POLL_S,
     TICK_S,
     UPLOAD_TTL_S,
     Fit,
@@ -63,10 +67,18 @@ class LadderSchedule:
         lease_ms: int = 30_000,
         clock: Callable[[], int] | None = None,
         publish: Callable[[str, dict[str, Any]], None] | None = None,
-        active: bool = True,
+        route: Callable[[Follower, dict[str, Any]], None] | None = None,
     ) -> None:
-        #: False on a cluster node: the ladder is not run there yet
-        self.active = active
+        #: a cluster's way to the ladder's handler (the lobby leader's :meth:`handle`, here
+        #: or over the bus: ClusterLobby.ladder); None on a single node
+        self.route = route
+        #: whether this node runs the ladder now: a single node always; a cluster node while
+        #: it leads the lobby and once it has read the ladder (:meth:`set_leading`)
+        self.active = route is None
+        #: a cluster node: whether it leads the lobby now
+        self.leading = route is None
+        #: set by stop(): a leadership taken while the server shuts down loads nothing
+        self._stopped = False
         #: casefolded names of the server's own hosted bots (``random-bot``, ...)
         self.reserved = reserved
         self.arena = arena
@@ -90,6 +102,11 @@ class LadderSchedule:
         self.key_strikes: dict[Follower, int] = {}
         #: play jobs queued or claimed (each takes one worker slot) -> their matches
         self.playing: dict[str, list[str]] = {}
+        #: a cluster's leader: games whose match is not live here -> when it was last asked
+        #: for (:meth:`look_for_results`), and since when the store has not had it
+        self.absent: dict[str, float] = {}
+        self.missing: dict[str, float] = {}
+        self.polling: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._pairing = False
         arena.listeners.append(self.on_events)
@@ -105,6 +122,12 @@ class LadderSchedule:
         open_games = {m for matches in self.playing.values() for m in matches}
         lost = [g.match_id for g in self.games.values()
                 if not g.finished and not g.void and g.match_id not in open_games]
+        if lost and self.route is not None:
+            # on a cluster the leader that saw a game finish may have died before it wrote
+            # so: a game whose match finished counts (written now)
+            for match_id in list(lost):
+                if await self.poll(self.games[match_id]):
+                    lost.remove(match_id)
         if lost:
             for match_id in await self.store.ladder_void(lost):
                 self.games[match_id].void = True
@@ -118,6 +141,7 @@ class LadderSchedule:
             self._task = spawn(self._run())
 
     async def stop(self) -> None:
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -127,6 +151,8 @@ class LadderSchedule:
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
+            if not self.active:
+                continue
             try:
                 await self.tick()
             except MooError as exc:
@@ -142,14 +168,99 @@ class LadderSchedule:
         for uploads in self.uploads.values():
             for uid in [u for u, up in uploads.items() if now - up.touched > UPLOAD_TTL_S]:
                 del uploads[uid]
+        if self.route is not None:
+            self.look_for_results()
         await self.pair()
+
+    def set_leading(self, leading: bool) -> None:
+        """A cluster node starts or stops leading the lobby, and so running the ladder.
+
+        Starting: read it from the store (every change was written when it was made), then
+        run. Stopping: forget it (the next leader reads it); the local workers stay known
+        (their messages carry who they are to the next leader)."""
+        self.leading = leading
+        if leading:
+            spawn(self._activate())
+            return
+        self.active = False
+        self.bots, self.games, self.standings, self.playing = {}, {}, {}, {}
+        self.uploads.clear()
+        self.absent.clear()
+        self.missing.clear()
+        for conn in [c for c in self.workers if not isinstance(c, Connection)]:
+            del self.workers[conn]
+        for worker in self.workers.values():
+            worker.jobs.clear()
+
+    async def _activate(self) -> None:
+        await asyncio.sleep(HANDOVER_S)
+        if self.active or not self.leading or self._stopped:  # led again, or no longer
+            return
+        try:
+            await self.load()
+        except MooError as exc:
+            if self._stopped:
+                return
+            log.error("ladder: cannot read it (%s); retrying", exc)
+            spawn(self._activate())
+            return
+        if not self.leading or self._stopped:  # it stopped leading while it read
+            self.bots, self.games, self.standings, self.playing = {}, {}, {}, {}
+            return
+        self.active = True
+        log.info("ladder: running it here (%d bots, %d games)", len(self.bots),
+                 len(self.games))
+        self.nudge()
+
+    def look_for_results(self) -> None:
+        """A cluster's leader: a game not finished whose match is not live here is looked
+        up in the store every :data:`POLL_S` (its match runs on another node, or was taken
+        over from one that died)."""
+        now = time.monotonic()
+        for g in self.games.values():
+            mid = g.match_id
+            if g.finished or mid in self.polling or self.arena.is_live(mid):
+                continue
+            first = self.absent.setdefault(mid, now)
+            if now - first >= POLL_S:
+                self.absent[mid] = now
+                self.polling.add(mid)
+                spawn(self._poll_safely(g))
+
+    async def _poll_safely(self, game: LadderGame) -> None:
+        try:
+            await self.poll(game)
+        except MooError as exc:
+            log.warning("ladder: cannot read match %s: %s", game.match_id, exc)
+        finally:
+            self.polling.discard(game.match_id)
+
+    async def poll(self, game: LadderGame) -> bool:
+        """Whether the game's match finished, by the store; its end is counted if so. A
+        void game whose match the store never got (its creation was lost with a node) ends
+        after :data:`MISSING_S`, counting for nobody."""
+        end = await self.store.match_end(game.match_id)
+        if end is None:
+            if game.void:
+                first = self.missing.setdefault(game.match_id, time.monotonic())
+                if time.monotonic() - first >= MISSING_S:
+                    self.missing.pop(game.match_id, None)
+                    await self.end_game(game, self.clock(), None, "disconnect")
+            return False
+        finished, last = end
+        if not finished or last is None or last.get("kind") != "finished":
+            return False
+        self.absent.pop(game.match_id, None)
+        await self.end_game(game, int(last["at"]), last.get("winner"),
+                            str(last.get("reason")))
+        return True
 
     def forget(self, conn: Follower) -> None:
         """The connection is gone: its uploads go, and a worker's claims are let go of."""
         self.uploads.pop(conn, None)
         self.key_strikes.pop(conn, None)
         worker = self.workers.pop(conn, None)
-        if worker is not None and worker.jobs:
+        if worker is not None and worker.jobs and self.active:
             spawn(self._release(worker))
 
     async def _release(self, worker: Worker) -> None:
@@ -185,8 +296,7 @@ class LadderSchedule:
 
     def check_active(self) -> None:
         if not self.active:
-            raise NotAvailable("this server runs no ladder: hosted bots run on a single-node "
-                               "server (not yet on a cluster)")
+            raise NotAvailable("the ladder is moving to another node; try again")
 
     def new_job(self, kind: str, payload: dict[str, Any], now: int,
                 job_id: str | None = None) -> tuple[Any, ...]:
@@ -291,7 +401,7 @@ class LadderSchedule:
                 log.warning("ladder: game %s could not start: %s", match_id, exc)
                 g.void = True
                 await self.store.ladder_void([match_id])
-                await self._end(g, self.clock(), None, "disconnect")
+                await self.end_game(g, self.clock(), None, "disconnect")
 
     # -- results -------------------------------------------------------------------------------
     def on_events(self, match: Match, events: list[Event]) -> None:
@@ -303,10 +413,10 @@ class LadderSchedule:
         game = self.games.get(match.match_id)
         if game is None or game.finished:
             return
-        spawn(self._end(game, int(events[-1]["at"]), match.result["winner"],
+        spawn(self.end_game(game, int(events[-1]["at"]), match.result["winner"],
                         str(match.result["reason"])))
 
-    async def _end(self, game: LadderGame, at: int, winner: int | None, reason: str) -> None:
+    async def end_game(self, game: LadderGame, at: int, winner: int | None, reason: str) -> None:
         if game.finished:
             return
         game.ended_ms, game.winner, game.reason = at, winner, reason

@@ -32,8 +32,9 @@ class LadderWorkers(LadderSchedule):
     """The scheduler, with the workers that run its jobs."""
 
     def worker_hello(self, conn: Follower, msg: dict[str, Any]) -> bool:
-        """A worker's first message; True once it is let in (refusals raise)."""
-        self.check_active()
+        """A worker's first message; True once it is let in (refusals raise). Answered by
+        the node the worker connects to, also on a cluster: its other messages go to the
+        lobby leader with who it is (:meth:`worker_request`)."""
         if not self.worker_key:
             raise NotAvailable("this server takes no bot workers (no ladder_worker_key)")
         if not secrets.compare_digest(msg["key"].encode(), self.worker_key.encode()):
@@ -52,10 +53,31 @@ class LadderWorkers(LadderSchedule):
         return True
 
     async def worker_request(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A worker's message, from its session: done here, or on a cluster at the lobby
+        leader, with the worker's id, slots and name, so that a leader that never saw its
+        ``worker_hello`` (the leadership moved) knows it."""
         worker = self.workers.get(conn)
         if worker is None:
             raise NotAvailable("only a bot worker's connection (worker_hello) sends worker_* "
                                "messages")
+        if self.route is not None:
+            self.route(conn, {**msg, "worker": [worker.worker_id, worker.slots, worker.name]})
+            return
+        await self.worker_message(conn, msg)
+
+    async def worker_message(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A worker's message, done here (a single node, or the cluster's leader)."""
+        worker = self.workers.get(conn)
+        ident = msg.get("worker")
+        if worker is None and ident is not None:  # a worker of another node, new here
+            worker = self.workers[conn] = Worker(str(ident[0]), int(ident[1]), str(ident[2]))
+        if worker is None:
+            raise NotAvailable("only a bot worker's connection (worker_hello) sends worker_* "
+                               "messages")
+        self.check_active()
+        job_id = msg.get("job_id")
+        if job_id is not None and job_id not in worker.jobs:
+            await self._adopt(worker, str(job_id))
         kind = msg["type"]
         ref = msg.get("id")
         reply: dict[str, Any]
@@ -75,6 +97,13 @@ class LadderWorkers(LadderSchedule):
         else:
             raise NotAvailable(f"{kind!r} is not a worker message")
         conn.send(with_ref(reply, ref))
+
+    async def _adopt(self, worker: Worker, job_id: str) -> None:
+        """A job the worker claimed before this node led the ladder: its again, if the store
+        says the worker holds it."""
+        row = await self.store.ladder_job(job_id)
+        if row is not None and row[2] == "claimed" and row[3] == worker.worker_id:
+            worker.jobs[job_id] = str(row[0])
 
     async def _claim(self, worker: Worker) -> dict[str, Any] | None:
         row = await self.store.ladder_claim(worker.worker_id, self.clock() + self.lease_ms)

@@ -495,8 +495,9 @@ LADDER_EXPIRE = Query(
     " worker = NULL WHERE state = 'claimed' AND (lease_until < ? OR worker = ?)"
     f" RETURNING {LADDER_JOB_COLUMNS}"
 )
-#: one job by id, whatever its state: a ``ladder_submit`` sent again finds its check job
-LADDER_JOB = Query("SELECT kind, payload FROM ladder_jobs WHERE job_id = ?")
+#: one job by id, whatever its state: a ``ladder_submit`` sent again finds its check job; a
+#: cluster's new leader, the claims of a worker connected to another node
+LADDER_JOB = Query("SELECT kind, payload, state, worker FROM ladder_jobs WHERE job_id = ?")
 LADDER_OPEN_JOBS = Query(
     f"SELECT {LADDER_JOB_COLUMNS}, state FROM ladder_jobs WHERE state IN ('queued', 'claimed')"
 )

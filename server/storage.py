@@ -499,7 +499,8 @@ class Store(ABC):
         return await self.with_db(write)
 
     async def ladder_job(self, job_id: str) -> tuple[Any, ...] | None:
-        """One job, whatever its state: (kind, payload JSON); None if there is none."""
+        """One job, whatever its state: (kind, payload JSON, state, claiming worker or
+        None); None if there is none."""
 
         async def read(db: Db) -> tuple[Any, ...] | None:
             row = await db.row(sql.LADDER_JOB, job_id)

@@ -122,6 +122,9 @@ class ClusterLobby:
         self.on_leading: Callable[[bool], None] | None = None
         #: told when a client of another node is gone here (its watches end with it)
         self.on_gone: Callable[[Follower], None] | None = None
+        #: the ladder (server/ladder.py), run where the lobby is: the leader's handler of a
+        #: ``ladder_*`` request or a forwarded ``worker_*`` message (set by the app)
+        self.on_ladder: Callable[[Follower, dict[str, Any]], None] | None = None
         #: client side: the tournaments each local client watches (conn id -> ids), watched
         #: again at the next leader
         self.watched: dict[str, set[str]] = {}
@@ -239,6 +242,16 @@ class ClusterLobby:
             elif kind == "tournament_unwatch" and tid is not None:
                 self.watched.get(cid, set()).discard(tid)
         self._request(conn, "tournament", msg)
+
+    def host_ladder(self, handler: Callable[[Follower, dict[str, Any]], None]) -> None:
+        """Run the ladder where the lobby runs: ``handler`` takes its requests at the leader
+        (told of leadership and departures with the tournaments: :meth:`host_tournaments`)."""
+        self.on_ladder = handler
+
+    def ladder(self, conn: Follower, msg: dict[str, Any]) -> None:
+        """A ``ladder_*`` request or a bot worker's ``worker_*`` message of a local client: to
+        the ladder at the leader."""
+        self._request(conn, "ladder", msg)
 
     def _rewatch(self, conn: Connection, run_here: bool) -> None:
         """After a leader change: the new leader is told the client's watched tournaments
@@ -464,6 +477,10 @@ class ClusterLobby:
             if self.on_tournament is None:
                 raise NotAvailable("this server runs no tournaments")
             self.on_tournament(conn, msg)
+        elif op == "ladder":
+            if self.on_ladder is None:
+                raise NotAvailable("this server runs no ladder")
+            self.on_ladder(conn, msg)
 
     # -- records of open entries -----------------------------------------------------------------
     def _entries(self) -> dict[tuple[str, str], dict[str, Any]]:

@@ -294,7 +294,8 @@ class Router:
             None if rules is None else rules.to_dict(), assist,
             None if tournament is None else [
                 tournament.tournament_id, tournament.match_id,
-                None if tournament.secrets is None else list(tournament.secrets)],
+                None if tournament.secrets is None else list(tournament.secrets),
+                tournament.ladder],
             None if requested is None else [requested.match_id, list(requested.records)],
         ))
         for conn, ref in zip(conns, refs, strict=True):
@@ -458,4 +459,5 @@ def _tournament_game(raw: list[Any] | None) -> TournamentGame | None:
     if raw is None:
         return None
     secrets = raw[2]
-    return TournamentGame(raw[0], raw[1], None if secrets is None else (secrets[0], secrets[1]))
+    return TournamentGame(raw[0], raw[1], None if secrets is None else (secrets[0], secrets[1]),
+                          raw[3] if len(raw) > 3 else None)

@@ -199,7 +199,8 @@ class Create(Message):
     rated: bool
     rules: dict[str, Any] | None
     assist: bool
-    #: a hosted tournament's game: [tournament_id, match_id, secrets or None]
+    #: a hosted tournament's game: [tournament_id, match_id, secrets or None], with a 4th
+    #: item for a ladder game: its ladder (server/matches.py ``TournamentGame``)
     tournament: list[Any] | None = None
     #: a match that answers requests with a ``request_id``: [match_id, records]
     #: (server/matches.py ``Requested``)
