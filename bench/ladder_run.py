@@ -19,10 +19,14 @@ bot, lets the games under way end, and reports:
   clients/hosted/exact.py) equal to ``moo eval``'s for the shipped strategy each one plays
   (those still pending at the end are reported as pending).
 
-Single node only: on a cluster the ladder's requests answer ``not_available`` (docs/ladder.md),
-so ``--cluster`` is refused with one line.
+With ``--cluster``: three ``moo serve --cluster`` nodes on one PostgreSQL database and a
+broker (bench/harness/cluster.py), the workers connected to nodes b and c (not to a, the
+lobby leader that runs the ladder), the bots submitted and paused on b, and node a SIGKILLed
+``--kill-node-at`` seconds into the run (default: half way); the checks are the same, read
+from c, plus the database's word on stuck games: no ladder game without an end.
 
     python -m bench.ladder_run --minutes 30 --workers 2 --kill-worker-at 900 [--json] [FILE ...]
+    python -m bench.ladder_run --cluster --minutes 30 --workers 2 [--kill-node-at S] [--json]
 """
 
 from __future__ import annotations
@@ -171,6 +175,62 @@ async def history_count(viewer: Viewer, player: str) -> int:
             return count
 
 
+class Arena:
+    """Where the run plays: one node (SQLite), or a three-node cluster (PostgreSQL)."""
+
+    def __init__(self, args: argparse.Namespace, env: dict[str, str], tmp: Path) -> None:
+        self.args = args
+        self.env = env
+        self.tmp = tmp
+        self.server: asyncio.subprocess.Process | None = None
+        self.cluster: Any = None
+        #: where the bots are submitted and paused, where the workers connect (by worker),
+        #: and the port the checks read from
+        self.url = ""
+        self.worker_urls: list[str] = []
+        self.view_port = 0
+
+    async def open(self) -> None:
+        if not self.args.cluster:
+            self.server, port = await start_server(self.env, self.tmp / "ladder.sqlite3")
+            self.url = f"ws://127.0.0.1:{port}/"
+            self.worker_urls = [self.url]
+            self.view_port = port
+            return
+        from bench.harness.cluster import Cluster
+
+        # the nodes inherit this process's environment: one worker key for all of them
+        os.environ["MOO_LADDER_WORKER_KEY"] = self.env["MOO_LADDER_WORKER_KEY"]
+        if self.args.logs:
+            Path(self.args.logs).mkdir(parents=True, exist_ok=True)
+        self.cluster = Cluster(n=3, lease_ms=3000, grace_ms=30000,
+                               log_dir=self.args.logs and Path(self.args.logs))
+        await self.cluster.open()
+        _, b, c = self.cluster.nodes
+        self.url = b.url
+        self.worker_urls = [b.url, c.url]
+        self.view_port = c.port
+
+    async def kill_leader(self) -> None:
+        """SIGKILL node a (the lobby leader, which runs the ladder)."""
+        await self.cluster.nodes[0].stop(signal.SIGKILL)
+
+    async def stuck(self) -> list[str]:
+        """A cluster: the ladder games the database holds no end for."""
+        rows = await self.cluster.query(
+            "SELECT match_id FROM ladder_games WHERE ended_ms IS NULL")
+        return [str(r[0]) for r in rows]
+
+    async def close(self) -> None:
+        if self.server is not None:
+            await stop(self.server)
+        if self.cluster is not None:
+            errors = self.cluster.errors()
+            if errors:
+                print("node errors:\n" + "\n".join(errors[-20:]), file=sys.stderr)
+            await self.cluster.close()
+
+
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     files = [LADDER / f for f in sorted(os.listdir(LADDER)) if (LADDER / f).is_file()]
     if args.only:
@@ -181,18 +241,28 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     key = secrets.token_hex(16)
     env = {**os.environ, "MOO_TOKENS": str(Path(tmp.name) / "tokens.json"),
            "MOO_LADDER_WORKER_KEY": key, "MOO_WORKER_KEY": key}
-    result: dict[str, Any] = {"nodes": 1, "workers": args.workers, "slots": args.slots,
-                              "minutes": args.minutes, "cpus": os.cpu_count(),
-                              "loadavg_before": os.getloadavg()[0]}
-    server, port = await start_server(env, Path(tmp.name) / "ladder.sqlite3")
-    url = f"ws://127.0.0.1:{port}/"
-    workers = [await start_worker(env, url, n, args.slots) for n in range(args.workers)]
-    t0 = time.monotonic()
+    result: dict[str, Any] = {"nodes": 3 if args.cluster else 1, "workers": args.workers,
+                              "slots": args.slots, "minutes": args.minutes,
+                              "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()[0]}
+    arena = Arena(args, env, Path(tmp.name))
+    workers: list[asyncio.subprocess.Process] = []
     try:
+        await arena.open()
+        url, port = arena.url, arena.view_port
+        wurls = arena.worker_urls
+        workers = [await start_worker(env, wurls[n % len(wurls)], n, args.slots)
+                   for n in range(args.workers)]
+        t0 = time.monotonic()
+
         async def submit(path: Path) -> tuple[str, str]:
             name = path.stem.replace("_", "-")[:24]
-            rc, out, err = await moo(env, "ladder", "submit", str(path), "--url", url,
-                                     "--name", name, "--as", "runner")
+            for _ in range(20):
+                rc, out, err = await moo(env, "ladder", "submit", str(path), "--url", url,
+                                         "--name", name, "--as", "runner")
+                # a cluster's leader still reading the ladder: "try again" (docs/ladder.md)
+                if rc == 0 or "try again" not in err:
+                    break
+                await asyncio.sleep(1.0)
             if rc != 0:
                 raise RuntimeError(f"{path.name} was not accepted: {out}{err}")
             return path.stem, out.splitlines()[-1]
@@ -208,9 +278,17 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(max(0.0, t0 + args.kill_worker_at - time.monotonic()))
             workers[0].kill()  # SIGKILL: no goodbye, its claims let go by the server
             await workers[0].wait()
-            workers[0] = await start_worker(env, url, 0, args.slots)
+            workers[0] = await start_worker(env, wurls[0], 0, args.slots)
             result["worker_killed_at_s"] = round(time.monotonic() - t0, 1)
             print(f"worker w0 killed and started again at {result['worker_killed_at_s']} s",
+                  file=sys.stderr)
+        kill_node_at = args.kill_node_at if args.kill_node_at is not None \
+            else args.minutes * 30
+        if args.cluster and t0 + kill_node_at < end:
+            await asyncio.sleep(max(0.0, t0 + kill_node_at - time.monotonic()))
+            await arena.kill_leader()
+            result["node_killed_at_s"] = round(time.monotonic() - t0, 1)
+            print(f"node a (the lobby leader) SIGKILLed at {result['node_killed_at_s']} s",
                   file=sys.stderr)
         await asyncio.sleep(max(0.0, end - time.monotonic()))
         # the end: no new pairings; the games under way are played out
@@ -225,6 +303,11 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         while (live := await live_ladder_games(viewer, names)) and \
                 time.monotonic() - settle < args.settle_s:
             await asyncio.sleep(0.5)
+        if args.cluster:
+            while (unended := await arena.stuck()) and \
+                    time.monotonic() - settle < args.settle_s:
+                await asyncio.sleep(0.5)
+            live = sorted(set(live) | set(unended))
         result["stuck_games"] = live
         result["settle_s"] = round(time.monotonic() - settle, 1)
         rc, out, err = await moo(env, "ladder", "show", "--url", url, "--json")
@@ -260,7 +343,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for w in workers:
             await stop(w)
-        await stop(server)
+        await arena.close()
         tmp.cleanup()
     result["loadavg_after"] = os.getloadavg()[0]
     return result
@@ -269,7 +352,10 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
 def summary(r: dict[str, Any]) -> str:
     exact_ok = sum(1 for e in r["exact"] if e["equal"])
     return (f"summary: {r['games']} games by {len(r['standings'])} bots in {r['minutes']:g} min"
-            f" on 1 node with {r['workers']} workers"
+            f" on {r['nodes']} node{'s' if r['nodes'] > 1 else ''}"
+            + (f" (node a SIGKILLed at {r['node_killed_at_s']} s)" if "node_killed_at_s" in r
+               else "")
+            + f" with {r['workers']} workers"
             + (f" (one killed at {r['worker_killed_at_s']} s)" if "worker_killed_at_s" in r
                else "")
             + f"; stuck games {len(r['stuck_games'])}; pages {'ok' if r['reachable'] else 'NOT ok'}"
@@ -291,12 +377,14 @@ def main() -> None:
                         help="only these of examples/ladder/ (comma list, e.g. first,minimum)")
     parser.add_argument("--settle-s", type=float, default=120.0,
                         help="the most to wait for the games under way at the end")
-    parser.add_argument("--cluster", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cluster", action="store_true",
+                        help="three nodes on PostgreSQL, workers on b and c, a killed")
+    parser.add_argument("--kill-node-at", type=float, default=None, metavar="S",
+                        help="--cluster: SIGKILL node a S seconds in (default: half way)")
+    parser.add_argument("--logs", default="", metavar="DIR",
+                        help="--cluster: keep the nodes' logs in DIR")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
-    if args.cluster:
-        parser.exit(2, "ladder_run: --cluster: the ladder runs on a single node only (on a "
-                       "cluster its requests answer not_available; docs/ladder.md)\n")
     if not 0 < args.minutes <= 24 * 60 or not 1 <= args.workers <= 16 \
             or not 1 <= args.slots <= 64:
         parser.error("bounded: 0-1440 minutes, 1-16 workers, 1-64 slots")

@@ -237,15 +237,22 @@ class LadderSchedule:
 
     async def poll(self, game: LadderGame) -> bool:
         """Whether the game's match finished, by the store; its end is counted if so. A
-        void game whose match the store never got (its creation was lost with a node) ends
-        after :data:`MISSING_S`, counting for nobody."""
+        game whose match the store does not have although its play job was claimed (the
+        match's creation was lost with the node that led) is void after :data:`MISSING_S`,
+        and ends, counting for nobody."""
         end = await self.store.match_end(game.match_id)
         if end is None:
-            if game.void:
-                first = self.missing.setdefault(game.match_id, time.monotonic())
-                if time.monotonic() - first >= MISSING_S:
-                    self.missing.pop(game.match_id, None)
-                    await self.end_game(game, self.clock(), None, "disconnect")
+            if not game.void and await self._not_claimed_yet(game.match_id):
+                self.missing.pop(game.match_id, None)  # its matches start at the claim
+                return False
+            first = self.missing.setdefault(game.match_id, time.monotonic())
+            if time.monotonic() - first >= MISSING_S:
+                self.missing.pop(game.match_id, None)
+                log.warning("ladder: game %s was never stored; void", game.match_id)
+                if not game.void:
+                    await self.store.ladder_void([game.match_id])
+                    game.void = True
+                await self.end_game(game, self.clock(), None, "disconnect")
             return False
         finished, last = end
         if not finished or last is None or last.get("kind") != "finished":
@@ -254,6 +261,14 @@ class LadderSchedule:
         await self.end_game(game, int(last["at"]), last.get("winner"),
                             str(last.get("reason")))
         return True
+
+    async def _not_claimed_yet(self, match_id: str) -> bool:
+        """Whether the game's play job waits in the queue (nobody started its matches)."""
+        job_id = next((j for j, ms in self.playing.items() if match_id in ms), None)
+        if job_id is None:
+            return False
+        row = await self.store.ladder_job(job_id)
+        return row is not None and row[2] == "queued"
 
     def forget(self, conn: Follower) -> None:
         """The connection is gone: its uploads go, and a worker's claims are let go of."""
