@@ -232,14 +232,15 @@ async def _submit(args: argparse.Namespace, program: bytes) -> tuple[bool, list[
             if args.rules is not None:
                 fields["rules"] = args.rules.to_dict()
         for attempt in range(SUBMIT_TRIES):
-            fields["upload"] = await _upload(client, program)
             try:
+                fields["upload"] = await _upload(client, program)
                 bot = (await client.request("ladder_submit", **fields)).raw["bot"]
                 break
             except ServerError as exc:
-                # the connection dropped and the submit was sent again (same request_id)
-                # with the upload gone: uploaded again, the request is done or answered as
-                # it first was (docs/protocol.md, "Retrying safely")
+                # the upload is gone (the connection dropped and the submit was sent again
+                # under its request_id, or a cluster's ladder moved to another node):
+                # uploaded again, the request is done or answered as it first was
+                # (docs/protocol.md, "Retrying safely"; docs/ladder.md, "On a cluster")
                 if exc.code != "unknown_upload" or attempt == SUBMIT_TRIES - 1:
                     raise
         print(f"submitted: {bot['name']} version {bot['checking']} ({bot['bot_id']}); "

@@ -86,7 +86,11 @@ RETRY_TYPES = frozenset(
      "history", "player", "match_record", "watch", "unwatch", "resume",
      # idempotent tournament requests (a second join or watch changes nothing)
      "tournaments", "tournament_join", "tournament_leave", "tournament_watch",
-     "tournament_unwatch", "tournament_start"}
+     "tournament_unwatch", "tournament_start",
+     # the ladder's: read-only, idempotent, or (a chunk again at its offset) answered as
+     # the first (docs/protocol.md, "Retrying safely")
+     "ladder_upload", "ladder_mine", "ladder_show", "ladder_page", "ladder_pause",
+     "ladder_resume", "ladder_withdraw"}
 ) | REQUEST_ID_TYPES  # sent with a request_id (see Client.request): answered as the first
 #: How many times :meth:`Client.request` re-sends a request refused with a retryable error.
 RETRIES = 6
