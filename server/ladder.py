@@ -21,8 +21,8 @@ is queued again when its lease runs out, and a play job's games end by the match
 seats away, a draw by disconnect after the grace) and are void on the ladder, so the two bots
 are simply paired again.
 
-Runs on a single node (the ladder of a cluster would run on the lobby leader as the
-tournaments do; not built yet: a cluster node answers ``not_available``).
+On a cluster the lobby leader runs it, as the tournaments: every node sends the requests
+and its workers' messages there (docs/ladder.md, "On a cluster").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
@@ -268,3 +268,47 @@ def with_ref(msg: dict[str, Any], ref: Any) -> dict[str, Any]:
     if ref is not None:
         msg["ref"] = ref
     return msg
+
+
+def fit_standings(games: Iterable[LadderGame], family: str, fit: Fit) -> dict[str, Standing]:
+    """A family's standings from every finished, non-void game of ``games``: the records,
+    and the ratings of ``fit`` over all of them."""
+    table: dict[str, Standing] = {}
+    scored: list[tuple[str, str, float]] = []
+    for g in games:
+        if g.family != family or not g.finished or g.void:
+            continue
+        for seat in (0, 1):
+            st = table.setdefault(g.bots[seat], Standing())
+            st.games += 1
+            result = g.result_for(seat)
+            if result == "win":
+                st.wins += 1
+            elif result == "draw":
+                st.draws += 1
+            else:
+                st.losses += 1
+                if g.failure_of(seat):
+                    st.forfeits += 1
+        scored.append((g.bots[0], g.bots[1], 0.5 if g.winner is None else float(g.winner == 0)))
+    if scored:
+        for bot_id, r in fit(scored).items():
+            found = table.get(bot_id)
+            if found is not None:
+                found.rating, found.low, found.high = r.rating, r.low, r.high
+    return table
+
+
+def standing_rows(bots: Iterable[LadderBot], family: str,
+                  table: Mapping[str, Standing]) -> list[dict[str, Any]]:
+    """``ladder_standings``'s rows: the family's active and paused bots, best rated first
+    (those without a rating last, by name)."""
+    rows = []
+    for bot in bots:
+        if bot.family != family or bot.status not in ("active", "paused"):
+            continue
+        st = table.get(bot.bot_id, Standing())
+        rows.append({"bot": bot.name, "bot_id": bot.bot_id, "owner": bot.owner,
+                     "status": bot.status, **st.fields(), "exact": dict(bot.exact)})
+    rows.sort(key=lambda r: (r["rating"] is None, -(r["rating"] or 0), r["bot"].casefold()))
+    return rows

@@ -42,6 +42,8 @@ from server.ladder_records import (
     certainty,
     dumps,
     finite,
+    fit_standings,
+    standing_rows,
 )
 from server.lobby import Lobby
 from server.matches import Follower, TournamentGame
@@ -473,48 +475,14 @@ class LadderSchedule:
 
     def refit(self, family: str) -> dict[str, Standing]:
         """The family's standings from every finished, non-void game (records and the fit)."""
-        table: dict[str, Standing] = {}
-        scored: list[tuple[str, str, float]] = []
-        for g in self.games.values():
-            if g.family != family or not g.finished or g.void:
-                continue
-            for seat in (0, 1):
-                st = table.setdefault(g.bots[seat], Standing())
-                st.games += 1
-                result = g.result_for(seat)
-                if result == "win":
-                    st.wins += 1
-                elif result == "draw":
-                    st.draws += 1
-                else:
-                    st.losses += 1
-                    if g.failure_of(seat):
-                        st.forfeits += 1
-            scored.append((g.bots[0], g.bots[1],
-                           0.5 if g.winner is None else float(g.winner == 0)))
-        if scored:
-            for bot_id, r in self.fit(scored).items():
-                found = table.get(bot_id)
-                if found is not None:
-                    found.rating, found.low, found.high = r.rating, r.low, r.high
-        self.standings[family] = table
+        table = self.standings[family] = fit_standings(self.games.values(), family, self.fit)
         return table
-
 
     # -- standings ---------------------------------------------------------------------------
     def show(self, msg: dict[str, Any]) -> dict[str, Any]:
         rules = self.arena.rules_of(msg)
         family = rules_spec(rules)
-        table = self.standings.get(family, {})
-        rows = []
-        for bot in self.bots.values():
-            if bot.family != family or bot.status not in ("active", "paused"):
-                continue
-            st = table.get(bot.bot_id, Standing())
-            rows.append({"bot": bot.name, "bot_id": bot.bot_id, "owner": bot.owner,
-                         "status": bot.status, **st.fields(), "exact": dict(bot.exact)})
-        rows.sort(key=lambda r: (r["rating"] is None, -(r["rating"] or 0),
-                                 r["bot"].casefold()))
+        rows = standing_rows(self.bots.values(), family, self.standings.get(family, {}))
         return {"type": "ladder_standings", "rules": rules.to_dict(), "standings": rows}
 
     def games_of(self, bot_id: str) -> list[LadderGame]:
