@@ -48,6 +48,7 @@ from moo.errors import (
 from moo.protocol import MAX_PROGRAM_BYTES
 from moo.variants import rules_spec
 from server.accounts import hash_token, new_token
+from server.ladder_connected import LadderConnected
 from server.ladder_records import (
     MAX_BOTS_PER_OWNER,
     MAX_ERRORS,
@@ -64,16 +65,16 @@ from server.ladder_records import (
     valid_bot_name,
     with_ref,
 )
-from server.ladder_workers import LadderWorkers
 from server.matches import Follower
 from server.requests import derived, fingerprint, reused
 
 __all__ = ["LadderService", "Rating", "valid_bot_name"]
 
 
-class LadderService(LadderWorkers):
+class LadderService(LadderConnected):
     """The hosted bots and ladders of one server: the players' requests on top of the
-    scheduler (server/ladder_schedule.py) and the workers (server/ladder_workers.py)."""
+    scheduler (server/ladder_schedule.py), the workers (server/ladder_workers.py) and the
+    connected bots (server/ladder_connected.py)."""
 
     # -- player requests -----------------------------------------------------------------------
     async def request(self, conn: Follower, msg: dict[str, Any]) -> None:
@@ -93,6 +94,8 @@ class LadderService(LadderWorkers):
             reply = self.show(msg)
         elif kind == "ladder_page":
             reply = await self.page(msg["bot_id"])
+        elif kind in ("ladder_join", "ladder_leave"):
+            reply = await self.connected_request(conn, msg)
         else:  # pragma: no cover - the session sends only the types above
             raise NotAvailable(f"{kind!r} is not a ladder request")
         conn.send(with_ref(reply, ref))
@@ -210,6 +213,7 @@ class LadderService(LadderWorkers):
                 raise SchemaError("'rules' goes with 'name' (a new bot); a new version plays "
                                   "its bot's rules")
             bot = self._own(owner, str(bot_id))
+            self.refuse_program_request(bot)
             if bot.status == "withdrawn":
                 raise NotAvailable(f"bot {bot.bot_id} is withdrawn")
             if bot.checking is not None:
@@ -268,6 +272,7 @@ class LadderService(LadderWorkers):
 
     async def set_status(self, conn: Follower, kind: str, bot_id: str) -> dict[str, Any]:
         bot = self._own(player_of(conn), bot_id)
+        self.refuse_program_request(bot)
         before = bot.status
         if kind == "ladder_withdraw":
             bot.status = "withdrawn"
