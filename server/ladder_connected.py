@@ -45,9 +45,12 @@ class LadderConnected(LadderWorkers):
         """``ladder_join`` and ``ladder_leave``: the reply (``ladder_status``)."""
         if msg["type"] == "ladder_join":
             bot = await self.join(conn, msg)
-        else:
-            bot = await self.leave(conn)
-        return {"type": "ladder_status", "bot": bot.public()}
+            return {"type": "ladder_status", "bot": bot.public()}
+        bot = await self.leave(conn)
+        # the games paired before it left, still to be played (a hosted opponent's start
+        # when a worker takes them): the client plays them out before it goes
+        owed = [g.match_id for g in self.games_of(bot.bot_id) if not g.finished and not g.void]
+        return {"type": "ladder_status", "bot": bot.public(), "games": sorted(owed)}
 
     def bot_named(self, name: str) -> LadderBot | None:
         """The ladder bot (hosted or connected) that plays under the player ``name``."""

@@ -880,10 +880,12 @@ class Client:
         return dict(reply.raw["bot"])
 
     async def leave_ladder(self) -> dict[str, Any]:
-        """Take this bot out of pairing (``offline``; its games under way are played out,
-        its games and rating stay). Returns its ``bot`` object."""
+        """Take this bot out of pairing (``offline``; its games and rating stay). Returns
+        ``{"bot", "games"}``: its ``bot`` object and the ids of its ladder games paired
+        already and not finished, which it should still play (a game against a hosted bot
+        starts when a worker takes it)."""
         reply = await self.request("ladder_leave")
-        return dict(reply.raw["bot"])
+        return {"bot": dict(reply.raw["bot"]), "games": list(reply.raw.get("games", []))}
 
     async def watch_tournament(self, tournament_id: str) -> TournamentInfo:
         """The tournament now; its updates then arrive on the stream."""

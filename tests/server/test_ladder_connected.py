@@ -181,6 +181,7 @@ async def test_joining_and_leaving_say_clearly_what_is_wrong(tmp_path: Path) -> 
             (bot_id, "connected", [])]
         left = await bot.request({"type": "ladder_leave"})
         assert left["type"] == "ladder_status" and left["bot"]["status"] == "offline"
+        assert left["games"] == []  # no game of it paired and not finished
         rows = await _standings(ann)
         assert rows["cbot"]["status"] == "offline" and rows["cbot"]["games"] == 0
         again = await bot.request({"type": "ladder_join"})
