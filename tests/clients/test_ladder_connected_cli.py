@@ -1,6 +1,8 @@
 """``moo bot --ladder`` end to end (docs/ladder.md, "Connected bots"): two bot processes, an
 in-process strategy and a program (``--cmd``), join the ladder as connected bots, are paired
-with each other (no worker needed), play their games, leave and exit."""
+with each other (no worker needed), play their games, leave and exit; a connected bot
+process and a hosted bot played by the real worker (clients/hosted/worker.py), which runs
+only the hosted side."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from clients.hosted.worker import run_worker
 from tests.client_support import ROOT, client_env, moo_command
+from tests.ladder_support import GOOD
 from tests.patience import patience
 from tests.server_support import Client, running, server_settings
 
@@ -60,6 +64,44 @@ async def test_two_bot_processes_join_the_ladder_play_their_pairing_and_leave(
             assert row["games"] == played[name] and row["forfeits"] == 0
             assert row["rating"] is not None
         assert all(g.finished and not g.void for g in app.ladder.games.values())
+
+
+async def test_a_connected_bot_process_meets_a_hosted_bot_run_by_the_real_worker(
+        tmp_path: Path) -> None:
+    key = "test-worker-key"
+    async with running(server_settings(tmp_path, ladder_worker_key=key)) as app:
+        url = f"ws://127.0.0.1:{app.port}/"
+        stop = asyncio.Event()
+        worker = asyncio.create_task(run_worker(url, key, 1, name="test", stop=stop))
+        try:
+            good = tmp_path / "good.py"
+            good.write_bytes(GOOD)
+            code, out, err = await _done(await _moo(
+                tmp_path, "ladder", "submit", str(good), "--url", url, "--name", "hostbot",
+                "--as", "ann"))
+            assert code == 0, err
+            hosted = out.strip().splitlines()[-1]
+            code, out, err = await _done(await _moo(
+                tmp_path, "bot", "first", "--url", url, "--ladder", "--games", "2", "--name",
+                "conbot", "--wait", "120"), timeout=240)
+            assert code == 0, err
+            lines = out.strip().splitlines()
+            assert len(lines) >= 2 and all("conbot vs hostbot" in x for x in lines), out
+            assert all("[bot" not in x for x in lines), out  # no failure of its own
+            code, out, err = await _done(await _moo(
+                tmp_path, "ladder", "show", "--url", url, "--as", "ann"))
+            assert code == 0, err
+            shown = {x.split()[1]: x for x in out.strip().splitlines()[1:]}
+            assert shown["conbot"].endswith("[connected, offline]"), out
+            assert "[" not in shown["hostbot"].split("forfeits)")[1], out
+            for game in app.ladder.games.values():
+                if game.finished and not game.void:
+                    assert hosted in game.bots and sorted(game.versions) == [0, 1]  # 0: conbot
+                    assert game.failures == ["", ""], game
+        finally:
+            stop.set()
+            await worker
+        assert all(g.finished or g.void for g in app.ladder.games.values())
 
 
 def test_ladder_usage_errors_are_one_line_with_status_2(tmp_path: Path) -> None:
