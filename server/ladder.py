@@ -6,14 +6,15 @@ opens with ``worker_hello``) claims the job of checking it. An accepted bot is p
 variant family's ladder: each pairing is two ordinary rated matches with the same two server
 secrets, seats swapped, started here through the lobby as a tournament's games are, and one
 ``play`` job a worker claims to play both sides (one connection per bot, each program in its
-own sandbox). Ratings are a maximum-likelihood Bradley-Terry fit over all the ladder's games
+own sandbox). A connected bot (a client with ``bot: true`` that sent ``ladder_join``) is paired
+the same way and plays its own seats (server/ladder_connected.py). Ratings are a maximum-likelihood Bradley-Terry fit over all the ladder's games
 (``moo.bradley_terry``), refitted whenever a pairing ends. docs/protocol.md ("Ladder") is the
 contract; docs/ladder.md says how pairing and ratings work.
 
-The service is made of four modules: server/ladder_records.py (the bots, games and standings
+The service is made of five modules: server/ladder_records.py (the bots, games and standings
 as records), server/ladder_schedule.py (state, life cycle, pairing, results, ratings),
-server/ladder_workers.py (the workers' messages and jobs) and this one (the players'
-requests).
+server/ladder_workers.py (the workers' messages and jobs), server/ladder_connected.py (the
+connected bots) and this one (the players' requests).
 
 Work goes through the store (``ladder_jobs``): a job is claimed with a lease (on PostgreSQL
 ``FOR UPDATE SKIP LOCKED``), so a worker that dies costs at most its claims: a check or an eval

@@ -106,9 +106,11 @@ class LadderSchedule:
         # a game not ended whose play job is no longer open was lost with its worker when
         # the store could not say so (the server was stopping): void, as docs/ladder.md says
         open_games = {m for matches in self.playing.values() for m in matches}
-        # (a game of two connected bots has no job: it is resumed as any match)
+        # (a game of two connected bots has no job: it is resumed as any match, and void if
+        # its match is not there to resume)
         lost = [g.match_id for g in self.games.values()
-                if not g.finished and not g.void and g.hosted and g.match_id not in open_games]
+                if not g.finished and not g.void and (g.match_id not in open_games if g.hosted
+                                                      else not self.arena.is_live(g.match_id))]
         if lost:
             for match_id in await self.store.ladder_void(lost):
                 self.games[match_id].void = True
