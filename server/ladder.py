@@ -7,8 +7,9 @@ variant family's ladder: each pairing is two ordinary rated matches with the sam
 secrets, seats swapped, started here through the lobby as a tournament's games are, and one
 ``play`` job a worker claims to play both sides (one connection per bot, each program in its
 own sandbox). A connected bot (a client with ``bot: true`` that sent ``ladder_join``) is paired
-the same way and plays its own seats (server/ladder_connected.py). Ratings are a maximum-likelihood Bradley-Terry fit over all the ladder's games
-(``moo.bradley_terry``), refitted whenever a pairing ends. docs/protocol.md ("Ladder") is the
+the same way and plays its own seats (server/ladder_connected.py). Ratings are a
+maximum-likelihood Bradley-Terry fit over all the ladder's games (``moo.bradley_terry``),
+refitted whenever a pairing ends. docs/protocol.md ("Ladder") is the
 contract; docs/ladder.md says how pairing and ratings work.
 
 The service is made of five modules: server/ladder_records.py (the bots, games and standings
