@@ -10,6 +10,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bots.registry import create
 from clients.botrunner import MatchOutcome, StrategyPlayer, play_match
 from clients.sdk import Client as SdkClient
@@ -17,7 +19,10 @@ from clients.sdk import MatchAnnounced
 from server.ladder_records import CONNECTION_GONE
 from tests.cluster_support import until
 from tests.ladder_support import GOOD, check, claim, submit, worker
+from tests.pg_support import pg_url
 from tests.server_support import Client, running, server_settings
+
+__all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
 
 def _settings(tmp_path: Path, **overrides: Any) -> Any:
@@ -113,9 +118,16 @@ async def test_a_connected_sdk_bot_and_a_hosted_bot_play_both_games_and_are_rate
             await sdk.close()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "moo.sqlite3")
+    return str(request.getfixturevalue("pg_url"))
+
+
 async def test_a_connected_bot_that_goes_away_forfeits_and_is_not_paired_again(
-        tmp_path: Path) -> None:
-    async with running(_settings(tmp_path, grace_ms=300)) as app:
+        tmp_path: Path, db: str) -> None:
+    async with running(_settings(tmp_path, grace_ms=300, db=db)) as app:
         one = await Client.hello(app.port, "one", bot=True)
         two = await Client.hello(app.port, "two", bot=True)
         for conn in (one, two):
