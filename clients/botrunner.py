@@ -17,16 +17,15 @@ import json
 import random
 import secrets
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from bots import dictionary
-from bots.base import Strategy
 from bots.external import DEFAULT_MOVE_TIMEOUT, BotFailure, ExternalBot
 from bots.registry import available, create
 from bots.variants import VARIANT_BOTS, bot_note, check_bot, create_for, prepare
+from clients.botmatch import MatchOutcome, Player, StrategyPlayer, play_match
 from clients.sdk import (
     DEFAULT_URL,
     Client,
@@ -38,205 +37,10 @@ from clients.sdk.cli_args import add_url_option, urls_of
 from clients.sdk.tokens import TokenStore
 from moo.errors import BotUnsupported, UnknownStrategy
 from moo.mastermind import MastermindRules
-from moo.rules import Response
-from moo.variants import GameRules, is_classic, rules_arg
+from moo.variants import is_classic, rules_arg, rules_from_dict, rules_spec
 from moo.words import WordRules
 
 __all__ = ["MatchOutcome", "Player", "StrategyPlayer", "configure", "main", "play_match"]
-
-
-class Player(Protocol):
-    """What the runner drives: the Strategy contract, made async (external bots need I/O)."""
-
-    name: str
-
-    async def new_match(self, rules: GameRules, rng: random.Random) -> None: ...
-    async def next_guess(self) -> str: ...
-    async def observe(self, guess: str, response: Response) -> None: ...
-    async def observe_opponent(
-        self, count: int, response: Response | None, guess: str | None = None
-    ) -> None: ...
-    async def end(self, outcome: str) -> None: ...
-    async def close(self) -> None: ...
-
-
-class StrategyPlayer:
-    """A registered in-process :class:`~bots.base.Strategy` as a :class:`Player`."""
-
-    def __init__(self, strategy: Strategy | Any) -> None:
-        #: a Strategy, or a Mastermind / variant bot with the same methods (bots/variants.py)
-        self.strategy: Any = strategy
-        self.name = getattr(strategy, "name", "") or type(strategy).__name__
-
-    async def new_match(self, rules: GameRules, rng: random.Random) -> None:
-        self.strategy.new_match(rules, rng)
-
-    async def next_guess(self) -> str:
-        return str(self.strategy.next_guess())
-
-    async def observe(self, guess: str, response: Response) -> None:
-        self.strategy.observe(guess, response)
-
-    async def observe_opponent(
-        self, count: int, response: Response | None, guess: str | None = None
-    ) -> None:
-        mover = getattr(self.strategy, "observe_opponent_move", None)
-        if mover is not None:
-            mover(count, guess, response)
-            return
-        observer = getattr(self.strategy, "observe_opponent", None)
-        if observer is not None:
-            observer(count, response)
-
-    async def end(self, outcome: str) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-
-@dataclass
-class MatchOutcome:
-    """One finished (or abandoned) match from the bot's side."""
-
-    match_id: str
-    player: str
-    opponent: str
-    outcome: str  # win / loss / draw / aborted
-    reason: str
-    guesses: int
-    opponent_guesses: int
-    solved: bool
-    opponent_solved: bool
-    secret: str
-    opponent_secret: str | None
-    fair: bool | None
-    failure: str | None = None
-    seconds: float = 0.0
-    #: Left unfinished by an earlier run of this name and finished now (not in --games).
-    resumed: bool = False
-
-    def line(self) -> str:
-        head = f"{self.match_id:<10} {self.player} vs {self.opponent}"
-        tail = (
-            f"{self.outcome.upper():<5} {self.reason:<9} guesses {self.guesses}"
-            f"{' solved' if self.solved else ''}, opponent {self.opponent_guesses}"
-            f"{' solved' if self.opponent_solved else ''}"
-        )
-        extra = f"  [bot {self.failure}]" if self.failure else ""
-        if self.resumed:
-            extra += "  [resumed from an earlier run]"
-        if self.fair is False:
-            extra += "  [COMMITMENT MISMATCH]"
-        return f"{head}: {tail}{extra}"
-
-
-async def play_match(
-    client: Client, announced: MatchAnnounced, player: Player, rng: random.Random,
-    *, timeout: float = 600.0, wait: Callable[[], Awaitable[object]] | None = None,
-) -> MatchOutcome:
-    """Play one match to its end with ``player``; the client must not be read by anyone else.
-
-    Driven by :class:`~clients.sdk.MatchState` rather than by individual events, so that a
-    reconnect (after which events are replayed or a reply is lost) cannot confuse it: at any
-    moment it simply asks "does the server expect a guess from me now?".
-
-    ``wait`` replaces reading the client (``client.receive``) as the way to wait for a change:
-    several matches played at once on one connection share one reader that wakes them all
-    (:class:`_Pump`, used by ``--tournament``).
-    """
-    mid = announced.match_id
-    state = client.states[mid]
-    rules = announced.rules
-    started = time.monotonic()
-    failure: str | None = None
-    secret = rng.choice(rules.secrets)
-    fed_mine = fed_theirs = 0
-    asked_for: int | None = None  # our guess count when we last sent a guess
-
-    async def give_up(why: str) -> None:
-        nonlocal failure
-        failure = why
-        with contextlib.suppress(ServerError, ConnectionLost):
-            await client.resign(mid)
-
-    try:
-        await player.new_match(rules, rng)
-    except Exception as exc:  # a broken strategy or program loses this match, nothing more
-        await give_up(f"{type(exc).__name__}: {exc}" if not isinstance(exc, BotFailure)
-                      else str(exc))
-    secret_tries = 0
-
-    async with asyncio.timeout(timeout):
-        while not state.finished:
-            if state.needs_secret and secret_tries < 3:
-                # Checked every time round, so a secret lost to a dropped connection is re-sent.
-                secret_tries += 1
-                with contextlib.suppress(ServerError, ConnectionLost, TimeoutError):
-                    await client.set_secret(mid, secret)
-                continue
-            if failure is None:
-                try:
-                    # Tell the player what it has not heard yet (ours first: it's our move).
-                    mine, theirs = state.mine(), state.theirs()
-                    while fed_mine < len(mine) and mine[fed_mine].response is not None:
-                        turn = mine[fed_mine]
-                        assert turn.guess is not None and turn.response is not None
-                        await player.observe(turn.guess, turn.response)
-                        fed_mine += 1
-                    while fed_theirs < len(theirs) and theirs[fed_theirs].response is not None:
-                        turn = theirs[fed_theirs]
-                        await player.observe_opponent(fed_theirs + 1, turn.response, turn.guess)
-                        fed_theirs += 1
-                    if state.owes_guess and asked_for != len(mine):
-                        asked_for = len(mine)
-                        guess = await player.next_guess()
-                        try:
-                            await client.guess(mid, guess)
-                        except ServerError as exc:
-                            if exc.code in ("wrong_length", "repeated_symbol", "unknown_symbol"):
-                                await give_up(f"illegal guess {guess!r}: {exc.message}")
-                            elif exc.code == "rate_limited":
-                                asked_for = None  # refused before it counted: guess again
-                            # not_your_turn and the like: our view was stale; wait for events.
-                        except (ConnectionLost, TimeoutError):
-                            asked_for = None  # ask again once resumed, if still owed
-                        continue
-                except BotFailure as exc:
-                    await give_up(str(exc))
-                    continue
-                except Exception as exc:  # an in-process strategy that raised
-                    await give_up(f"{type(exc).__name__}: {exc}")
-                    continue
-            try:
-                await (wait() if wait is not None else client.receive())
-            except ConnectionLost:
-                break
-
-    outcome = state.outcome or "aborted"
-    with contextlib.suppress(BotFailure):
-        await player.end(outcome)
-    result = state.result
-    seat = state.seat if state.seat is not None else 0
-    fair = state.fairness()
-    return MatchOutcome(
-        match_id=mid,
-        player=client.name,
-        opponent=state.opponent or announced.opponent,
-        outcome=outcome,
-        reason=result.reason if result else "connection lost",
-        guesses=state.counts[seat],
-        opponent_guesses=state.counts[1 - seat],
-        solved=state.solved(seat),
-        opponent_solved=state.solved(1 - seat),
-        secret=state.secret or secret,
-        opponent_secret=(result.secrets[1 - seat] if result and len(result.secrets) == 2
-                         else None),
-        fair=None if fair is None else all(fair),
-        failure=failure,
-        seconds=round(time.monotonic() - started, 3),
-    )
-
 
 # -- the command ------------------------------------------------------------------------------
 
@@ -248,7 +52,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cmd", default=None,
                         help="run an external program instead (docs/bot-protocol.md)")
     add_url_option(parser, f"server (default {DEFAULT_URL})")
-    parser.add_argument("--games", "-n", type=int, default=1, help="matches to play in total")
+    parser.add_argument("--games", "-n", type=int, default=None,
+                        help="matches to play in total (default 1; with --ladder: until "
+                             "interrupted)")
     parser.add_argument("--concurrency", "-k", type=int, default=1,
                         help="connections playing at once (names NAME-1..K)")
     parser.add_argument("--name", default=None, help="player name (default: STRATEGY-xxxx)")
@@ -274,6 +80,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tournament", default=None, metavar="ID",
                         help="join this hosted tournament and play every game it pairs this "
                              "bot in; exit when it is finished (docs/tournaments.md)")
+    parser.add_argument("--ladder", action="store_true",
+                        help="join the ladder of --rules (default: the server's) as a "
+                             "connected bot and play every game it pairs this bot in, until "
+                             "interrupted or --games are played (docs/ladder.md)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line on stdout; no progress on stderr")
 
@@ -345,9 +155,10 @@ class _Run:
     def progress_text(self) -> str:
         played = [o for o in self.outcomes if not o.resumed]
         n, total = len(played), self.args.games
-        if getattr(self.args, "tournament", None):  # no fixed number of games: a tally
-            tally = summary(played)
-            return (f"{n} tournament matches: {tally['wins']} W / {tally['draws']} D / "
+        if getattr(self.args, "tournament", None) or getattr(self.args, "ladder", False):
+            tally = summary(played)  # no fixed number of games: a tally
+            kind = "tournament" if getattr(self.args, "tournament", None) else "ladder"
+            return (f"{n} {kind} matches: {tally['wins']} W / {tally['draws']} D / "
                     f"{tally['losses']} L")
         width = 20
         filled = width * n // total if total else width
@@ -603,10 +414,74 @@ class _Pump:
         return wait
 
 
-async def _tournament_connection(run: _Run, name: str, tournament_id: str,
-                                 tokens: TokenStore) -> None:
-    """``--tournament``: join, then play every game the server pairs this bot in, as many at
-    once as it starts, until the tournament is finished (docs/tournaments.md)."""
+@dataclass
+class _Paired:
+    """What a bot joins to play every game the server then pairs it in: a hosted tournament
+    (``--tournament``) or the ladder (``--ladder``)."""
+
+    #: joins; the line that says so (raises ServerError and the like when refused)
+    join: Callable[[Client], Awaitable[str]]
+    #: after a reconnect: ask for the state again, or join again
+    again: Callable[[Client], Awaitable[object]]
+    #: whether a match (by its ``config``) is one of these games
+    ours: Callable[[dict[str, Any]], bool]
+    #: the line when it is over (None: not over)
+    over: Callable[[Client], str | None]
+    #: what the refusal of ``join`` is about ("tournament t...")
+    what: str
+    #: said once when it is over; the games it must still play (paired already)
+    leave: Callable[[Client], Awaitable[list[str]]] | None = None
+
+
+def _tournament(tournament_id: str) -> _Paired:
+    async def join(client: Client) -> str:
+        await client.join_tournament(tournament_id)
+        info = await client.watch_tournament(tournament_id)
+        return f"joined tournament {info.name!r} ({tournament_id}, {info.status})"
+
+    def over(client: Client) -> str | None:
+        current = client.tournaments.get(tournament_id)
+        finished = current is not None and current.finished
+        return f"tournament {tournament_id} finished" if finished else None
+
+    return _Paired(join, lambda client: client.watch_tournament(tournament_id),
+                   lambda config: config.get("tournament_id") == tournament_id, over,
+                   f"tournament {tournament_id}")
+
+
+def _ladder(run: _Run) -> _Paired:
+    """``--ladder``: a connected bot on the ladder (docs/ladder.md, "Connected bots") until
+    interrupted, or until it has played ``--games`` ladder games when that is given."""
+    rules = run.args.rules
+
+    async def join(client: Client) -> str:
+        bot = await client.join_ladder(rules)
+        return (f"joined the ladder {rules_spec(rules_from_dict(bot['rules']))} as a "
+                f"connected bot ({bot['bot_id']}); playing its games until interrupted")
+
+    async def again(client: Client) -> None:
+        try:  # away for longer than the grace it is offline: it joins again
+            await client.join_ladder(rules)
+        except ServerError as exc:
+            if exc.code != "not_available":  # "already on the ladder": still there
+                raise
+
+    def over(client: Client) -> str | None:
+        limit = run.args.ladder_games
+        played = sum(not o.resumed for o in run.outcomes)
+        return None if limit is None or played < limit else f"{played} ladder games played"
+
+    async def leave(client: Client) -> list[str]:
+        return list((await client.leave_ladder())["games"])
+
+    return _Paired(join, again, lambda config: bool(config.get("ladder")), over, "the ladder",
+                   leave)
+
+
+async def _paired_connection(run: _Run, name: str, paired: _Paired,
+                             tokens: TokenStore) -> None:
+    """Join, then play every game the server pairs this bot in, as many at once as it
+    starts, until it is over (docs/tournaments.md; docs/ladder.md, "Connected bots")."""
     args = run.args
     client = await _connect(run, name, tokens)
     if client is None:
@@ -617,21 +492,21 @@ async def _tournament_connection(run: _Run, name: str, tournament_id: str,
     reported: set[str] = set()
     rng = random.Random(args.seed)
     wait = pump.waiter()
+    loop = asyncio.get_running_loop()
+    owed: set[str] = set()  # ladder games paired before it left, to play still
+    left = 0.0
     try:
         try:
-            await client.join_tournament(tournament_id)
-            info = await client.watch_tournament(tournament_id)
+            run.notice(f"{name}: {await paired.join(client)}")
         except (ServerError, ConnectionLost, TimeoutError) as exc:
-            run.error(f"{name}: cannot join tournament {tournament_id}: "
-                      f"{exc or type(exc).__name__}")
+            run.error(f"{name}: cannot join {paired.what}: {exc or type(exc).__name__}")
             return
-        run.notice(f"{name}: joined tournament {info.name!r} ({tournament_id}, {info.status})")
         reconnects = client.reconnects
         while True:
             for match_id, state in list(client.states.items()):
                 if match_id in playing or state.seat is None or state.finished:
                     continue
-                if state.config.get("tournament_id") != tournament_id:
+                if not paired.ours(state.config):
                     continue
                 announced = MatchAnnounced(raw={}, match_id=match_id, seat=state.seat,
                                            opponent=state.opponent or "", config=state.config)
@@ -643,18 +518,34 @@ async def _tournament_connection(run: _Run, name: str, tournament_id: str,
                 if task.done() and match_id not in reported:
                     reported.add(match_id)
                     run.report(task.result())
-            current = client.tournaments.get(tournament_id)
-            if current is not None and current.finished and all(
-                    t.done() for t in playing.values()):
-                run.notice(f"{name}: tournament {tournament_id} finished")
+            done = paired.over(client)
+            if done is not None and paired.leave is not None:
+                leave, paired.leave = paired.leave, None  # no more games paired from now on
+                with contextlib.suppress(ServerError, ConnectionLost, TimeoutError):
+                    owed = set(await leave(client))
+                left = loop.time()
+                continue  # the games paired before it left are played out too
+            # (one of them not started within --wait: its pairing was void, or no worker)
+            owed = {m for m in owed if m not in client.states or not client.states[m].finished}
+            if done is not None and all(t.done() for t in playing.values()) and (
+                    not owed or loop.time() - left > args.wait):
+                run.notice(f"{name}: {done}")
                 break
             if client.reconnects != reconnects:  # a new connection: ask for the state again
                 reconnects = client.reconnects
                 with contextlib.suppress(ServerError, ConnectionLost, TimeoutError):
-                    await client.watch_tournament(tournament_id)
-            try:
-                await wait()
-            except ConnectionLost:
+                    await paired.again(client)
+            # a message read, or a game's task done (it may end after the last message,
+            # e.g. a program told 'end'); a game owed may never start: not past --wait
+            waiter = asyncio.ensure_future(wait())
+            timeout = max(0.0, left + args.wait - loop.time()) if owed and done else None
+            ended, _ = await asyncio.wait(
+                [waiter, *(t for t in playing.values() if not t.done())], timeout=timeout,
+                return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in ended:
+                waiter.cancel()
+                await asyncio.gather(waiter, return_exceptions=True)
+            elif isinstance(waiter.exception(), ConnectionLost):
                 run.error(f"{name}: the connection is closed")
                 return
     finally:
@@ -669,8 +560,9 @@ async def run_bots(args: argparse.Namespace) -> _Run:
     run = _Run(args)
     base = args.name or f"{(args.strategy or 'cmd').split(':')[-1].split('/')[-1][:12]}" \
                         f"-{secrets.token_hex(2)}"
-    if args.tournament:
-        await _tournament_connection(run, base, args.tournament, TokenStore())
+    if args.tournament or args.ladder:
+        paired = _tournament(args.tournament) if args.tournament else _ladder(run)
+        await _paired_connection(run, base, paired, TokenStore())
         return run
     k = max(1, min(args.concurrency, args.games))
     names = [base] if k == 1 else [f"{base}-{i}" for i in range(1, k + 1)]
@@ -708,6 +600,9 @@ def main(args: argparse.Namespace) -> int:
     if not args.cmd and not args.strategy:
         print("moo bot: name a STRATEGY or give --cmd PROGRAM", file=sys.stderr)
         return 2
+    args.ladder_games = args.games if args.ladder else None
+    if args.games is None:
+        args.games = 1
     if args.games < 1 or args.concurrency < 1:
         print("moo bot: --games and --concurrency must be at least 1", file=sys.stderr)
         return 2
@@ -739,9 +634,13 @@ def main(args: argparse.Namespace) -> int:
         print("moo bot: --tournament plays the tournament's games only: no --room, --vs-bot "
               "or --concurrency", file=sys.stderr)
         return 2
+    if args.ladder and (args.tournament or args.room or args.vs_bot or args.concurrency > 1):
+        print("moo bot: --ladder plays the ladder's games only: no --tournament, --room, "
+              "--vs-bot or --concurrency", file=sys.stderr)
+        return 2
     run = asyncio.run(run_bots(args))
     run.finish()
-    if args.tournament:
+    if args.tournament or args.ladder:
         failed_games = any(o.failure is not None for o in run.outcomes)
         return 0 if not run.errors and not failed_games else 1
     total = summary(run.outcomes)

@@ -217,6 +217,9 @@ CLIENT_MESSAGES: dict[str, dict[str, Field]] = {
     "ladder_withdraw": {"bot_id": _BOT},
     "ladder_show": {"rules": _RULES},
     "ladder_page": {"bot_id": _BOT},
+    # a connected bot opts in (and out): docs/ladder.md, "Connected bots"
+    "ladder_join": {"rules": _RULES},
+    "ladder_leave": {},
     # bot workers (docs/protocol.md, "Bot workers"); worker_hello replaces hello
     "worker_hello": {
         "key": Field(str, max_len=128),

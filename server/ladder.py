@@ -6,14 +6,16 @@ opens with ``worker_hello``) claims the job of checking it. An accepted bot is p
 variant family's ladder: each pairing is two ordinary rated matches with the same two server
 secrets, seats swapped, started here through the lobby as a tournament's games are, and one
 ``play`` job a worker claims to play both sides (one connection per bot, each program in its
-own sandbox). Ratings are a maximum-likelihood Bradley-Terry fit over all the ladder's games
-(``moo.bradley_terry``), refitted whenever a pairing ends. docs/protocol.md ("Ladder") is the
+own sandbox). A connected bot (a client with ``bot: true`` that sent ``ladder_join``) is paired
+the same way and plays its own seats (server/ladder_connected.py). Ratings are a
+maximum-likelihood Bradley-Terry fit over all the ladder's games (``moo.bradley_terry``),
+refitted whenever a pairing ends. docs/protocol.md ("Ladder") is the
 contract; docs/ladder.md says how pairing and ratings work.
 
-The service is made of four modules: server/ladder_records.py (the bots, games and standings
+The service is made of five modules: server/ladder_records.py (the bots, games and standings
 as records), server/ladder_schedule.py (state, life cycle, pairing, results, ratings),
-server/ladder_workers.py (the workers' messages and jobs) and this one (the players'
-requests).
+server/ladder_workers.py (the workers' messages and jobs), server/ladder_connected.py (the
+connected bots) and this one (the players' requests).
 
 Work goes through the store (``ladder_jobs``): a job is claimed with a lease (on PostgreSQL
 ``FOR UPDATE SKIP LOCKED``), so a worker that dies costs at most its claims: a check or an eval
@@ -50,6 +52,7 @@ from moo.variants import rules_spec
 from server.accounts import hash_token, new_token
 from server.background import spawn
 from server.connection import error_message
+from server.ladder_connected import LadderConnected
 from server.ladder_records import (
     MAX_BOTS_PER_OWNER,
     MAX_ERRORS,
@@ -66,22 +69,27 @@ from server.ladder_records import (
     valid_bot_name,
     with_ref,
 )
-from server.ladder_workers import LadderWorkers
 from server.matches import Follower
 from server.requests import derived, fingerprint, reused
 
 __all__ = ["LadderService", "Rating", "valid_bot_name"]
 
 
-class LadderService(LadderWorkers):
+class LadderService(LadderConnected):
     """The hosted bots and ladders of one server: the players' requests on top of the
-    scheduler (server/ladder_schedule.py) and the workers (server/ladder_workers.py)."""
+    scheduler (server/ladder_schedule.py), the workers (server/ladder_workers.py) and the
+    connected bots (server/ladder_connected.py)."""
 
     # -- player requests -----------------------------------------------------------------------
     async def request(self, conn: Follower, msg: dict[str, Any]) -> None:
         """A client's ``ladder_*`` request, from its session: done here, or on a cluster at
         the lobby leader (:meth:`handle`)."""
         if self.route is not None:
+            if msg["type"] in ("ladder_join", "ladder_leave"):
+                # a connected bot's pairing follows its connection, which a cluster's leader
+                # does not hold: not built there (docs/ladder.md, "On a cluster")
+                raise NotAvailable("connected bots join the ladder of a single-node server "
+                                   "only; on a cluster, submit the program (ladder_submit)")
             self.route(conn, msg)
             return
         await self.player_request(conn, msg)
@@ -118,6 +126,8 @@ class LadderService(LadderWorkers):
             reply = self.show(msg)
         elif kind == "ladder_page":
             reply = await self.page(msg["bot_id"])
+        elif kind in ("ladder_join", "ladder_leave"):
+            reply = await self.connected_request(conn, msg)
         else:  # pragma: no cover - the session sends only the types above
             raise NotAvailable(f"{kind!r} is not a ladder request")
         conn.send(with_ref(reply, ref))
@@ -235,6 +245,7 @@ class LadderService(LadderWorkers):
                 raise SchemaError("'rules' goes with 'name' (a new bot); a new version plays "
                                   "its bot's rules")
             bot = self._own(owner, str(bot_id))
+            self.refuse_program_request(bot)
             if bot.status == "withdrawn":
                 raise NotAvailable(f"bot {bot.bot_id} is withdrawn")
             if bot.checking is not None:
@@ -293,6 +304,7 @@ class LadderService(LadderWorkers):
 
     async def set_status(self, conn: Follower, kind: str, bot_id: str) -> dict[str, Any]:
         bot = self._own(player_of(conn), bot_id)
+        self.refuse_program_request(bot)
         before = bot.status
         if kind == "ladder_withdraw":
             bot.status = "withdrawn"

@@ -15,6 +15,8 @@ from moo.errors import SchemaError
 from server.matches import Follower
 
 __all__ = [
+    "CONNECTED_VERSION",
+    "CONNECTION_GONE",
     "FORFEIT_REASONS",
     "MAX_BOTS_PER_OWNER",
     "MAX_ERRORS",
@@ -67,8 +69,13 @@ MAX_HISTORY = 200
 MAX_KEY_STRIKES = 5
 #: the error log's line for a seat whose worker went away mid-game
 WORKER_GONE = "disconnect: its worker stopped during the game"
+#: ... and for a connected bot's seat (server/ladder_connected.py): its own connection
+CONNECTION_GONE = "disconnect: its connection closed during the game"
 #: a game's ends that are the seat's own doing (counted as forfeits when lost)
 FORFEIT_REASONS = frozenset(("disconnect", "timeout"))
+#: the version of a connected bot (it has no program: server/ladder_connected.py), in its
+#: ``ladder_bots`` row and in its games' rows
+CONNECTED_VERSION = 0
 
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
@@ -125,8 +132,14 @@ class LadderBot:
         return (self.status, self.reason, self.version, self.checking, dumps(self.exact),
                 self.bot_id)
 
+    @property
+    def kind(self) -> str:
+        """``hosted`` (a submitted program) or ``connected`` (a client that opted in)."""
+        return "connected" if self.version == CONNECTED_VERSION else "hosted"
+
     def public(self) -> dict[str, Any]:
         return {"bot_id": self.bot_id, "name": self.name, "owner": self.owner,
+                "kind": self.kind,
                 "rules": dict(self.rules), "status": self.status, "version": self.version,
                 "checking": self.checking, "created_at": self.created_ms,
                 "exact": dict(self.exact)}
@@ -163,6 +176,11 @@ class LadderGame:
     def seat_of(self, bot_id: str) -> int:
         return self.bots.index(bot_id)
 
+    @property
+    def hosted(self) -> bool:
+        """A worker plays a seat of it (False: both seats are connected bots)."""
+        return any(v != CONNECTED_VERSION for v in self.versions)
+
     def result_for(self, seat: int) -> str:
         if self.winner is None:
             return "draw"
@@ -175,6 +193,8 @@ class LadderGame:
         if self.failures[seat]:
             return self.failures[seat]
         if self.reason in FORFEIT_REASONS:
+            if self.versions[seat] == CONNECTED_VERSION and self.reason == "disconnect":
+                return CONNECTION_GONE
             return WORKER_GONE if self.reason == "disconnect" else f"{self.reason}: no answer"
         return ""
 
@@ -301,14 +321,15 @@ def fit_standings(games: Iterable[LadderGame], family: str, fit: Fit) -> dict[st
 
 def standing_rows(bots: Iterable[LadderBot], family: str,
                   table: Mapping[str, Standing]) -> list[dict[str, Any]]:
-    """``ladder_standings``'s rows: the family's active and paused bots, best rated first
-    (those without a rating last, by name)."""
+    """``ladder_standings``'s rows: the family's active, paused and offline bots, best rated
+    first (those without a rating last, by name)."""
     rows = []
     for bot in bots:
-        if bot.family != family or bot.status not in ("active", "paused"):
+        if bot.family != family or bot.status not in ("active", "paused", "offline"):
             continue
         st = table.get(bot.bot_id, Standing())
         rows.append({"bot": bot.name, "bot_id": bot.bot_id, "owner": bot.owner,
-                     "status": bot.status, **st.fields(), "exact": dict(bot.exact)})
+                     "kind": bot.kind, "status": bot.status, **st.fields(),
+                     "exact": dict(bot.exact)})
     rows.sort(key=lambda r: (r["rating"] is None, -(r["rating"] or 0), r["bot"].casefold()))
     return rows

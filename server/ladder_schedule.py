@@ -109,6 +109,9 @@ class LadderSchedule:
         self.absent: dict[str, float] = {}
         self.missing: dict[str, float] = {}
         self.polling: set[str] = set()
+        #: connected bots whose connection is gone -> since when (monotonic seconds; server/
+        #: ladder_connected.py)
+        self.away: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
         self._pairing = False
         arena.listeners.append(self.on_events)
@@ -122,8 +125,11 @@ class LadderSchedule:
         # a game not ended whose play job is no longer open was lost with its worker when
         # the store could not say so (the server was stopping): void, as docs/ladder.md says
         open_games = {m for matches in self.playing.values() for m in matches}
+        # (a game of two connected bots has no job: it is resumed as any match, and void if
+        # its match is not there to resume)
         lost = [g.match_id for g in self.games.values()
-                if not g.finished and not g.void and g.match_id not in open_games]
+                if not g.finished and not g.void and (g.match_id not in open_games if g.hosted
+                                                      else not self.arena.is_live(g.match_id))]
         if lost and self.route is not None:
             # on a cluster the leader that saw a game finish may have died before it wrote
             # so: a game whose match finished counts (written now)
@@ -343,22 +349,36 @@ class LadderSchedule:
             busy = {b for g in self.games.values() if not g.finished for b in g.bots}
             by_family: dict[str, list[LadderBot]] = {}
             for bot in self.bots.values():
-                if bot.status == "active" and bot.version is not None and bot.bot_id not in busy:
+                if bot.status == "active" and bot.version is not None and bot.bot_id not in busy \
+                        and self.present(bot):
                     by_family.setdefault(bot.family, []).append(bot)
             for family, free in sorted(by_family.items()):
                 table = self.standings.get(family, {})
-                while len(free) >= 2 and self.capacity() >= 1:
-                    first = min(free, key=lambda b: certainty(table.get(b.bot_id)))
-                    rest = [b for b in free if b is not first]
+                while len(free) >= 2:
+                    # two connected bots need no worker (server/ladder_connected.py)
+                    able = free if self.capacity() >= 1 else [
+                        b for b in free if b.kind == "connected"]
+                    if len(able) < 2:
+                        break
+                    first = min(able, key=lambda b: certainty(table.get(b.bot_id)))
+                    rest = [b for b in able if b is not first]
                     met = self._met(first.bot_id)
                     mine = center(table.get(first.bot_id))
                     second = min(rest, key=lambda b: (
                         met.get(b.bot_id, 0), abs(center(table.get(b.bot_id)) - mine),
                         b.created_ms))
-                    free = [b for b in rest if b is not second]
+                    free = [b for b in free if b is not first and b is not second]
                     await self._start_pairing(family, first, second)
         finally:
             self._pairing = False
+
+    def present(self, bot: LadderBot) -> bool:
+        """Whether the bot can play now: a hosted bot always (a worker runs it), a connected
+        bot while its player's connection is open."""
+        if bot.kind == "hosted":
+            return True
+        conn = self.lobby.online.get(bot.name)
+        return conn is not None and not conn.closing
 
     def _met(self, bot_id: str) -> dict[str, int]:
         met: dict[str, int] = {}
@@ -371,7 +391,11 @@ class LadderSchedule:
     async def _start_pairing(self, family: str, a: LadderBot, b: LadderBot) -> None:
         """The two games and their play job, stored. The matches themselves start when a
         worker claims the job (:meth:`create_games`), so that no seat waits for a worker
-        busy elsewhere (its grace would run out)."""
+        busy elsewhere (its grace would run out). Only the hosted bots are in the job (the
+        first of them sits in the first seat of the first game); two connected bots need no
+        job: their matches start at once (server/ladder_connected.py)."""
+        if a.kind == "connected":
+            a, b = b, a
         assert a.version is not None and b.version is not None
         rules = rules_from_dict(dict(a.rules))
         codes = rules.secrets
@@ -385,16 +409,20 @@ class LadderSchedule:
             LadderGame(ids[1], family, pairing, (b.bot_id, a.bot_id), (b.version, a.version),
                        now),
         ]
-        job = self.new_job("play", {"bots": [a.bot_id, b.bot_id], "versions": [a.version,
-                                 b.version], "matches": ids, "rules": dict(a.rules),
-                                 "secrets": list(pair_secrets)}, now)
+        hosted = [bot for bot in (a, b) if bot.kind == "hosted"]
+        payload = {"bots": [x.bot_id for x in hosted], "versions": [x.version for x in hosted],
+                   "matches": ids, "rules": dict(a.rules), "secrets": list(pair_secrets)}
+        job = self.new_job("play", payload, now) if hosted else None
         await self.store.ladder_add_pairing(
             [(g.match_id, family, pairing, g.bots[0], g.bots[1], g.versions[0], g.versions[1],
               now) for g in games], job)
         for g in games:
             self.games[g.match_id] = g
-        self.playing[job[0]] = ids
         log.info("ladder %s: %s vs %s (%s)", family, a.name, b.name, pairing)
+        if job is None:
+            await self.create_games(payload)
+            return
+        self.playing[job[0]] = ids
         self.nudge()
 
     async def create_games(self, payload: dict[str, Any]) -> None:

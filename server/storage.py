@@ -367,6 +367,19 @@ class Store(ABC):
 
         await self.with_db(write)
 
+    async def ladder_new_connected(self, bot: Sequence[Any]) -> None:
+        """A connected bot's row (:data:`sql.LADDER_BOT_COLUMNS` order; server/ladder_connected
+        .py): its player exists already, and it has no program. Raises :class:`NameTaken` if
+        a bot of that name exists."""
+
+        async def write(db: Db) -> None:
+            try:
+                await db.run(sql.LADDER_INSERT_BOT, *bot)
+            except db.refused as exc:
+                raise NameTaken(f"a bot named {bot[1]!r} is on the ladder already") from exc
+
+        await self.with_db(write)
+
     async def ladder_new_version(self, bot: Sequence[Any], version: Sequence[Any],
                                  job: Sequence[Any]) -> None:
         """A new version of a bot (its row updated as :data:`sql.LADDER_UPDATE_BOT` takes it),
@@ -420,15 +433,17 @@ class Store(ABC):
         return await self.with_db(read)
 
     async def ladder_add_pairing(self, games: Sequence[Sequence[Any]],
-                                 job: Sequence[Any]) -> None:
-        """A pairing's game rows and its play job, together (written before the matches are
-        created, so no ladder match exists that the ladder does not know)."""
+                                 job: Sequence[Any] | None) -> None:
+        """A pairing's game rows and its play job (none for two connected bots), together
+        (written before the matches are created, so no ladder match exists that the ladder
+        does not know)."""
 
         async def write(db: Db) -> None:
             async with db.atomic():
                 for game in games:
                     await db.run(sql.LADDER_INSERT_GAME, *game)
-                await db.run(sql.LADDER_INSERT_JOB, *job)
+                if job is not None:
+                    await db.run(sql.LADDER_INSERT_JOB, *job)
 
         await self.with_db(write)
 

@@ -95,6 +95,7 @@ HOW: dict[str, tuple[str, ...]] = {
     "moo bot --cmd ./examples/bots/first_consistent.sh --vs-bot random "
     "--url ws://127.0.0.1:8765/": ("as written",),
     "moo bot words --rules words:5 --vs-bot words": ("as written",),
+    "moo bot minimum --url ws://127.0.0.1:8765/ --name mymin --ladder": ("help",),
     "moo serve --mqtt mqtt://127.0.0.1:1883": ("help",),
     "moo watch --mqtt mqtt://127.0.0.1:1883": ("help",),
     "moo potm": ("help",),

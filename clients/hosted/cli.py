@@ -348,9 +348,12 @@ def main_show(args: argparse.Namespace) -> int:
         scores = (f"  exact: {float(Fraction(exact['vs_minimum'])):.4f} vs minimum, "
                   f"{float(Fraction(exact['vs_strongest'])):.4f} vs strongest"
                   if exact.get("status") == "computed" else "")
+        marks = [m for m in (row.get("kind") if row.get("kind") == "connected" else None,
+                             row["status"] if row["status"] != "active" else None) if m]
         print(f"{rank:>3}. {row['bot']:<24} {row['owner']:<24} {rating:<20} "
               f"{row['games']} games +{row['wins']} ={row['draws']} -{row['losses']}"
-              f" ({row['forfeits']} forfeits){scores}")
+              f" ({row['forfeits']} forfeits){scores}"
+              + (f"  [{', '.join(marks)}]" if marks else ""))
     return 0
 
 

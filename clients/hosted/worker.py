@@ -240,7 +240,8 @@ def _fraction(value: Fraction) -> str:
 
 
 async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
-    """Both sides of one pairing: a connection per bot, the games one after the other."""
+    """The hosted sides of one pairing (both, or one against a connected bot, which plays
+    its own seats): a connection per bot, the games one after the other."""
     job_id = job["job_id"]
     clients = [Client([url], b["player"], token=b["token"], bot=True, client_name="moo-worker",
                       max_attempts=5) for b in job["bots"]]

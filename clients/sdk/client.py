@@ -873,6 +873,24 @@ class Client:
     async def leave_tournament(self, tournament_id: str) -> None:
         await self._expect(TournamentAck, "tournament_leave", tournament_id=tournament_id)
 
+    # the ladder, for a connected bot (docs/ladder.md, "Connected bots")
+    async def join_ladder(self, rules: GameRules | None = None) -> dict[str, Any]:
+        """Put this bot (a client that said hello with ``bot=True``) on the ladder of the
+        family of ``rules`` (default: the server's default rules): from now on, while the
+        connection is open, the server pairs it and announces each game as a ``match``
+        (:meth:`next_match`, :attr:`states`). Returns its ``bot`` object (kind
+        ``connected``). Joining when it is on the ladder already is ``not_available``."""
+        reply = await self.request("ladder_join", **_rules(rules))
+        return dict(reply.raw["bot"])
+
+    async def leave_ladder(self) -> dict[str, Any]:
+        """Take this bot out of pairing (``offline``; its games and rating stay). Returns
+        ``{"bot", "games"}``: its ``bot`` object and the ids of its ladder games paired
+        already and not finished, which it should still play (a game against a hosted bot
+        starts when a worker takes it)."""
+        reply = await self.request("ladder_leave")
+        return {"bot": dict(reply.raw["bot"]), "games": list(reply.raw.get("games", []))}
+
     async def watch_tournament(self, tournament_id: str) -> TournamentInfo:
         """The tournament now; its updates then arrive on the stream."""
         reply = await self._expect(TournamentUpdate, "tournament_watch",

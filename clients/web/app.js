@@ -2895,6 +2895,7 @@ const UPLOAD_BURST = 24;
 const UPLOAD_GAP_MS = 60;
 const BOT_STATUS = {
   checking: "checking", refused: "refused", active: "active", paused: "paused", withdrawn: "withdrawn",
+  offline: "offline",
 };
 
 function newBotPage(id) {
@@ -2985,7 +2986,8 @@ function renderLadder() {
       el("td", { class: "rank", text: r.rating === null ? "–" : String(i + 1) }),
       el("th", { scope: "row", class: "player" },
         botLink(r.bot, r.bot_id, { "data-focus": `bot:${r.bot_id}` }),
-        r.status === "paused" ? el("span", { class: "chip", text: "paused" }) : null,
+        r.status === "paused" || r.status === "offline" ? el("span", { class: "chip", text: r.status }) : null,
+        r.kind === "connected" ? el("span", { class: "chip", "data-kind": "connected", title: "A connected bot: it plays from its own machine while connected (docs/ladder.md)", text: "connected" }) : null,
         el("span", { class: "owner-sm", text: `by ${r.owner}` })),
       el("td", { class: "hide-sm" }, playerLink(r.owner, { "data-focus": `owner:${r.bot_id}` })),
       el("td", {
@@ -3107,8 +3109,9 @@ function renderBotPage() {
   setText($("#bot-interval"), d.rating === null ? "no finished game yet"
     : `95 % interval ${intervalText(d.low, d.high)}`);
   $("#bot-facts").replaceChildren("by ", playerLink(bot.owner, { "data-focus": "owner" }), ` · ${rulesLabel(bot.rules || DEFAULT_RULES)}`,
-    bot.version ? ` · version ${bot.version} plays` : " · no version accepted yet",
-    ` · submitted ${new Date(bot.created_at).toLocaleDateString()}`);
+    bot.kind === "connected" ? " · a connected bot: it plays from its own machine while connected"
+      : bot.version ? ` · version ${bot.version} plays` : " · no version accepted yet",
+    ` · ${bot.kind === "connected" ? "joined" : "submitted"} ${new Date(bot.created_at).toLocaleDateString()}`);
   setText($("#bot-games"), String(d.games));
   setText($("#bot-wins"), String(d.wins));
   setText($("#bot-draws"), String(d.draws));
@@ -3392,7 +3395,8 @@ function mineItem(bot) {
       class: "btn small", href: botHref(bot.bot_id), "data-route": "", "aria-label": `${bot.name}'s page`,
       "data-focus": `${bot.bot_id}:page`,
     }, "Bot page"));
-  if (!withdrawn) {
+  // a connected bot (docs/ladder.md) has no program: it joins and leaves from its own client
+  if (!withdrawn && bot.kind !== "connected") {
     // aria-disabled, not disabled: a button that is tapped keeps the focus while it waits
     const held = sending || (bot.checking !== null && bot.checking !== undefined);
     const replace = el("button", {
@@ -3457,7 +3461,8 @@ function mineItem(bot) {
     el("pre", { class: "stderr", text: bot.stderr || "(nothing)" }));
   if (S.mine.open[bot.bot_id]) log.open = true;
   log.addEventListener("toggle", () => { S.mine.open[bot.bot_id] = log.open; });
-  const state = bot.checking !== null && bot.checking !== undefined ? `version ${bot.checking} being checked`
+  const state = bot.kind === "connected" ? "a connected bot"
+    : bot.checking !== null && bot.checking !== undefined ? `version ${bot.checking} being checked`
     : bot.version ? `version ${bot.version} plays` : "no version accepted";
   return el("li", { class: "mine-bot", "data-bot": bot.bot_id, "data-status": bot.status },
     el("div", { class: "mine-head" },

@@ -130,3 +130,23 @@ async def test_checks_are_claimed_before_games_and_games_before_evaluations(
         row = await store.ladder_claim(f"w{n}", 10_000)
         order.append(None if row is None else row[0])
     assert order == ["c0", "c1", "p1", "e1", None]
+
+
+async def test_a_connected_bot_and_a_pairing_without_a_job(store: Store) -> None:
+    """A connected bot (server/ladder_connected.py): its row alone (its player exists, it has
+    no program), version 0; a pairing of two of them stores its games and no job."""
+    row = ("c1", "cbot", "cbot", "moo:4:0123456789", "{}", "active", "", 0, None, 1000, "{}")
+    await store.ladder_new_connected(row)
+    with pytest.raises(NameTaken):
+        await store.ladder_new_connected(("c2", "CBOT", "cbot", "moo:4:0123456789", "{}",
+                                          "active", "", 0, None, 1001, "{}"))
+    await store.ladder_new_connected(("c3", "dbot", "dbot", "moo:4:0123456789", "{}",
+                                      "active", "", 0, None, 1002, "{}"))
+    assert [(r[0], r[7]) for r in await store.ladder_bots()] == [("c1", 0), ("c3", 0)]
+    await store.ladder_add_pairing(
+        [("m1", "moo:4:0123456789", "p1", "c1", "c3", 0, 0, 2000),
+         ("m2", "moo:4:0123456789", "p1", "c3", "c1", 0, 0, 2000)], None)
+    assert sorted(r[0] for r in await store.ladder_games()) == ["m1", "m2"]
+    assert await store.ladder_open_jobs() == []
+    await store.ladder_update_bot(("offline", "", 0, None, "{}", "c1"))
+    assert (await store.ladder_bots())[0][5] == "offline"
