@@ -9,7 +9,7 @@ gives it games; then the Ladder tab lists it with its rating and interval, and i
 the rating history as an SVG line over its interval band, with its opponent, its games (one of
 them replayed) and both versions. Pause, resume and withdraw (two taps) from the card. At
 1280x800 and at 390x844; on the phone every control of the screens visited is a 44 x 44 px tap
-target.
+target. A connected bot is marked on the tab and on its page.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import concurrent.futures
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -267,3 +268,52 @@ def test_six_tabs_and_a_long_name_fit_at_every_width(browser: Any, shared_server
                 ".map(t => t.textContent)")
             assert narrow == [], (width, narrow)
         page.context.close()
+
+
+def test_a_connected_bot_is_marked_on_the_ladder_and_on_its_page(browser: Any,
+                                                                 server: MooServer) -> None:
+    """A connected bot (docs/ladder.md, "Connected bots": a client with ``bot: true`` that
+    sent ``ladder_join``) is listed with a "connected" chip, then "offline" once it left;
+    its page says what it is instead of a version."""
+    joined, leave, left = threading.Event(), threading.Event(), threading.Event()
+    box: dict[str, Any] = {}
+
+    async def run() -> None:
+        client = await Client.hello(server.port, "conbot-ui", bot=True)
+        try:
+            box["bot"] = (await client.request({"type": "ladder_join"}))["bot"]
+            joined.set()
+            await asyncio.to_thread(leave.wait, patience(120))
+            box["left"] = (await client.request({"type": "ladder_leave"}))["bot"]
+            left.set()
+        finally:
+            await client.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
+    thread.start()
+    try:
+        assert joined.wait(patience(60)), "the bot did not join"
+        bot_id = box["bot"]["bot_id"]
+        page = new_page(browser, server.url, viewport={"width": 1280, "height": 800})
+        login(page, "viewer-ui")
+        click(page, "#nav .tab[data-tab=ladder]")
+        row = f"#ladder-body tr[data-bot='{bot_id}']"
+        page.wait_for_selector(f"{row} .chip[data-kind=connected]")
+        assert page.text_content(f"{row} .chip[data-kind=connected]") == "connected"
+        assert page.get_attribute(row, "data-status") == "active"
+        click(page, f"{row} th.player a")
+        page.wait_for_selector("body[data-view=bot] #bot-title:text-is('conbot-ui')")
+        facts = page.text_content("#bot-facts") or ""
+        assert "a connected bot" in facts and "version" not in facts, facts
+        leave.set()
+        assert left.wait(patience(60)) and box["left"]["status"] == "offline"
+        page.go_back()
+        page.wait_for_selector(row)
+        click(page, "#btn-refresh-ladder")
+        page.wait_for_selector(f"{row}[data-status=offline]")
+        assert page.text_content(f"{row} th.player .chip") == "offline"
+        assert page.moo_errors == []
+        page.context.close()
+    finally:
+        leave.set()
+        thread.join(patience(60))

@@ -202,3 +202,21 @@ async def test_joining_and_leaving_say_clearly_what_is_wrong(tmp_path: Path) -> 
         await app.ladder.load()
         assert app.ladder.bots[bot_id].kind == "connected"
         assert app.ladder.bots[bot_id].status == "active"
+
+
+async def test_a_connected_bot_back_within_the_grace_stays_on_the_ladder(
+        tmp_path: Path) -> None:
+    async with running(_settings(tmp_path)) as app:  # grace_ms: 60 s
+        one = await Client.hello(app.port, "one", bot=True)
+        joined = await one.request({"type": "ladder_join"})
+        one.ws.transport.abort()
+        await app.ladder.tick()  # it is seen gone, within the grace
+        assert app.ladder.bots[joined["bot"]["bot_id"]].status == "active"
+        back = await Client.hello(app.port, "one", token=one.token, bot=True)
+        again = await back.request({"type": "ladder_join"})  # nothing to do: still on it
+        assert again["code"] == "not_available" and "already" in again["message"]
+        two = await Client.hello(app.port, "two", bot=True)
+        await two.request({"type": "ladder_join"})
+        paired = await back.of_type("match")  # paired on its new connection
+        assert paired["opponent"] == "two" and paired["config"]["ladder"]
+        assert not app.ladder.away
