@@ -13,7 +13,10 @@ beacon.py). The matches are bench/server_bench.py's steady phase: every player g
 Phases alternate, so that both see the same (shared, noisy) machine: ``quiet`` (every ladder
 bot paused, none of their processes left), then ``hostile`` (the bots resumed, the worker
 playing them), ``--rounds`` times. Reported: each phase's p50/p99, the pooled p99 of each kind
-and their ratio (hostile / quiet).
+and their ratio (hostile / quiet), and, when the worker has a CPU cap (docs/ladder.md, "The CPU
+cap"), how many of the cap's periods in each phase were throttled (``cap_throttled`` of
+``cap_periods``, from its cgroup's ``cpu.stat``): none means the hostile programs never reached
+the cap, as on a machine already saturated by other work.
 
     python -m bench.ladder_hostile --matches 200 --seconds 60 --rounds 3 [--json]
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import json
 import os
 import sys
@@ -32,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.server_bench import ROOT, ServerProc, setup, start, steady
+from clients.hosted.cpu_cap import PREFIX
+from clients.hosted.proctree import children
 
 ENTRIES = ROOT / "tests" / "hosted_entries"
 #: what the hostile bots do once they see a beacon (tests/hosted_entries/turncoat.py)
@@ -68,6 +74,16 @@ def marked(marker: str) -> int:
             except OSError:
                 continue
     return n
+
+
+def cap_stat(server_pid: int) -> dict[str, int]:
+    """The ``cpu.stat`` of the server's own worker's cgroup; {} when it has none."""
+    for child in children(server_pid):
+        for depth in range(5):
+            for path in glob.glob("/sys/fs/cgroup/" + "*/" * depth + f"{PREFIX}{child}"):
+                words = Path(path, "cpu.stat").read_text().split()
+                return {k: int(v) for k, v in zip(words[::2], words[1::2], strict=False)}
+    return {}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -137,6 +153,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                     while not marked(marker) and time.perf_counter() - t0 < 60:
                         await asyncio.sleep(0.1)
                 cpu0 = server.cpu_s()
+                cap0 = cap_stat(server.pid)
                 seen = []
                 phase = asyncio.create_task(steady(players, args.seconds, args.interval))
                 while not phase.done():  # how often a hostile process was running
@@ -144,6 +161,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                     await asyncio.sleep(0.5)
                 await phase
                 cpu = server.cpu_s() - cpu0
+                cap1 = cap_stat(server.pid)
                 lat = [x for p in players for x in p.latencies]
                 pooled[kind] += lat
                 processes = sum(1 for s in seen if s) / max(1, len(seen))
@@ -152,9 +170,15 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                        "p99_ms": round(percentile(lat, 0.99) * 1000, 2),
                        "server_cpu_share": round(cpu / args.seconds, 3),
                        "hostile_running_share": round(processes, 2)}
+                if cap0 and cap1:
+                    for key, name in (("nr_periods", "cap_periods"),
+                                      ("nr_throttled", "cap_throttled")):
+                        row[name] = cap1.get(key, 0) - cap0.get(key, 0)
                 results["phases"].append(row)
                 print(f"round {n + 1} {kind}: p99 {row['p99_ms']} ms over {len(lat)} guesses;"
-                      f" hostile processes running {processes:.0%} of the phase",
+                      f" hostile processes running {processes:.0%} of the phase; CPU cap "
+                      + (f"throttled {row['cap_throttled']} of {row['cap_periods']} periods"
+                         if "cap_periods" in row else "none"),
                       file=sys.stderr)
                 if kind == "hostile":
                     await set_status(server, env, ids, "pause")

@@ -273,8 +273,9 @@ def worker_slots(share: float, cores: int | None = None) -> int:
 async def start_worker(settings: Settings, port: int,
                        key: str) -> asyncio.subprocess.Process | None:
     """A single node's own bot worker (``ladder_worker``): ``moo worker`` as a child process at
-    nice 10, its key in its environment (not on a command line others can read), so a fresh
-    ``moo serve`` runs the ladder with no extra step (docs/ladder.md, "Bot workers")."""
+    nice 10, its programs capped at ``ladder_cpu_share`` of the cores (``--cpu-share``), its key
+    in its environment (not on a command line others can read), so a fresh ``moo serve`` runs
+    the ladder with no extra step (docs/ladder.md, "Bot workers")."""
     if not settings.ladder_worker or settings.cluster_url:
         return None
     host = settings.host if settings.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
@@ -285,6 +286,7 @@ async def start_worker(settings: Settings, port: int,
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "cli.main", "worker", "--url", f"ws://{host}:{port}/",
         "--slots", str(slots), "--name", "own", "--nice", "10", "--exit-with-parent",
+        "--cpu-share", repr(settings.ladder_cpu_share),
         env=env, cwd=str(Path(__file__).resolve().parents[1]),
         # its standard input is this pipe: when this process ends, however (even killed),
         # the pipe closes and the worker stops

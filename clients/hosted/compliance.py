@@ -21,6 +21,7 @@ from moo.protocol import MAX_PROGRAM_BYTES
 from moo.rules import DEFAULT_RULES
 from moo.variants import GameRules
 
+from .cpu_cap import CpuCap
 from .program import MatchReport, hosted_bot, play_match
 from .sandbox import Limits
 
@@ -84,15 +85,16 @@ def check_file(program: bytes, *, max_bytes: int = MAX_PROGRAM_BYTES) -> str | N
 async def check_submission(program: bytes, *, rules: GameRules = DEFAULT_RULES,
                            limits: Limits | None = None, games: int = GAMES,
                            max_bytes: int = MAX_PROGRAM_BYTES,
-                           rng: random.Random | None = None) -> Verdict:
+                           rng: random.Random | None = None,
+                           cap: CpuCap | None = None) -> Verdict:
     """Run the compliance check of ``program`` (the file's bytes) in ``rules``, the game of the
-    ladder it is submitted to (a bot that plays only classic MOO must not pass for MOO of 5);
-    never raises for anything the program does."""
+    ladder it is submitted to (a bot that plays only classic MOO must not pass for MOO of 5),
+    in the worker's CPU cap ``cap`` if any; never raises for anything the program does."""
     why = check_file(program, max_bytes=max_bytes)
     if why is not None:
         return Verdict(False, why)
     rng = rng or random.Random()
-    bot = hosted_bot(program, limits)
+    bot = hosted_bot(program, limits, cap)
     reports: list[MatchReport] = []
     for i in range(games):
         report = await play_match(bot, create_for("random", rules), rng, rules=rules,

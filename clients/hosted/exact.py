@@ -47,6 +47,7 @@ from moo.rules import DEFAULT_RULES, Response, Rules, format_response
 from moo.variants import GameRules
 
 from .compliance import check_file
+from .cpu_cap import CpuCap
 from .program import hosted_bot
 from .sandbox import Limits
 
@@ -191,8 +192,9 @@ def _scores(counts: dict[str, int]) -> tuple[ExactScores, dict[int, int]]:
 
 async def exact_result(program: bytes, rules: GameRules = DEFAULT_RULES, *,
                        limits: Limits = EXACT_LIMITS, sample: int = SAMPLE, seed: int = 0,
-                       wall: float = WALL) -> ExactResult:
-    """The exact scores of ``program`` (a file's bytes), or the reason there are none.
+                       wall: float = WALL, cap: CpuCap | None = None) -> ExactResult:
+    """The exact scores of ``program`` (a file's bytes), or the reason there are none; its
+    sandboxes start in the worker's CPU cap ``cap``, if any.
 
     Never raises for anything the program does; :class:`clients.hosted.sandbox.SandboxError`
     when this machine cannot confine programs at all.
@@ -204,7 +206,7 @@ async def exact_result(program: bytes, rules: GameRules = DEFAULT_RULES, *,
     if why is not None:
         return ExactResult(None, why)
     name: str | None = None
-    bot = hosted_bot(program, limits)
+    bot = hosted_bot(program, limits, cap)
     try:
         async with asyncio.timeout(wall):
             try:
@@ -212,7 +214,7 @@ async def exact_result(program: bytes, rules: GameRules = DEFAULT_RULES, *,
                 name = bot.name
             finally:
                 await bot.close()
-            check = hosted_bot(program, limits)
+            check = hosted_bot(program, limits, cap)
             try:
                 await _replay(check, rules, moves, sample, seed)
             finally:

@@ -24,6 +24,7 @@ from moo.match import Match, MatchConfig
 from moo.rules import DEFAULT_RULES, Response
 from moo.variants import GameRules
 
+from .cpu_cap import CpuCap
 from .sandbox import PROGRAM, Limits, SandboxedProgram
 
 __all__ = ["MatchReport", "hosted_bot", "play_match"]
@@ -48,11 +49,13 @@ class MatchReport:
     stderr: str = ""
 
 
-def hosted_bot(program: bytes, limits: Limits | None = None) -> ExternalBot:
-    """An :class:`ExternalBot` whose program runs in the sandbox with ``limits``."""
+def hosted_bot(program: bytes, limits: Limits | None = None,
+               cap: CpuCap | None = None) -> ExternalBot:
+    """An :class:`ExternalBot` whose program runs in the sandbox with ``limits`` (in the
+    worker's CPU cap ``cap``, if any)."""
     limits = limits or Limits()
     return ExternalBot([PROGRAM], move_timeout=limits.move_wall,
-                       transport=SandboxedProgram(program, limits))
+                       transport=SandboxedProgram(program, limits, cap))
 
 
 async def play_match(bot: ExternalBot, opponent: Any, rng: random.Random, *,

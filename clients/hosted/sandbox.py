@@ -17,12 +17,14 @@ this is the same confinement around a long-lived process driven line by line fro
   per-user process count (RLIMIT_NPROC) is its alone and a pid scan for that id shows whether
   anything is left behind;
 * rlimits (``prlimit``): address space (memory) of each process, processes, a per-process
-  CPU backstop, file size, open files, no core files. cgroup v2 controllers (``memory.max``,
-  ``cpu.max``) are not used: the machine this was built on has cgroup v1 only. The CPU of the
-  *whole process tree* is charged by reading ``/proc`` of the tree (each process's
-  ``utime+stime`` plus the ``cutime+cstime`` of the children it reaped) while the program is
-  asked to answer, as the POTM reaper charges a guess; their resident memory is summed at the
-  same time, so many processes cannot together take more than one may.
+  CPU backstop, file size, open files, no core files. The CPU of the *whole process tree* is
+  charged by reading ``/proc`` of the tree (each process's ``utime+stime`` plus the
+  ``cutime+cstime`` of the children it reaped) while the program is asked to answer, as the
+  POTM reaper charges a guess; their resident memory is summed at the same time, so many
+  processes cannot together take more than one may;
+* given a worker's :class:`clients.hosted.cpu_cap.CpuCap`, it starts inside that cgroup (from
+  its first instruction, children included), whose quota caps the CPU of all the worker's
+  programs together.
 
 Per move: the CPU used since the last line sent to it and the wall time of an answer
 (:class:`bots.external.ExternalBot` enforces the latter); per match: the total CPU and the
@@ -38,7 +40,6 @@ import functools
 import glob
 import json
 import os
-import random
 import shutil
 import signal
 import time
@@ -46,6 +47,9 @@ from dataclasses import dataclass
 
 from bots.external import MAX_LINE, BotFailure
 from clients.potm.sandbox import system_argv
+
+from .cpu_cap import CpuCap
+from .proctree import CLOCK_TICKS, PAGE, free_uid, live_pids_of_user, process_tree
 
 __all__ = ["ENV", "Limits", "SandboxError", "SandboxedProgram", "live_pids_of_user"]
 
@@ -72,10 +76,6 @@ FORK_WORDS = ("Cannot fork", "fork: Resource temporarily unavailable", "Blocking
               "Resource temporarily unavailable", "can't fork")
 #: Seconds bubblewrap has to reap a killed program before it is killed itself (a guard).
 KILL_WAIT = 10.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-#: User ids drawn for sessions as root: far above any account's.
-UID_RANGE = (2_000_000_000, 2_100_000_000)
 
 
 class SandboxError(Exception):
@@ -110,69 +110,6 @@ class Limits:
         for name in ("match_output", "memory_mb", "processes", "disk_mb", "open_files"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
-
-
-def _proc_stat(pid: int) -> list[bytes] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (state first); None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _children(pid: int) -> list[int]:
-    """Children of every thread of ``pid`` (``/proc/PID/task/TID/children``)."""
-    out: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                out += [int(p) for p in f.read().split()]
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def _tree(root: int) -> dict[int, list[bytes]]:
-    """``root`` and all its descendants (zombies included) with their stat fields."""
-    out: dict[int, list[bytes]] = {}
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        if pid in out:
-            continue
-        fields = _proc_stat(pid)
-        if fields is None:
-            continue
-        out[pid] = fields
-        todo += _children(pid)
-    return out
-
-
-def live_pids_of_user(uid: int) -> list[int]:
-    """Every process (zombies included) whose owner is ``uid``: what a session left behind."""
-    pids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    pids.append(int(name))
-            except OSError:
-                continue
-    return pids
-
-
-def _free_uid() -> int:
-    """A user id no account and no process uses (drawn at random, so sessions never meet)."""
-    rng = random.SystemRandom()
-    while True:
-        uid = rng.randrange(*UID_RANGE)
-        if not live_pids_of_user(uid):
-            return uid
 
 
 def _describe_status(code: int | None) -> str:
@@ -216,7 +153,8 @@ def bwrap_argv(bwrap: str, program_fd: int, info_fd: int, limits: Limits) -> lis
 class SandboxedProgram:
     """One run of a submitted program in the sandbox: a :class:`bots.external.Transport`.
 
-    ``program`` is the file's content (a ``#!`` script or a Linux binary). Nothing here
+    ``program`` is the file's content (a ``#!`` script or a Linux binary); ``cap``, the
+    worker's CPU cap (a cgroup) the program starts in, if it has one. Nothing here
     blocks the event loop: the process is an asyncio subprocess, its CPU is read from
     ``/proc`` of its own tree (a few small files) every :data:`TICK` while an answer is
     awaited. :meth:`close` (or :meth:`kill`) leaves no process behind: the program is PID 1 of
@@ -224,9 +162,11 @@ class SandboxedProgram:
     parent, bubblewrap, sees it gone.
     """
 
-    def __init__(self, program: bytes, limits: Limits | None = None) -> None:
+    def __init__(self, program: bytes, limits: Limits | None = None,
+                 cap: CpuCap | None = None) -> None:
         self.program = program
         self.limits = limits or Limits()
+        self.cap = cap
         bwrap = shutil.which("bwrap")
         prlimit = shutil.which("prlimit")
         if bwrap is None:
@@ -275,7 +215,7 @@ class SandboxedProgram:
         self.seen.clear()
         root = os.geteuid() == 0
         # (a scan of /proc: off the event loop)
-        self.uid = await asyncio.to_thread(_free_uid) if root else os.geteuid()
+        self.uid = await asyncio.to_thread(free_uid) if root else os.geteuid()
         # RLIMIT_NPROC counts every process of the user id: its own, bubblewrap's one outside
         # the namespace and (not as root) all the others of ours.
         others = 0 if root else len(await asyncio.to_thread(live_pids_of_user, self.uid))
@@ -293,6 +233,9 @@ class SandboxedProgram:
                     f"--nofile={lim.open_files}", "--core=0", "--"]
             argv += bwrap_argv(self._bwrap, program_fd, info_w, lim)
             extra = {"user": self.uid, "group": self.uid, "extra_groups": []} if root else {}
+            if self.cap is not None:  # the shell joins the cgroup, then (as root) drops to uid
+                argv = self.cap.wrap(argv, self.uid if root else None)
+                extra = {}
             self._proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, pass_fds=(program_fd, info_w), env={},
@@ -454,7 +397,7 @@ class SandboxedProgram:
         proc = self._proc
         if proc is None:
             return self._last_cpu
-        tree = _tree(proc.pid)
+        tree = process_tree(proc.pid)
         ticks = sum(sum(int(v) for v in f[11:15]) for f in tree.values())
         # the tree includes bubblewrap outside the namespace: not the program's
         self._most_processes = max(self._most_processes, len(tree) - 1)
@@ -469,7 +412,7 @@ class SandboxedProgram:
         if proc is None:
             return []
         self.cpu()
-        return sorted(_tree(proc.pid), key=lambda pid: pid != proc.pid)
+        return sorted(process_tree(proc.pid), key=lambda pid: pid != proc.pid)
 
     def stderr_tail(self) -> str:
         """The end of its standard error (what its author reads in the error log)."""

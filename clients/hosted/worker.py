@@ -23,10 +23,12 @@ import itertools
 import logging
 import os
 import random
+import signal
 import sys
 import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from clients.botrunner import play_match
@@ -36,6 +38,7 @@ from moo.errors import UsageError
 from moo.variants import rules_from_dict
 
 from .compliance import check_submission
+from .cpu_cap import CpuCap, NoController, open_cap
 from .exact import exact_result
 from .program import hosted_bot
 from .sandbox import SandboxedProgram
@@ -120,14 +123,15 @@ class _Refused(Exception):
 
 
 async def run_worker(url: str, key: str, slots: int, *, name: str = "",
-                     stop: asyncio.Event | None = None) -> None:
+                     stop: asyncio.Event | None = None, cap: CpuCap | None = None) -> None:
     """Work for the server at ``url`` until ``stop`` is set (or forever), reconnecting after
-    a lost connection; raises :class:`WorkerError` when the server refuses the worker."""
+    a lost connection, every program started in the CPU cap ``cap`` if there is one; raises
+    :class:`WorkerError` when the server refuses the worker."""
     stop = stop or asyncio.Event()
     backoff = 0.5
     while not stop.is_set():
         try:
-            await _session(url, key, slots, name, stop)
+            await _session(url, key, slots, name, stop, cap)
             backoff = 0.5
         except WorkerError:
             raise
@@ -142,7 +146,8 @@ async def run_worker(url: str, key: str, slots: int, *, name: str = "",
         backoff = min(backoff * 2, 8.0)
 
 
-async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Event) -> None:
+async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Event,
+                   cap: CpuCap | None) -> None:
     wire = await Wire.open(url, max_size=MAX_FRAME)
     control = _Control(wire)
     reader = asyncio.create_task(control.read())
@@ -164,7 +169,7 @@ async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Even
                 reply = await control.request({"type": "worker_claim"})
                 job = reply.get("job")
             if job is not None:
-                jobs.add(asyncio.create_task(_run_job(control, url, job)))
+                jobs.add(asyncio.create_task(_run_job(control, url, job, cap)))
                 continue
             waits = [asyncio.ensure_future(control.nudged.wait()),
                      asyncio.ensure_future(stop.wait()), *jobs]
@@ -184,23 +189,25 @@ async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Even
         await wire.close()
 
 
-async def _run_job(control: _Control, url: str, job: dict[str, Any]) -> None:
+async def _run_job(control: _Control, url: str, job: dict[str, Any],
+                   cap: CpuCap | None) -> None:
     job_id = str(job["job_id"])
     renew = asyncio.create_task(_renew(control, job_id))
     try:
         kind = job["kind"]
         if kind == "check":
             verdict = await check_submission(base64.b64decode(job["program"]),
-                                             rules=rules_from_dict(dict(job["rules"])))
+                                             rules=rules_from_dict(dict(job["rules"])),
+                                             cap=cap)
             await control.request({"type": "worker_done", "job_id": job_id,
                                    "accepted": verdict.accepted,
                                    "reason": verdict.reason[:LINE_CHARS],
                                    "name": (verdict.name or "")[:64]})
         elif kind == "eval":
             await control.request({"type": "worker_done", "job_id": job_id,
-                                   **await _evaluate(job)})
+                                   **await _evaluate(job, cap)})
         elif kind == "play":
-            await _play(control, url, job)
+            await _play(control, url, job, cap)
             await control.request({"type": "worker_done", "job_id": job_id})
         else:
             log.error("worker: job %s of unknown kind %r left to its lease", job_id, kind)
@@ -222,11 +229,11 @@ async def _renew(control: _Control, job_id: str) -> None:
             return
 
 
-async def _evaluate(job: dict[str, Any]) -> dict[str, Any]:
+async def _evaluate(job: dict[str, Any], cap: CpuCap | None) -> dict[str, Any]:
     """The exact scores of a deterministic program (clients/hosted/exact.py), or why there
     are none, in one line."""
     rules = rules_from_dict(dict(job["rules"]))
-    result = await exact_result(base64.b64decode(job["program"]), rules)
+    result = await exact_result(base64.b64decode(job["program"]), rules, cap=cap)
     if result.scores is None:
         return {"reason": result.reason[:LINE_CHARS] or "no exact score"}
     scores = result.scores
@@ -239,7 +246,8 @@ def _fraction(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
+async def _play(control: _Control, url: str, job: dict[str, Any],
+                cap: CpuCap | None) -> None:
     """The hosted sides of one pairing (both, or one against a connected bot, which plays
     its own seats): a connection per bot, the games one after the other."""
     job_id = job["job_id"]
@@ -253,7 +261,7 @@ async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
             # game n: bots[0] sits in seat n (the second game has the seats swapped)
             seats = (n, 1 - n)
             reports = await asyncio.gather(*(
-                _play_seat(client, match_id, program)
+                _play_seat(client, match_id, program, cap)
                 for client, program in zip(clients, programs, strict=True)))
             for side, (failure, stderr) in enumerate(reports):
                 await control.request({"type": "worker_game", "job_id": job_id,
@@ -265,7 +273,8 @@ async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
             await client.close()
 
 
-async def _play_seat(client: Client, match_id: str, program: bytes) -> tuple[str, str]:
+async def _play_seat(client: Client, match_id: str, program: bytes,
+                     cap: CpuCap | None) -> tuple[str, str]:
     """Play ``client``'s seat of ``match_id`` with the program; (failure, stderr tail)."""
     state = client.states.get(match_id)
     if state is None:  # not in welcome.matches: it is over already (or never started)
@@ -276,7 +285,7 @@ async def _play_seat(client: Client, match_id: str, program: bytes) -> tuple[str
             state = client.states.get(match_id)
     if state.finished or state.seat is None:
         return "", ""
-    player = hosted_bot(program)
+    player = hosted_bot(program, cap=cap)
     try:
         announced = MatchAnnounced(raw={}, match_id=match_id, seat=state.seat,
                                    opponent=state.opponent or "", config=state.config)
@@ -307,10 +316,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nice", type=int, default=10,
                         help="run at this niceness (0-19, default 10), so that people's "
                              "matches on the same machine come first")
+    parser.add_argument("--cpu-share", type=float, default=None, metavar="F",
+                        help="cap the CPU of all its programs together at F of this machine's "
+                             "cores (0 < F <= 1; a cgroup, as root; default: no cap; "
+                             "docs/ladder.md, \"The CPU cap\")")
 
 
-async def _main(args: argparse.Namespace, key: str) -> None:
+def start_cap(share: float | None, *, root: Path = Path("/")) -> CpuCap | None:
+    """The worker's CPU cap for ``share`` (None: none asked), said in one log line; where no
+    controller can be used, that line says why and there is none (the programs still run at
+    the worker's niceness, each held to its own limits)."""
+    if share is None:
+        return None
+    try:
+        cap = open_cap(share, root=root)
+    except NoController as exc:
+        log.warning("worker: no CPU cap for hosted bots (%s); they run at this worker's "
+                    "niceness with their own limits only", exc)
+        return None
+    log.info("worker: hosted bots capped at %.2f cores together (%s)", cap.cores,
+             cap.describe())
+    return cap
+
+
+async def _main(args: argparse.Namespace, key: str, cap: CpuCap | None) -> None:
     stop = asyncio.Event()
+    # stopped (moo serve stops its own worker so), it ends its jobs, and so its sandboxes,
+    # before it removes its cgroup
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     if args.exit_with_parent:
         loop = asyncio.get_running_loop()
 
@@ -320,7 +353,7 @@ async def _main(args: argparse.Namespace, key: str) -> None:
             loop.call_soon_threadsafe(stop.set)
 
         threading.Thread(target=watch, name="moo-worker-parent", daemon=True).start()
-    await run_worker(args.url, key, args.slots, name=args.name, stop=stop)
+    await run_worker(args.url, key, args.slots, name=args.name, stop=stop, cap=cap)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -334,15 +367,24 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--url must be ws://HOST:PORT/, got {args.url!r}")
     if not 0 <= args.nice <= 19:
         raise UsageError(f"--nice must be 0-19, got {args.nice}")
+    if args.cpu_share is not None and not 0 < args.cpu_share <= 1:
+        raise UsageError(f"--cpu-share must be in (0, 1], got {args.cpu_share:g}")
     if args.nice:
         os.nice(args.nice)  # the sandboxed programs inherit it
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cap = start_cap(args.cpu_share)
     try:
-        asyncio.run(_main(args, key))
+        asyncio.run(_main(args, key, cap))
     except WorkerError as exc:
         print(f"moo worker: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0
+    finally:
+        if cap is not None:
+            try:
+                cap.close()
+            except OSError as exc:
+                log.warning("worker: cannot remove %s: %s", cap.path, exc)
     return 0

@@ -213,6 +213,10 @@ def _file(tmp_path: Path) -> Path:
     (["worker", "--url", "ws://127.0.0.1:1/"], "--key is required"),
     (["worker", "--url", "ws://127.0.0.1:1/", "--key", "k", "--slots", "0"], "--slots"),
     (["worker", "--url", "http://x/", "--key", "k"], "--url must be ws://"),
+    (["worker", "--url", "ws://127.0.0.1:1/", "--key", "k", "--cpu-share", "0"],
+     "--cpu-share must be in (0, 1], got 0"),
+    (["worker", "--url", "ws://127.0.0.1:1/", "--key", "k", "--cpu-share", "1.5"],
+     "--cpu-share must be in (0, 1], got 1.5"),
 ])
 def test_command_line_mistakes_are_one_line(tmp_path: Path, args: list[str],
                                             words: str) -> None:
@@ -244,9 +248,10 @@ def test_every_ladder_action_has_help(tmp_path: Path) -> None:
 
 
 def test_moo_serve_runs_its_own_worker_which_ends_with_it_even_killed(tmp_path: Path) -> None:
-    """A fresh ``moo serve`` starts a bot worker (a child at nice 10) that joins the ladder;
-    killed with SIGKILL, the server cannot stop it, and the worker ends by itself (its
-    standard input, the server's pipe, closes)."""
+    """A fresh ``moo serve`` starts a bot worker (a child at nice 10, its programs capped at
+    ``ladder_cpu_share`` of the cores in a cgroup of its own) that joins the ladder; killed
+    with SIGKILL, the server cannot stop it, and the worker ends by itself (its standard
+    input, the server's pipe, closes), its cgroup removed."""
     import os
     import re
     import signal
@@ -261,6 +266,7 @@ def test_moo_serve_runs_its_own_worker_which_ends_with_it_even_killed(tmp_path: 
     assert proc.stderr is not None
     joined = threading.Event()
     pids: list[int] = []
+    caps: list[tuple[float, str]] = []
 
     def pump() -> None:
         assert proc.stderr is not None
@@ -268,6 +274,12 @@ def test_moo_serve_runs_its_own_worker_which_ends_with_it_even_killed(tmp_path: 
             started = re.search(r"bot worker started \(pid (\d+), (\d+) slots, nice 10\)", line)
             if started:
                 pids.append(int(started.group(1)))
+            capped = re.search(r"worker: hosted bots capped at ([\d.]+) cores together "
+                               r"\(cgroup v[12] (/\S+), ", line)
+            if capped:
+                caps.append((float(capped.group(1)), capped.group(2)))
+            elif "worker: no CPU cap for hosted bots" in line:
+                caps.append((0.0, line))
             if "(own) joined" in line:
                 joined.set()
 
@@ -277,12 +289,18 @@ def test_moo_serve_runs_its_own_worker_which_ends_with_it_even_killed(tmp_path: 
         assert len(pids) == 1
         worker = pids[0]
         assert os.getpriority(os.PRIO_PROCESS, worker) >= 10
+        # ladder_cpu_share 0.5 of the cores (the suite runs as root, where this machine and
+        # CI have a cpu controller)
+        assert caps == [(0.5 * len(os.sched_getaffinity(0)), caps[0][1])], caps
+        cgroup = Path(caps[0][1])
+        assert cgroup.name == f"moo-worker-{worker}" and cgroup.is_dir()
         proc.send_signal(signal.SIGKILL)
         proc.wait(patience(30))
         deadline = time.monotonic() + patience(30)
         while Path(f"/proc/{worker}").exists() and not _zombie(worker):
             assert time.monotonic() < deadline, "the worker outlived its killed server"
             time.sleep(0.05)
+        assert not cgroup.exists()  # it removed its cgroup before it ended
     finally:
         if proc.poll() is None:
             proc.kill()

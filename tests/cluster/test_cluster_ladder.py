@@ -146,6 +146,13 @@ async def test_submit_on_one_node_worker_on_another_same_standings_everywhere(
             winner, loser = job["bots"][0]["player"], job["bots"][1]["player"]
             assert {r["bot"]: r["wins"] for r in views[0]} == {winner: 2, loser: 0}
             assert await _unfinished(pg_url, job["matches"]) == []
+            # a connected bot cannot join there (docs/ladder.md, "On a cluster")
+            robo = await Client.hello(b.port, "robo", bot=True)
+            for kind in ("ladder_join", "ladder_leave"):
+                refused = await robo.request({"type": kind})
+                assert refused["code"] == "not_available", refused
+                assert "single-node server only" in refused["message"], refused
+            await robo.close()
             await w.close()
             await ann.close()
     finally:
