@@ -38,7 +38,7 @@ from moo.variants import rules_from_dict
 from .compliance import check_submission
 from .exact import exact_result
 from .program import hosted_bot
-from .sandbox import SandboxedProgram
+from .sandbox import Limits, SandboxedProgram
 
 __all__ = ["WorkerError", "configure", "main", "run_worker"]
 
@@ -120,14 +120,17 @@ class _Refused(Exception):
 
 
 async def run_worker(url: str, key: str, slots: int, *, name: str = "",
-                     stop: asyncio.Event | None = None) -> None:
+                     stop: asyncio.Event | None = None, limits: Limits | None = None) -> None:
     """Work for the server at ``url`` until ``stop`` is set (or forever), reconnecting after
-    a lost connection; raises :class:`WorkerError` when the server refuses the worker."""
+    a lost connection; raises :class:`WorkerError` when the server refuses the worker.
+    ``limits``: the sandbox's for checks and ladder games (default: the ladder's,
+    :class:`Limits`)."""
     stop = stop or asyncio.Event()
+    limits = limits or Limits()
     backoff = 0.5
     while not stop.is_set():
         try:
-            await _session(url, key, slots, name, stop)
+            await _session(url, key, slots, name, stop, limits)
             backoff = 0.5
         except WorkerError:
             raise
@@ -142,7 +145,8 @@ async def run_worker(url: str, key: str, slots: int, *, name: str = "",
         backoff = min(backoff * 2, 8.0)
 
 
-async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Event) -> None:
+async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Event,
+                   limits: Limits) -> None:
     wire = await Wire.open(url, max_size=MAX_FRAME)
     control = _Control(wire)
     reader = asyncio.create_task(control.read())
@@ -164,7 +168,7 @@ async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Even
                 reply = await control.request({"type": "worker_claim"})
                 job = reply.get("job")
             if job is not None:
-                jobs.add(asyncio.create_task(_run_job(control, url, job)))
+                jobs.add(asyncio.create_task(_run_job(control, url, job, limits)))
                 continue
             waits = [asyncio.ensure_future(control.nudged.wait()),
                      asyncio.ensure_future(stop.wait()), *jobs]
@@ -184,14 +188,15 @@ async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Even
         await wire.close()
 
 
-async def _run_job(control: _Control, url: str, job: dict[str, Any]) -> None:
+async def _run_job(control: _Control, url: str, job: dict[str, Any], limits: Limits) -> None:
     job_id = str(job["job_id"])
     renew = asyncio.create_task(_renew(control, job_id))
     try:
         kind = job["kind"]
         if kind == "check":
             verdict = await check_submission(base64.b64decode(job["program"]),
-                                             rules=rules_from_dict(dict(job["rules"])))
+                                             rules=rules_from_dict(dict(job["rules"])),
+                                             limits=limits)
             await control.request({"type": "worker_done", "job_id": job_id,
                                    "accepted": verdict.accepted,
                                    "reason": verdict.reason[:LINE_CHARS],
@@ -200,7 +205,7 @@ async def _run_job(control: _Control, url: str, job: dict[str, Any]) -> None:
             await control.request({"type": "worker_done", "job_id": job_id,
                                    **await _evaluate(job)})
         elif kind == "play":
-            await _play(control, url, job)
+            await _play(control, url, job, limits)
             await control.request({"type": "worker_done", "job_id": job_id})
         else:
             log.error("worker: job %s of unknown kind %r left to its lease", job_id, kind)
@@ -239,7 +244,7 @@ def _fraction(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
+async def _play(control: _Control, url: str, job: dict[str, Any], limits: Limits) -> None:
     """Both sides of one pairing: a connection per bot, the games one after the other."""
     job_id = job["job_id"]
     clients = [Client([url], b["player"], token=b["token"], bot=True, client_name="moo-worker",
@@ -252,7 +257,7 @@ async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
             # game n: bots[0] sits in seat n (the second game has the seats swapped)
             seats = (n, 1 - n)
             reports = await asyncio.gather(*(
-                _play_seat(client, match_id, program)
+                _play_seat(client, match_id, program, limits)
                 for client, program in zip(clients, programs, strict=True)))
             for side, (failure, stderr) in enumerate(reports):
                 await control.request({"type": "worker_game", "job_id": job_id,
@@ -264,7 +269,8 @@ async def _play(control: _Control, url: str, job: dict[str, Any]) -> None:
             await client.close()
 
 
-async def _play_seat(client: Client, match_id: str, program: bytes) -> tuple[str, str]:
+async def _play_seat(client: Client, match_id: str, program: bytes,
+                     limits: Limits) -> tuple[str, str]:
     """Play ``client``'s seat of ``match_id`` with the program; (failure, stderr tail)."""
     state = client.states.get(match_id)
     if state is None:  # not in welcome.matches: it is over already (or never started)
@@ -275,7 +281,7 @@ async def _play_seat(client: Client, match_id: str, program: bytes) -> tuple[str
             state = client.states.get(match_id)
     if state.finished or state.seat is None:
         return "", ""
-    player = hosted_bot(program)
+    player = hosted_bot(program, limits)
     try:
         announced = MatchAnnounced(raw={}, match_id=match_id, seat=state.seat,
                                    opponent=state.opponent or "", config=state.config)
@@ -303,6 +309,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exit-with-parent", action="store_true",
                         help="stop when standard input closes (moo serve starts its own "
                              "worker so: it ends with the server, even one killed)")
+    parser.add_argument("--move-time", type=float, default=Limits.move_wall, metavar="S",
+                        help="seconds a hosted bot may take for one answer, in checks and "
+                             f"ladder games (default {Limits.move_wall:g}: the ladder's limit; "
+                             "docs/ladder.md, \"Limits\")")
     parser.add_argument("--nice", type=int, default=10,
                         help="run at this niceness (0-19, default 10), so that people's "
                              "matches on the same machine come first")
@@ -319,7 +329,8 @@ async def _main(args: argparse.Namespace, key: str) -> None:
             loop.call_soon_threadsafe(stop.set)
 
         threading.Thread(target=watch, name="moo-worker-parent", daemon=True).start()
-    await run_worker(args.url, key, args.slots, name=args.name, stop=stop)
+    await run_worker(args.url, key, args.slots, name=args.name, stop=stop,
+                     limits=Limits(move_wall=args.move_time))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -333,6 +344,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--url must be ws://HOST:PORT/, got {args.url!r}")
     if not 0 <= args.nice <= 19:
         raise UsageError(f"--nice must be 0-19, got {args.nice}")
+    if not 0 < args.move_time <= 3600:
+        raise UsageError(f"--move-time must be over 0 and at most 3600 seconds, got "
+                         f"{args.move_time:g}")
     if args.nice:
         os.nice(args.nice)  # the sandboxed programs inherit it
     logging.basicConfig(level=logging.INFO,

@@ -217,6 +217,7 @@ def _file(tmp_path: Path) -> Path:
     (["worker", "--url", "ws://127.0.0.1:1/"], "--key is required"),
     (["worker", "--url", "ws://127.0.0.1:1/", "--key", "k", "--slots", "0"], "--slots"),
     (["worker", "--url", "http://x/", "--key", "k"], "--url must be ws://"),
+    (["worker", "--url", "ws://127.0.0.1:1/", "--key", "k", "--move-time", "0"], "--move-time"),
 ])
 def test_command_line_mistakes_are_one_line(tmp_path: Path, args: list[str],
                                             words: str) -> None:
