@@ -287,6 +287,7 @@ async def start_worker(settings: Settings, port: int,
         sys.executable, "-m", "cli.main", "worker", "--url", f"ws://{host}:{port}/",
         "--slots", str(slots), "--name", "own", "--nice", "10", "--exit-with-parent",
         "--cpu-share", repr(settings.ladder_cpu_share),
+        "--move-time", f"{settings.ladder_move_time_ms / 1000:g}",
         env=env, cwd=str(Path(__file__).resolve().parents[1]),
         # its standard input is this pipe: when this process ends, however (even killed),
         # the pipe closes and the worker stops

@@ -97,6 +97,9 @@ class Settings:
     ladder_cpu_share: float = 0.5
     #: how long a worker's claim on a job holds without being renewed
     ladder_lease_ms: int = 30000
+    #: the own worker's time per answer of a hosted bot, in checks and ladder games (moo
+    #: worker --move-time; other workers choose their own)
+    ladder_move_time_ms: int = 10000
     # [mqtt] -- see docs/mqtt.md
     mqtt_url: str = ""  # "" = no MQTT event stream; mqtt://HOST:PORT[?encoding=msgpack]
     # [cluster] -- see docs/cluster.md
@@ -143,6 +146,8 @@ class Settings:
             problems.append(f"ladder_cpu_share must be in (0, 1], got {self.ladder_cpu_share}")
         if self.ladder_lease_ms < 1000:
             problems.append("ladder_lease_ms must be at least 1000")
+        if not 100 <= self.ladder_move_time_ms <= 3_600_000:
+            problems.append("ladder_move_time_ms must be 100-3600000")
         if len(self.ladder_worker_key) > 128:
             problems.append("ladder_worker_key must be at most 128 characters")
         if self.lease_ms < 1000:
@@ -231,7 +236,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "signin_failures_per_name", "signin_failures_per_address", "signin_window_s",
         "new_names_per_address", "new_names_window_s",
     ),
-    "ladder": ("ladder_worker_key", "ladder_worker", "ladder_cpu_share", "ladder_lease_ms"),
+    "ladder": ("ladder_worker_key", "ladder_worker", "ladder_cpu_share", "ladder_lease_ms",
+               "ladder_move_time_ms"),
     "mqtt": ("mqtt_url",),
     "cluster": ("cluster_url", "node", "lease_ms"),
 }

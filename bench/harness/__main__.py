@@ -3,6 +3,7 @@
     python -m bench.harness --minutes 30 --matches 24 --json          # every fault kind
     python -m bench.harness --once kill --matches 24 --seed 2         # the owner SIGKILLed
     python -m bench.harness --minutes 5 --kinds kill --every 20 25    # failover times
+    python -m bench.harness --rounds 1 --every 1 1.5 --matches 6      # each kind once, then end
 
 Exit status 0 when the checker found nothing, 1 otherwise.
 """
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated fault kinds (default all: {','.join(KINDS)})")
     parser.add_argument("--every", type=float, nargs=2, default=(8.0, 14.0),
                         metavar=("MIN", "MAX"), help="seconds between faults")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="strike every kind this many times, then let the matches end"
+                             " (default 0: faults until --minutes are up)")
     parser.add_argument("--once", choices=("kill", "term"), default="",
                         help="no nemesis: one fault of the busiest owner once all matches play")
     parser.add_argument("--lease-ms", type=int, default=10000,
@@ -43,10 +47,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown fault kind {bad[0]!r} (known: {', '.join(KINDS)})")
     if not 1 <= args.matches <= 500 or not 0 < args.minutes <= 240:
         parser.error("bounded: 1-500 matches, at most 240 minutes")
+    if args.rounds < 0:
+        parser.error("--rounds must be 0 or more")
     if not 0 < args.every[0] <= args.every[1]:
         parser.error("--every MIN MAX needs 0 < MIN <= MAX")
     options = Options(seconds=args.minutes * 60, matches=args.matches, kinds=kinds,
-                      every=tuple(args.every), once=args.once, lease_ms=args.lease_ms,
+                      every=tuple(args.every), once=args.once, rounds=args.rounds,
+                      lease_ms=args.lease_ms,
                       think_ms=args.think_ms, seed=args.seed)
     report = asyncio.run(Harness(options).run())
     if args.json:

@@ -65,6 +65,9 @@ DROP_SHARE = 0.5
 @dataclass
 class Options:
     seconds: float = 120.0  # how long new matches are started
+    #: 0: faults until ``seconds`` are up; N: every kind struck N times (a shuffled turn each),
+    #: then no new match starts (the run ends when its matches have, or at ``seconds``)
+    rounds: int = 0
     matches: int = 12  # concurrent match slots
     kinds: tuple[str, ...] = KINDS
     every: tuple[float, float] = (8.0, 14.0)  # seconds between faults
@@ -347,16 +350,21 @@ class Harness:
         return min(times) if times else None
 
     async def _nemesis(self) -> None:
-        """Faults until the deadline: every kind once, in a random order, then again."""
+        """Faults until the deadline: every kind once, in a random order, then again; with
+        ``rounds``, the deadline is moved to the end of the last round's last fault."""
         lo, hi = self.o.every
         turn: list[str] = []
+        rounds = 0
         while time.time() < self.deadline:
             await asyncio.sleep(self.rng.uniform(lo, hi))
             if time.time() >= self.deadline or not self.live:
                 continue
             if not turn:
                 turn = self.rng.sample(self.o.kinds, len(self.o.kinds))
+                rounds += 1
             await self.strike(turn.pop())
+            if self.o.rounds and rounds == self.o.rounds and not turn:
+                self.deadline = time.time()
 
     async def _once(self) -> None:
         # every match under way (each has an acknowledged guess), then the one fault

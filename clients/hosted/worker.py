@@ -41,7 +41,7 @@ from .compliance import check_submission
 from .cpu_cap import CpuCap, NoController, open_cap
 from .exact import exact_result
 from .program import hosted_bot
-from .sandbox import SandboxedProgram
+from .sandbox import Limits, SandboxedProgram
 
 __all__ = ["WorkerError", "configure", "main", "run_worker"]
 
@@ -123,15 +123,18 @@ class _Refused(Exception):
 
 
 async def run_worker(url: str, key: str, slots: int, *, name: str = "",
-                     stop: asyncio.Event | None = None, cap: CpuCap | None = None) -> None:
+                     stop: asyncio.Event | None = None, limits: Limits | None = None,
+                     cap: CpuCap | None = None) -> None:
     """Work for the server at ``url`` until ``stop`` is set (or forever), reconnecting after
     a lost connection, every program started in the CPU cap ``cap`` if there is one; raises
-    :class:`WorkerError` when the server refuses the worker."""
+    :class:`WorkerError` when the server refuses the worker. ``limits``: the sandbox's for
+    checks and ladder games (default: the ladder's, :class:`Limits`)."""
     stop = stop or asyncio.Event()
+    limits = limits or Limits()
     backoff = 0.5
     while not stop.is_set():
         try:
-            await _session(url, key, slots, name, stop, cap)
+            await _session(url, key, slots, name, stop, limits, cap)
             backoff = 0.5
         except WorkerError:
             raise
@@ -147,7 +150,7 @@ async def run_worker(url: str, key: str, slots: int, *, name: str = "",
 
 
 async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Event,
-                   cap: CpuCap | None) -> None:
+                   limits: Limits, cap: CpuCap | None) -> None:
     wire = await Wire.open(url, max_size=MAX_FRAME)
     control = _Control(wire)
     reader = asyncio.create_task(control.read())
@@ -169,7 +172,7 @@ async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Even
                 reply = await control.request({"type": "worker_claim"})
                 job = reply.get("job")
             if job is not None:
-                jobs.add(asyncio.create_task(_run_job(control, url, job, cap)))
+                jobs.add(asyncio.create_task(_run_job(control, url, job, limits, cap)))
                 continue
             waits = [asyncio.ensure_future(control.nudged.wait()),
                      asyncio.ensure_future(stop.wait()), *jobs]
@@ -189,7 +192,7 @@ async def _session(url: str, key: str, slots: int, name: str, stop: asyncio.Even
         await wire.close()
 
 
-async def _run_job(control: _Control, url: str, job: dict[str, Any],
+async def _run_job(control: _Control, url: str, job: dict[str, Any], limits: Limits,
                    cap: CpuCap | None) -> None:
     job_id = str(job["job_id"])
     renew = asyncio.create_task(_renew(control, job_id))
@@ -198,7 +201,7 @@ async def _run_job(control: _Control, url: str, job: dict[str, Any],
         if kind == "check":
             verdict = await check_submission(base64.b64decode(job["program"]),
                                              rules=rules_from_dict(dict(job["rules"])),
-                                             cap=cap)
+                                             limits=limits, cap=cap)
             await control.request({"type": "worker_done", "job_id": job_id,
                                    "accepted": verdict.accepted,
                                    "reason": verdict.reason[:LINE_CHARS],
@@ -207,7 +210,7 @@ async def _run_job(control: _Control, url: str, job: dict[str, Any],
             await control.request({"type": "worker_done", "job_id": job_id,
                                    **await _evaluate(job, cap)})
         elif kind == "play":
-            await _play(control, url, job, cap)
+            await _play(control, url, job, limits, cap)
             await control.request({"type": "worker_done", "job_id": job_id})
         else:
             log.error("worker: job %s of unknown kind %r left to its lease", job_id, kind)
@@ -246,7 +249,7 @@ def _fraction(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-async def _play(control: _Control, url: str, job: dict[str, Any],
+async def _play(control: _Control, url: str, job: dict[str, Any], limits: Limits,
                 cap: CpuCap | None) -> None:
     """The hosted sides of one pairing (both, or one against a connected bot, which plays
     its own seats): a connection per bot, the games one after the other."""
@@ -261,7 +264,7 @@ async def _play(control: _Control, url: str, job: dict[str, Any],
             # game n: bots[0] sits in seat n (the second game has the seats swapped)
             seats = (n, 1 - n)
             reports = await asyncio.gather(*(
-                _play_seat(client, match_id, program, cap)
+                _play_seat(client, match_id, program, limits, cap)
                 for client, program in zip(clients, programs, strict=True)))
             for side, (failure, stderr) in enumerate(reports):
                 await control.request({"type": "worker_game", "job_id": job_id,
@@ -274,7 +277,7 @@ async def _play(control: _Control, url: str, job: dict[str, Any],
 
 
 async def _play_seat(client: Client, match_id: str, program: bytes,
-                     cap: CpuCap | None) -> tuple[str, str]:
+                     limits: Limits, cap: CpuCap | None) -> tuple[str, str]:
     """Play ``client``'s seat of ``match_id`` with the program; (failure, stderr tail)."""
     state = client.states.get(match_id)
     if state is None:  # not in welcome.matches: it is over already (or never started)
@@ -285,7 +288,7 @@ async def _play_seat(client: Client, match_id: str, program: bytes,
             state = client.states.get(match_id)
     if state.finished or state.seat is None:
         return "", ""
-    player = hosted_bot(program, cap=cap)
+    player = hosted_bot(program, limits, cap=cap)
     try:
         announced = MatchAnnounced(raw={}, match_id=match_id, seat=state.seat,
                                    opponent=state.opponent or "", config=state.config)
@@ -313,6 +316,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exit-with-parent", action="store_true",
                         help="stop when standard input closes (moo serve starts its own "
                              "worker so: it ends with the server, even one killed)")
+    parser.add_argument("--move-time", type=float, default=Limits.move_wall, metavar="S",
+                        help="seconds a hosted bot may take for one answer, in checks and "
+                             f"ladder games (default {Limits.move_wall:g}: the ladder's limit; "
+                             "docs/ladder.md, \"Limits\")")
     parser.add_argument("--nice", type=int, default=10,
                         help="run at this niceness (0-19, default 10), so that people's "
                              "matches on the same machine come first")
@@ -353,7 +360,8 @@ async def _main(args: argparse.Namespace, key: str, cap: CpuCap | None) -> None:
             loop.call_soon_threadsafe(stop.set)
 
         threading.Thread(target=watch, name="moo-worker-parent", daemon=True).start()
-    await run_worker(args.url, key, args.slots, name=args.name, stop=stop, cap=cap)
+    await run_worker(args.url, key, args.slots, name=args.name, stop=stop,
+                     limits=Limits(move_wall=args.move_time), cap=cap)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -369,6 +377,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--nice must be 0-19, got {args.nice}")
     if args.cpu_share is not None and not 0 < args.cpu_share <= 1:
         raise UsageError(f"--cpu-share must be in (0, 1], got {args.cpu_share:g}")
+    if not 0 < args.move_time <= 3600:
+        raise UsageError(f"--move-time must be over 0 and at most 3600 seconds, got "
+                         f"{args.move_time:g}")
     if args.nice:
         os.nice(args.nice)  # the sandboxed programs inherit it
     logging.basicConfig(level=logging.INFO,

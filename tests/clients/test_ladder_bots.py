@@ -47,11 +47,11 @@ SHIPPED_FIXED = {"minimum.py": "minimum", "strongest.py": "strongest", "entropy.
 #: the ones with no exact score, and the start of the reason
 NOT_FIXED = {"random.py": "not deterministic: ", "sprinter.py": "not deterministic: replaying"}
 #: Each exact run plays a bot's whole tree in the sandbox (13 s to minutes each, 6 min for all
-#: of them): the suite checks the headline one and the quick refusal; ``./dev verify`` (which
-#: sets MOO_VERIFY_ALL=1) checks every bot.
+#: of them): the suite checks the headline one, minimum.py, through the worker and the server
+#: (tests/clients/test_worker.py: the exact figures of moo eval), and first.py and random.py's
+#: refusal directly (tests/clients/test_exact.py); ``./dev verify`` (which sets
+#: MOO_VERIFY_ALL=1) checks every bot here.
 EVERY = os.environ.get("MOO_VERIFY_ALL") == "1"
-FIXED_CHECKED = sorted(SHIPPED_FIXED) if EVERY else ["minimum.py"]
-NOT_FIXED_CHECKED = sorted(NOT_FIXED) if EVERY else ["random.py"]
 
 
 def test_there_are_ten_and_each_is_one_runnable_file() -> None:
@@ -102,16 +102,24 @@ def test_moo_ladder_check_accepts_one_of_them(tmp_path: Path) -> None:
     assert out.stdout.startswith("accepted: hopeful (3 games against random: ")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", FIXED_CHECKED)
-async def test_a_shipped_strategy_as_a_script_scores_exactly_what_moo_eval_gives(
-        name: str) -> None:
-    result = await exact_result((LADDER / name).read_bytes())
-    assert result.name == ("first-consistent-awk" if name.endswith(".sh")
-                           else SHIPPED_FIXED[name])
-    assert_equals_eval(result, SHIPPED_FIXED[name])
-    if name == "minimum.py":  # Tanaka's optimum (1996)
-        assert result.scores is not None and result.scores.total_guesses == 26274
+if EVERY:  # ./dev verify's (the suite's checks of the same: the comment on EVERY)
+    @pytest.mark.slow
+    @pytest.mark.parametrize("name", sorted(SHIPPED_FIXED))
+    async def test_a_shipped_strategy_as_a_script_scores_exactly_what_moo_eval_gives(
+            name: str) -> None:
+        result = await exact_result((LADDER / name).read_bytes())
+        assert result.name == ("first-consistent-awk" if name.endswith(".sh")
+                               else SHIPPED_FIXED[name])
+        assert_equals_eval(result, SHIPPED_FIXED[name])
+        if name == "minimum.py":  # Tanaka's optimum (1996)
+            assert result.scores is not None and result.scores.total_guesses == 26274
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("name", sorted(NOT_FIXED))
+    async def test_the_random_and_the_adaptive_bot_have_no_exact_score(name: str) -> None:
+        result = await exact_result((LADDER / name).read_bytes())
+        assert result.scores is None
+        assert result.reason.startswith(NOT_FIXED[name]), result.reason
 
 
 class InProcess(Strategy):
@@ -160,9 +168,3 @@ if EVERY:  # ./dev verify only: one more whole tree (not collected in the suite:
         assert result.scores.total_guesses == sum(k * n for k, n in distribution.items())
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NOT_FIXED_CHECKED)
-async def test_the_random_and_the_adaptive_bot_have_no_exact_score(name: str) -> None:
-    result = await exact_result((LADDER / name).read_bytes())
-    assert result.scores is None
-    assert result.reason.startswith(NOT_FIXED[name]), result.reason

@@ -10,7 +10,10 @@ error's tail or in the line it answered), that no process of it is left (every p
 carries a marker on its command line: /proc is scanned for it), and that no game is stuck.
 
 One server and its worker serve the whole file; the hostile bots go one at a time (each paused
-once its pairing has started), so each meets only the beacon.
+once its pairing has started), so each meets only the beacon. The worker's time per answer is
+short (``ladder_move_time_ms``: 1 s grown by the suite's patience, 3 s with three workers on
+two cores, instead of the ladder's 10 s): the sleeper and the fork bomb, whose main process
+never answers, lose on it twice each.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
     listener.listen(16)
     listener.setblocking(False)
     # the server starts its own worker (a child process): the real path of a fresh moo serve
-    with moo_serve(tmp, env={"MOO_HOSTILE_SECRET": SECRET_WORD}) as url:
+    with moo_serve(tmp, env={"MOO_HOSTILE_SECRET": SECRET_WORD,
+                             "MOO_LADDER_MOVE_TIME_MS": str(int(patience(1000)))}) as url:
         beacon = tmp / "beacon.py"
         beacon.write_bytes((ENTRIES / "beacon.py").read_bytes())
         rc, out, err = moo(tmp, "ladder", "submit", str(beacon), "--url", url,

@@ -15,6 +15,7 @@ import pytest
 
 from clients.hosted.worker import run_worker
 from tests.client_support import ROOT, client_env
+from tests.clients.test_exact import eval_scores
 from tests.cluster_support import until
 from tests.ladder_support import BROKEN, GOOD
 from tests.patience import patience
@@ -161,7 +162,8 @@ async def test_a_worker_stopped_mid_game_leaves_no_game_stuck(tmp_path: Path) ->
 
 async def test_a_deterministic_bot_gets_the_exact_scores_of_moo_eval(tmp_path: Path) -> None:
     """examples/ladder/minimum.py plays the shipped minimum tree: against minimum it scores
-    exactly 1/2, and its average is minimum's 26274 guesses over the 5040 secrets."""
+    exactly 1/2, against strongest what moo eval gives, and its average is minimum's 26274
+    guesses (Tanaka's optimum) over the 5040 secrets."""
     async with running(server_settings(tmp_path, ladder_worker_key=KEY)) as app:
         url = f"ws://127.0.0.1:{app.port}/"
         stop = asyncio.Event()
@@ -177,9 +179,11 @@ async def test_a_deterministic_bot_gets_the_exact_scores_of_moo_eval(tmp_path: P
                 return bool(bot.exact["status"] != "pending")
 
             await until(evaluated, 300, "the exact evaluation")
+            vs_minimum, vs_strongest, total = eval_scores("minimum")
+            assert (vs_minimum, total) == (Fraction(1, 2), 26274)
             assert bot.exact == {"status": "computed", "vs_minimum": "1/2",
-                                 "vs_strongest": bot.exact["vs_strongest"],
-                                 "average": "4379/840", "reason": ""}
+                                 "vs_strongest": str(vs_strongest),
+                                 "average": str(Fraction(total, 5040)), "reason": ""}
             assert Fraction(bot.exact["vs_strongest"]) < Fraction(1, 2)
             rc, out, err = await moo(tmp_path, "ladder", "show", "--url", url, "--as", "ann")
             assert rc == 0 and "exact: 0.5000 vs minimum" in out[-1], (out, err)
@@ -217,6 +221,7 @@ def _file(tmp_path: Path) -> Path:
      "--cpu-share must be in (0, 1], got 0"),
     (["worker", "--url", "ws://127.0.0.1:1/", "--key", "k", "--cpu-share", "1.5"],
      "--cpu-share must be in (0, 1], got 1.5"),
+    (["worker", "--url", "ws://127.0.0.1:1/", "--key", "k", "--move-time", "0"], "--move-time"),
 ])
 def test_command_line_mistakes_are_one_line(tmp_path: Path, args: list[str],
                                             words: str) -> None:
