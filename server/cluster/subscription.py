@@ -39,6 +39,11 @@ class PendingAct:
     #: the subscription's follow generation when it was sent
     gen: int
     sent: float
+    #: the request itself, to send it again (a move an owner proves it never received)
+    msg: dict[str, Any] | None = None
+    #: how often it was sent again, and when it last went out (monotonic; 0: at ``sent``)
+    resent: int = 0
+    asked: float = 0.0
 
 
 @dataclass(eq=False, slots=True)
@@ -91,7 +96,9 @@ class Subscription:
         if ref is not None:
             kind = msg["type"]
             value = msg.get("guess") if kind == "guess" else None
-            self.acts.append(PendingAct(ref, kind, value, self.cursor or 0, self.gen, now))
+            self.acts.append(
+                PendingAct(ref, kind, value, self.cursor or 0, self.gen, now, msg, 0, now)
+            )
 
     def replayed_ack(self, event: dict[str, Any]) -> Any:
         """The ``ref`` an event without one acknowledges: the client's oldest pending move,
@@ -133,3 +140,12 @@ class Subscription:
         for act in out:
             self.acts.remove(act)
         return out
+
+    def resend(self, act: PendingAct, now: float) -> None:
+        """``act`` (given by :meth:`unapplied`) goes to the owner again: pending once more,
+        after the moves sent since (the owner gets it after them), judged only by a later
+        follow."""
+        act.resent += 1
+        act.gen = self.gen
+        act.asked = now
+        self.acts.append(act)
