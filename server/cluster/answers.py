@@ -27,6 +27,10 @@ __all__ = ["Answers"]
 
 log = logging.getLogger("moo.cluster")
 
+#: a move that an owner's answer to a follow proves it never received is sent to it again
+#: this many times before the client is told "try again" (docs/cluster.md, "Delivery")
+RESEND_MAX = 2
+
 
 class Answers:
     """Reads what owners send back for this node's subscriptions."""
@@ -39,6 +43,7 @@ class Answers:
         follow: Callable[[Subscription], None],
         request: Callable[[Subscription, Message], None],
         acknowledged: Callable[[Subscription, Any], None],
+        forward: Callable[[Subscription, str, Message], None],
     ) -> None:
         #: the forwarding's connections and subscriptions (shared, not copied)
         self.local = local
@@ -51,6 +56,8 @@ class Answers:
         self._request = request
         #: a pending move got its answer
         self._acknowledged = acknowledged
+        #: send a request to a given node
+        self._forward = forward
         #: gaps noticed (each re-attached)
         self.gaps = 0
 
@@ -167,9 +174,16 @@ class Answers:
                 self.subs.get(sub.cid, {}).pop(sub.match_id, None)
             return
         unsent = {i.msg.get("id") for i in sub.waiting if isinstance(i, Act)}
+        now = time.monotonic()
         for act in sub.unapplied(item.gen, item.seen, unsent):
             # sent before this follow and never received by the owner, nor acknowledged in
-            # its replay: it was not applied
+            # its replay: it was not applied. The owner that answered runs the match from its
+            # whole log (a former owner's commits are in it, or fenced for good), so the move
+            # goes to it now, as the client's own retry would, without the client's wait
+            if act.msg is not None and act.resent < RESEND_MAX and not sub.conn.closing:
+                sub.resend(act, now)
+                self._forward(sub, sender, Act(sub.cid, sub.conn.player or "", act.msg))
+                continue
             sub.conn.send(error_message(
                 NotAvailable("the match moved to another node; try again"), act.ref
             ) | {"match_id": sub.match_id})

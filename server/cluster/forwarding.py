@@ -110,7 +110,8 @@ class Forwarding:
         self.latency_hooks: list[Callable[[float], None]] = []
         #: what owners send back for these subscriptions (server/cluster/answers.py)
         self.answers = Answers(
-            self.local, self.subs, self._sub, self._follow, self._request, self._acknowledged
+            self.local, self.subs, self._sub, self._follow, self._request, self._acknowledged,
+            self._forward,
         )
 
     # -- identities ---------------------------------------------------------------------------
@@ -366,7 +367,7 @@ class Forwarding:
                     now - sub.join_sent > FOLLOW_PATIENCE_S * 2 ** min(sub.tries, 3)
                 )
                 late_act = sub.joining is None and sub.acts and (
-                    now - sub.acts[0].sent > ACT_PATIENCE_S
+                    now - sub.acts[0].asked > ACT_PATIENCE_S
                 )
                 if late_join or late_act:
                     log.info("bus: %s's %s of %s unanswered; following again from %s",
