@@ -80,6 +80,8 @@ class Answers:
             conn.send(msg)
             return
         if kind == "error":  # a reply (from the owner, or from the lobby leader)
+            if sub.stale_refusal(sender, msg):
+                return  # a second answer to a move, from a node it is no longer with
             ref = msg.get("ref")
             if ref is not None:
                 self._acknowledged(sub, ref)
@@ -139,6 +141,11 @@ class Answers:
         if verdict != DELIVER:
             return  # a repeat, or (joining) what the pending follow's replay covers
         ref = msg.get("ref")
+        if ref is not None and ref in sub.settled and all(a.ref != ref for a in sub.acts):
+            # the move was answered already (its event replayed from the log, then this one
+            # live): one answer per request, the event itself is delivered all the same
+            msg = {k: v for k, v in msg.items() if k != "ref"}
+            ref = None
         if ref is None:
             ref = sub.replayed_ack(msg)
             if ref is not None:
@@ -184,6 +191,7 @@ class Answers:
                 sub.resend(act, now)
                 self._forward(sub, sender, Act(sub.cid, sub.conn.player or "", act.msg))
                 continue
+            sub.settled.append(act.ref)
             sub.conn.send(error_message(
                 NotAvailable("the match moved to another node; try again"), act.ref
             ) | {"match_id": sub.match_id})

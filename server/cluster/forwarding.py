@@ -242,7 +242,7 @@ class Forwarding:
 
     def _forward(self, sub: Subscription, node: str, item: Message) -> None:
         if isinstance(item, Act) and item.msg.get("id") is not None:
-            sub.forwarded(item.msg["id"])
+            sub.forwarded(item.msg["id"], node)
         self.forwarded += 1
         self.contacted.setdefault(sub.cid, set()).add(node)
         self._send(node, item)
@@ -252,6 +252,7 @@ class Forwarding:
         if isinstance(item, Act):
             ref = item.msg.get("id")
             sub.acts = deque(a for a in sub.acts if a.ref != ref)
+            sub.settled.append(ref)
         elif isinstance(item, Follow):
             ref = item.ref
             if sub.joining == item.gen:
