@@ -51,6 +51,7 @@ __all__ = [
     "describe_db",
     "index_results",
     "is_postgres_url",
+    "read_stored",
 ]
 
 log = logging.getLogger("moo.storage")
@@ -198,6 +199,20 @@ class Append(NamedTuple):
     stats: Sequence[StatDelta]
 
 
+async def read_stored(db: Db, only: list[str] | None) -> list[StoredMatch]:
+    """Unfinished matches with their logs, read on ``db``: all of them, or those in ``only``."""
+    if only is None:
+        matches = await db.rows(sql.UNFINISHED)
+    else:
+        matches = await db.rows(sql.UNFINISHED_AMONG, only)
+    if not matches:
+        return []
+    events: dict[str, list[Event]] = {row[0]: [] for row in matches}
+    for match_id, body in await db.rows(sql.EVENTS_OF, list(events)):
+        events[match_id].append(json.loads(body))
+    return [StoredMatch(m, json.loads(meta), events[m]) for m, meta in matches]
+
+
 class Store(ABC):
     """What the arena and the lobby need from persistence, and nothing more.
 
@@ -260,20 +275,7 @@ class Store(ABC):
 
     async def stored_matches(self, only: list[str] | None) -> list[StoredMatch]:
         """Unfinished matches with their logs: all of them, or those of the ids in ``only``."""
-
-        async def read(db: Db) -> list[StoredMatch]:
-            if only is None:
-                matches = await db.rows(sql.UNFINISHED)
-            else:
-                matches = await db.rows(sql.UNFINISHED_AMONG, only)
-            if not matches:
-                return []
-            events: dict[str, list[Event]] = {row[0]: [] for row in matches}
-            for match_id, body in await db.rows(sql.EVENTS_OF, list(events)):
-                events[match_id].append(json.loads(body))
-            return [StoredMatch(m, json.loads(meta), events[m]) for m, meta in matches]
-
-        return await self.with_db(read)
+        return await self.with_db(lambda db: read_stored(db, only))
 
     async def stored_match(self, match_id: str) -> StoredMatch | None:
         """One match with its metadata and log, finished or not (None: no such match)."""

@@ -14,10 +14,11 @@ inside the commit (server/storage_pg.py), and a claim's ``UPDATE`` waits for a c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from server import sql
-from server.storage import Db, StoredMatch
+from server.storage import Db, StoredMatch, read_stored
 from server.storage_pg import PostgresStore
 
 __all__ = ["ClusterStore", "Owner"]
@@ -134,16 +135,26 @@ class ClusterStore(PostgresStore):
         )
         return [str(r[0]) for r in rows]
 
-    async def claim_from(self, dead: str, dead_epoch: int, node: str, epoch: int) -> list[str]:
+    async def claim_from(
+        self, dead: str, dead_epoch: int, node: str, epoch: int,
+        claimed: Callable[[list[str]], None],
+    ) -> list[StoredMatch]:
         """``dead`` (in ``dead_epoch``) is gone: end that lease and claim its unfinished
         matches for (node, epoch), in one transaction. Still fenced: a process that is in fact
         alive fails its next commits and lets its matches go; one that already restarted has
-        another epoch and is untouched."""
+        another epoch and is untouched.
 
-        async def write(db: Db) -> list[str]:
+        ``claimed(ids)`` is told the claimed ids once the claim has committed; their logs are
+        then read on the same connection (no second wait for the pool, which a takeover's
+        reconnecting clients keep busy) and returned. If that read fails, the matches are
+        claimed all the same: the caller was told which."""
+
+        async def write(db: Db) -> list[StoredMatch]:
             async with db.atomic():
                 await db.run(sql.END_LEASE, dead, dead_epoch)
                 rows = await db.rows(sql.CLAIM_FROM, node, epoch, dead, dead_epoch)
-            return [str(r[0]) for r in rows]
+            ids = [str(r[0]) for r in rows]
+            claimed(ids)
+            return await read_stored(db, ids) if ids else []
 
         return await self.with_db(write)

@@ -62,6 +62,8 @@ class Fault:
     slowest: str = ""  # kill: the match that took longest to accept a move again
     matches: list[str] = field(default_factory=list)  # kill, term, stop: the live ones it owned
     reset: int = 0  # drop-broker, drop-db: the connections reset
+    #: kill: what each player of the slowest match did after the signal (seconds after it)
+    breakdown: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -54,6 +54,7 @@ class Conn:
     node: str
     opened: float
     following_since: float | None = None  # when the match's events began to come on it
+    welcomed: float | None = None  # when its welcome came
     closed: float | None = None
     code: int | None = None
     events: list[Received] = field(default_factory=list)
@@ -71,10 +72,16 @@ class Follower:
     acked: list[tuple[int, int, str]] = field(default_factory=list)  # (seat, n, guess)
     ack_times: list[tuple[float, float]] = field(default_factory=list)  # (sent, acknowledged)
     refusals: Counter[str] = field(default_factory=Counter)
+    #: each refusal: (time.time(), the request, the code), for the failover breakdown
+    refused: list[tuple[float, str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     #: requests that got no reply within a minute on a connection that stayed open
     unanswered: list[str] = field(default_factory=list)
     finished: dict[str, Any] | None = None  # the applied `finished` event
+
+    def refuse(self, what: str, code: str) -> None:
+        self.refusals[code] += 1
+        self.refused.append((time.time(), what, code))
 
 
 @dataclass
@@ -146,6 +153,7 @@ class DocsClient:
                 reader.cancel()
                 await ws.close()
                 if welcome.get("code") in RETRYABLE and time.time() < give_up_at:
+                    self.me.refuse("hello", str(welcome.get("code")))
                     await asyncio.sleep(0.3)
                     continue
                 if welcome.get("code") == "bad_token" and self.token is None:
@@ -158,6 +166,7 @@ class DocsClient:
                     continue
                 raise RuntimeError(f"{self.me.name}: hello refused: {welcome}")
             self.token = welcome.get("token") or self.token
+            self.conn.welcomed = time.time()
             return welcome
         raise AssertionError("unreachable")
 
@@ -278,7 +287,7 @@ async def play(client: DocsClient, plan: Plan, deadline: float) -> None:
                 if reply.get("type") == "match":
                     client.conn.following_since = time.time()
                 else:
-                    me.refusals[str(reply.get("code"))] += 1
+                    me.refuse("resume", str(reply.get("code")))
                     await asyncio.sleep(0.3)
                     await client.close()  # try again on a fresh connection
             continue
@@ -300,7 +309,7 @@ async def _act(client: DocsClient, plan: Plan) -> None:
         reply = await client.request(
             {"type": "secret", "match_id": me.match_id, "secret": plan.secret}, 60)
         if reply.get("type") == "error":
-            me.refusals[str(reply["code"])] += 1
+            me.refuse("secret", str(reply["code"]))
             if reply["code"] in RETRYABLE:
                 await asyncio.sleep(0.3)
             elif reply["code"] != "already_set":
@@ -321,7 +330,7 @@ async def _act(client: DocsClient, plan: Plan) -> None:
         me.acked.append((int(reply["seat"]), int(reply["n"]), str(reply["guess"])))
         me.ack_times.append((sent, time.time()))
     elif reply.get("type") == "error":
-        me.refusals[str(reply["code"])] += 1
+        me.refuse("guess", str(reply["code"]))
         if reply["code"] in RETRYABLE:
             await asyncio.sleep(0.3)
         elif reply["code"] in ("not_your_turn", "match_finished"):
@@ -355,7 +364,7 @@ async def watch(client: DocsClient, deadline: float) -> None:
                 if reply.get("type") == "watching":
                     conn.following_since = time.time()
                     break
-                me.refusals[str(reply.get("code"))] += 1
+                me.refuse("watch", str(reply.get("code")))
                 if reply.get("code") not in RETRYABLE:
                     me.errors.append(f"watch: {reply}")
                     return

@@ -42,6 +42,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from bench.harness.checker import Fault, Verdict, check, parse_log
@@ -338,10 +339,56 @@ class Harness:
                             if (t := self._moved_since(m, t_kill)) is not None}
                     fault.recovered_s = max(done.values(), default=0.0)
                     fault.slowest = max(done, key=done.__getitem__, default="")
+                    if fault.slowest:
+                        fault.breakdown = self._breakdown(fault.slowest, t_kill)
                     return
                 await asyncio.sleep(0.02)
 
         self.measures.append(asyncio.get_running_loop().create_task(measure()))
+
+    def _breakdown(self, mid: str, t: float) -> dict[str, Any]:
+        """What each player of ``mid`` went through after the kill at ``t`` (seconds after
+        it): its connection closed, the new one opened and welcomed, its refusals, its first
+        guess sent after the kill and acknowledged."""
+        out: dict[str, Any] = {}
+        for f in self.players.get(mid, ()):
+            closed = [c for c in f.conns if c.closed is not None and c.closed >= t]
+            opened = [c for c in f.conns if c.opened >= t]
+            acks = sorted((sent, ack) for sent, ack in f.ack_times if sent >= t)
+            out[f"seat {f.seat}"] = {
+                "node": f.conns[0].node if f.conns else "",
+                "closed": round(closed[0].closed - t, 3) if closed and closed[0].closed else None,
+                "reopened": [c.node for c in opened],
+                "opened": round(opened[0].opened - t, 3) if opened else None,
+                "welcomed": round(opened[0].welcomed - t, 3)
+                if opened and opened[0].welcomed is not None else None,
+                "refused": [(round(at - t, 3), what, code) for at, what, code in f.refused
+                            if at >= t],
+                "first_ack": (round(acks[0][0] - t, 3), round(acks[0][1] - t, 3))
+                if acks else None,
+            }
+        return out
+
+    def _server_phases(self, fault: Fault) -> list[str]:
+        """The survivors' log lines about the killed node's death and its matches' takeover
+        in the 10 s after the kill, each with its time after the signal (the phases:
+        docs/cluster.md, "Failover")."""
+        out = []
+        for node in self.cluster.nodes:
+            if node.name == fault.node:
+                continue
+            for raw in list(node.log):
+                line = raw.decode(errors="replace").rstrip()
+                if (f"node {fault.node} (epoch" not in line
+                        and f"matches of {fault.node} (epoch" not in line):
+                    continue
+                try:
+                    at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                except ValueError:
+                    continue
+                if fault.start <= at <= fault.start + 10:
+                    out.append(f"{node.name} +{at - fault.start:.3f} {line[24:]}")
+        return out
 
     def _moved_since(self, mid: str, t: float) -> float | None:
         """When the first guess sent after ``t`` in ``mid`` was acknowledged, or None."""
@@ -403,6 +450,9 @@ class Harness:
             verdict: Verdict = check(self.followers, {m: logs.get(m, []) for m in played},
                                      self.faults, self.o.stall_s)
             server_errors = self.cluster.errors()
+            for fault in self.faults:
+                if fault.kind == "kill":
+                    fault.breakdown["server"] = self._server_phases(fault)
         finally:
             await self.cluster.close()
         kills = [f for f in self.faults if f.kind == "kill"]

@@ -25,6 +25,9 @@ log = logging.getLogger("moo.cluster")
 
 #: a match between owners for longer than a lookup waits: "try again"
 MOVING = "moving"
+#: how often a lookup of a match whose owner is known dead asks the database again (its
+#: takeover's Adopted wakes it sooner)
+DEAD_OWNER_POLL_S = 1.0
 #: where a match runs: its owner; None: nowhere (finished or unknown: any node answers from
 #: the log); MOVING
 Placement = Owner | None | str
@@ -155,9 +158,12 @@ class Directory:
                 return None  # finished or unknown: answered from the log
             if time.monotonic() > deadline:
                 return MOVING
-            # its owner died and no node has claimed it yet: wait for the takeover
+            # its owner died and no node has claimed it yet: wait for the takeover. Its
+            # Adopted wakes this at once; the database is asked again only now and then in
+            # case that was lost, rarely while a will said the owner died (a survivor is
+            # claiming: every lookup asking often would crowd the pool its claim needs)
             try:
-                async with asyncio.timeout(0.25):
+                async with asyncio.timeout(DEAD_OWNER_POLL_S if owner is not None else 0.25):
                     await event.wait()
             except TimeoutError:
                 pass

@@ -25,6 +25,8 @@ none), and :class:`~server.cluster.wire.Followed` says which moves the owner has
 one it has not was never applied, and the client is told ``not_available`` "try again".
 When nothing can be done for a client (no owner reachable for a long time), its connection is
 closed with 1012 so that it reconnects and resumes: a client is never left in silence.
+
+What owners send back is read by :class:`~server.cluster.answers.Answers`, which this composes.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from moo.errors import MatchFinished, NotAvailable
+from moo.errors import NotAvailable
 from moo.match import Viewer
+from server.cluster.answers import Answers
 from server.cluster.directory import Placement
-from server.cluster.subscription import DELIVER, GAP, Subscription
+from server.cluster.subscription import Subscription
 from server.cluster.wire import (
     Act,
     Close,
@@ -50,8 +53,6 @@ from server.cluster.wire import (
     Message,
     NotHere,
     Unwatch,
-    WireError,
-    item_of,
 )
 from server.connection import CLOSE_RESTART, Connection, error_message
 from server.matches import SPECTATOR
@@ -102,12 +103,16 @@ class Forwarding:
         self.contacted: dict[str, set[str]] = {}
         #: counters for /metrics
         self.forwarded = 0
-        self.gaps = 0
         self.reattached = 0
         #: seconds from a forwarded move to its acknowledgement here (recent ones)
         self.latency: deque[float] = deque(maxlen=5000)
         #: told every acknowledgement's latency (/metrics' cumulative histogram)
         self.latency_hooks: list[Callable[[float], None]] = []
+        #: what owners send back for these subscriptions (server/cluster/answers.py)
+        self.answers = Answers(
+            self.local, self.subs, self._sub, self._follow, self._request, self._acknowledged,
+            self._forward,
+        )
 
     # -- identities ---------------------------------------------------------------------------
     def cid(self, conn: Connection) -> str:
@@ -237,7 +242,7 @@ class Forwarding:
 
     def _forward(self, sub: Subscription, node: str, item: Message) -> None:
         if isinstance(item, Act) and item.msg.get("id") is not None:
-            sub.forwarded(item.msg["id"])
+            sub.forwarded(item.msg["id"], node)
         self.forwarded += 1
         self.contacted.setdefault(sub.cid, set()).add(node)
         self._send(node, item)
@@ -247,6 +252,7 @@ class Forwarding:
         if isinstance(item, Act):
             ref = item.msg.get("id")
             sub.acts = deque(a for a in sub.acts if a.ref != ref)
+            sub.settled.append(ref)
         elif isinstance(item, Follow):
             ref = item.ref
             if sub.joining == item.gen:
@@ -259,119 +265,20 @@ class Forwarding:
     # -- what owners send back -------------------------------------------------------------------
     def received(self, sender: str, epoch: int, item: Message) -> None:
         if isinstance(item, Deliver):
-            self._deliver(sender, epoch, item.conn, item.msg)
+            self.answers.deliver(sender, epoch, item.conn, item.msg)
         elif isinstance(item, Followed):
-            self._followed(sender, epoch, item)
+            self.answers.followed(sender, epoch, item)
         elif isinstance(item, Close):
             conn = self.local.get(item.conn)
             if conn is not None:
                 conn.close(item.code, item.reason)
         elif isinstance(item, NotHere):
-            self._not_here(sender, item)
+            self.answers.not_here(sender, item)
         elif isinstance(item, Dropped):
             for sub in list(self.subs.get(item.conn, {}).values()):
                 if sub.owner is not None and sub.owner[0] == sender:
                     self.reattached += 1
                     self._follow(sub)
-
-    def _deliver(self, sender: str, epoch: int, cid: str, msg: dict[str, Any]) -> None:
-        conn = self.local.get(cid)
-        if conn is None or conn.closing:
-            return
-        match_id = msg.get("match_id")
-        kind = msg.get("type")
-        sub = self.subs.get(cid, {}).get(match_id) if isinstance(match_id, str) else None
-        if sub is None:
-            if kind == "event" or "_gen" in msg:
-                # the replay of a follow of a subscription that has ended since (its match
-                # finished and the client had every event): nothing to deliver twice
-                return
-            if kind == "match" and isinstance(match_id, str):
-                # a match the lobby started on another node: this client follows it from now
-                sub = self._sub(conn, match_id, msg.get("seat"), 0)
-                sub.owner = (sender, epoch)
-            conn.send(msg)
-            return
-        if kind == "error":  # a reply (from the owner, or from the lobby leader)
-            ref = msg.get("ref")
-            if ref is not None:
-                self._acknowledged(sub, ref)
-            if sub.viewer is None and sub.joining is None and not sub.acts:
-                # a move on a match this client never followed (finished, unknown): refused,
-                # and nothing to follow
-                self.subs.get(cid, {}).pop(sub.match_id, None)
-            conn.send(msg)
-            return
-        if kind not in ("event", "match", "watching"):
-            conn.send(msg)
-            return
-        if sub.owner is None:
-            sub.owner = (sender, epoch)
-            sub.orphaned = 0.0
-        elif sub.owner != (sender, epoch):
-            return  # from a former owner (or a restarted one): the subscription moved on
-        if kind == "event":
-            self._event(sub, msg)
-        elif kind in ("match", "watching"):
-            gen = msg.get("_gen")
-            if gen is not None:
-                msg = {k: v for k, v in msg.items() if k != "_gen"}
-            # the client's own request: its reply; a request carried on after a move: the reply
-            # if the client has not had one yet
-            owed = sub.owed is not None and msg.get("ref") == sub.owed[0]
-            client_asked = gen in sub.announced or (gen in sub.carried and owed)
-            sub.announced.discard(gen)
-            sub.carried.discard(gen)
-            if client_asked and owed:
-                assert sub.owed is not None
-                # answered: the request's own follow may still be answered after a carried one
-                # that overtook it (it waited for the directory): that is not a second reply
-                sub.announced.discard(sub.owed[1])
-                sub.owed = None
-            if sub.joining is not None and gen == sub.joining:
-                # the marker: the owner's replay of the events after join_cursor follows
-                sub.joining = None
-                sub.cursor = sub.join_cursor
-                if kind == "match":
-                    sub.viewer = msg.get("seat")
-                elif sub.viewer is None:
-                    sub.viewer = SPECTATOR
-            # A marker the client asked for is its reply, even that of an older follow (whose
-            # replay is dropped: the newest follow replays from what the client has).
-            if gen is None or client_asked:
-                conn.send(msg)
-
-    def _event(self, sub: Subscription, msg: dict[str, Any]) -> None:
-        verdict = sub.admit(msg["seq"])
-        if verdict == GAP:
-            self.gaps += 1
-            log.warning("bus: %s missed %s after seq %s; re-attaching", sub.conn.player,
-                        sub.match_id, sub.cursor)
-            self._follow(sub)
-            return
-        if verdict != DELIVER:
-            return  # a repeat, or (joining) what the pending follow's replay covers
-        ref = msg.get("ref")
-        if ref is None:
-            ref = sub.replayed_ack(msg)
-            if ref is not None:
-                msg = msg | {"ref": ref}  # an acknowledgement replayed from the log
-        if ref is not None:
-            self._acknowledged(sub, ref)
-        sub.cursor = msg["seq"]
-        sub.conn.send(msg)
-        if msg.get("kind") == "finished":
-            self.subs.get(sub.cid, {}).pop(sub.match_id, None)
-            sub.conn.saw_end(sub.match_id)  # the subscription is gone: remember the end
-            for act in sub.acts:
-                # its answer was lost on the way (the owner's link broke) and the match is
-                # over: the request is answered all the same (a move that counted came in
-                # the log before ``finished``)
-                sub.conn.send(error_message(MatchFinished("the match is over"), act.ref)
-                              | {"match_id": sub.match_id})
-            sub.acts.clear()
-            if sub.match_id in sub.conn.spectating:  # finished matches are not watched
-                sub.conn.spectating.remove(sub.match_id)
 
     def _acknowledged(self, sub: Subscription, ref: Any) -> None:
         act = sub.acknowledged(ref)
@@ -380,42 +287,6 @@ class Forwarding:
             self.latency.append(latency)
             for hook in self.latency_hooks:
                 hook(latency)
-
-    def _followed(self, sender: str, epoch: int, item: Followed) -> None:
-        sub = self.subs.get(item.conn, {}).get(item.match_id)
-        if sub is None or item.gen != sub.gen or sub.owner != (sender, epoch):
-            return
-        sub.joining = None
-        if item.error is not None:
-            sub.owed = None  # (the client heard the error if it had asked)
-            if item.error in ("storage_unavailable", "not_available"):
-                sub.owner = None  # it runs nowhere right now: ask again where it does
-                sub.orphaned = time.monotonic()
-            else:  # not followable at all (e.g. not your seat): the client heard why
-                self.subs.get(sub.cid, {}).pop(sub.match_id, None)
-            return
-        unsent = {i.msg.get("id") for i in sub.waiting if isinstance(i, Act)}
-        for act in sub.unapplied(item.gen, item.seen, unsent):
-            # sent before this follow and never received by the owner, nor acknowledged in
-            # its replay: it was not applied
-            sub.conn.send(error_message(
-                NotAvailable("the match moved to another node; try again"), act.ref
-            ) | {"match_id": sub.match_id})
-
-    def _not_here(self, sender: str, item: NotHere) -> None:
-        sub = self.subs.get(item.conn, {}).get(item.match_id)
-        if sub is None:
-            return
-        if sub.owner is not None and sub.owner[0] == sender:
-            sub.owner = None
-            sub.orphaned = time.monotonic()
-        try:
-            request = item_of(item.request)
-        except WireError:
-            return
-        if isinstance(request, Follow) and request.gen != sub.gen:
-            return  # a newer follow is on its way
-        self._request(sub, request)
 
     # -- keeping subscriptions attached ----------------------------------------------------------
     def moved(self, match_id: str, owner: Owner) -> None:
@@ -497,7 +368,7 @@ class Forwarding:
                     now - sub.join_sent > FOLLOW_PATIENCE_S * 2 ** min(sub.tries, 3)
                 )
                 late_act = sub.joining is None and sub.acts and (
-                    now - sub.acts[0].sent > ACT_PATIENCE_S
+                    now - sub.acts[0].asked > ACT_PATIENCE_S
                 )
                 if late_join or late_act:
                     log.info("bus: %s's %s of %s unanswered; following again from %s",

@@ -24,6 +24,11 @@ from server.storage_cluster import Owner
 __all__ = ["DELIVER", "DROP", "GAP", "PendingAct", "Subscription"]
 
 DELIVER, DROP, GAP = "deliver", "drop", "gap"
+#: moves' ids remembered as answered, per subscription
+SETTLED_MAX = 64
+#: what a former owner answers a move it can no longer apply (its commit fenced, the match
+#: gone from it): from any node but the move's, a late second answer
+LATE_REFUSALS = frozenset({"storage_unavailable", "not_available", "unknown_match"})
 
 
 @dataclass(slots=True)
@@ -39,6 +44,13 @@ class PendingAct:
     #: the subscription's follow generation when it was sent
     gen: int
     sent: float
+    #: the request itself, to send it again (a move an owner proves it never received)
+    msg: dict[str, Any] | None = None
+    #: how often it was sent again, and when it last went out (monotonic; 0: at ``sent``)
+    resent: int = 0
+    asked: float = 0.0
+    #: the node it was last sent to (None: not sent yet): the one whose answer counts
+    node: str | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -71,6 +83,8 @@ class Subscription:
     #: generations of follows that carry such a request on
     carried: set[int] = field(default_factory=set)
     acts: deque[PendingAct] = field(default_factory=deque)
+    #: moves answered lately (acknowledged or refused): a late second answer is not passed on
+    settled: deque[Any] = field(default_factory=lambda: deque(maxlen=SETTLED_MAX))
     #: requests waiting for an owner (no live owner known)
     waiting: list[Message] = field(default_factory=list)
     #: since when it has had no owner to follow (monotonic), 0 while it has one
@@ -89,9 +103,13 @@ class Subscription:
         """A ``secret`` / ``guess`` / ``resign`` of the client goes to the owner."""
         ref = msg.get("id")
         if ref is not None:
+            if ref in self.settled:  # the client used the id again: a new request
+                self.settled.remove(ref)
             kind = msg["type"]
             value = msg.get("guess") if kind == "guess" else None
-            self.acts.append(PendingAct(ref, kind, value, self.cursor or 0, self.gen, now))
+            self.acts.append(
+                PendingAct(ref, kind, value, self.cursor or 0, self.gen, now, msg, 0, now)
+            )
 
     def replayed_ack(self, event: dict[str, Any]) -> Any:
         """The ``ref`` an event without one acknowledges: the client's oldest pending move,
@@ -112,15 +130,31 @@ class Subscription:
         for act in self.acts:
             if act.ref == ref:
                 self.acts.remove(act)
+                self.settled.append(ref)
                 return act
         return None
 
-    def forwarded(self, ref: Any) -> None:
-        """The move ``ref``, which waited for an owner to be known, goes out now: after every
-        follow sent so far, so only a later follow's answer can tell whether it arrived."""
+    def forwarded(self, ref: Any, node: str) -> None:
+        """The move ``ref`` goes out to ``node`` now: after every follow sent so far, so only
+        a later follow's answer can tell whether it arrived; ``node``'s answer is its answer."""
         for act in self.acts:
             if act.ref == ref:
                 act.gen = self.gen
+                act.node = node
+
+    def stale_refusal(self, sender: str, msg: dict[str, Any]) -> bool:
+        """Whether the refusal ``msg`` from ``sender`` is a second answer to a move: a node the
+        move is no longer with (a paused owner waking up after its match moved, refusing
+        what it read meanwhile) answering a move that was answered already or went elsewhere
+        since, whose answer comes from there."""
+        ref = msg.get("ref")
+        if ref is None or msg.get("code") not in LATE_REFUSALS or (
+            self.owner is not None and self.owner[0] == sender
+        ):
+            return False
+        if ref in self.settled:
+            return True
+        return any(a.ref == ref and a.node is not None and a.node != sender for a in self.acts)
 
     def unapplied(self, gen: int, seen: list[Any], unsent: set[Any]) -> list[PendingAct]:
         """The owner answered follow ``gen`` after its replay, listing the moves it received
@@ -133,3 +167,14 @@ class Subscription:
         for act in out:
             self.acts.remove(act)
         return out
+
+    def resend(self, act: PendingAct, now: float) -> None:
+        """``act`` (given by :meth:`unapplied`) goes to the owner again: pending once more,
+        after the moves sent since (the owner gets it after them), judged only by a later
+        follow."""
+        act.resent += 1
+        act.gen = self.gen
+        act.asked = now
+        self.acts.append(act)
+        if act.ref in self.settled:
+            self.settled.remove(act.ref)

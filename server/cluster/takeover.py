@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from moo.errors import MooError
@@ -90,20 +91,24 @@ class Takeover:
         node's subscriptions wait for the new owner. A node that only lost the broker (or a
         broker that shut down and published everyone's will) keeps its matches; a paused
         one is left to its lease."""
+        started = time.perf_counter()
+        checks = 0
         try:
             # PostgreSQL ends a dead process's sessions as soon as it sees their sockets
             # close, which may be a few ms after the broker did: ask a few times
-            for _ in range(DEATH_CHECKS):
-                if not await self.store.node_connected(node):
-                    break
+            while await self.store.node_connected(node):
+                checks += 1
+                if checks == DEATH_CHECKS:
+                    log.warning("bus: node %s lost its broker connection but is alive", node)
+                    return
                 await asyncio.sleep(DEATH_CHECK_S)
-            else:
-                log.warning("bus: node %s lost its broker connection but is alive", node)
-                return
+            checks += 1
         except MooError as exc:
             log.warning("bus: cannot tell whether node %s is alive: %s", node, exc)
             return
-        log.warning("bus: node %s (epoch %s) is dead", node, epoch)
+        # the first phase of a takeover (docs/cluster.md, "Failover"): will -> no session
+        log.warning("bus: node %s (epoch %s) is dead: no database session after %d checks, "
+                    "%.3f s after its will", node, epoch, checks, time.perf_counter() - started)
         self.directory.gone(node, epoch)
         self.forwarding.owner_gone(node, epoch)
         for s in self.serving.origin_gone(node):

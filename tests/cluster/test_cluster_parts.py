@@ -16,6 +16,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from server.cluster.answers import RESEND_MAX
 from server.cluster.directory import MOVING, Placement
 from server.cluster.forwarding import Forwarding
 from server.cluster.transport import Transport
@@ -366,19 +367,109 @@ def test_a_replayed_acknowledgement_gets_its_ref_back() -> None:
     assert len(ann.sent) == 2  # nothing refused
 
 
-def test_a_move_the_new_owner_never_saw_is_refused_as_try_again() -> None:
+def _acts(net: Net, node: str) -> list[dict[str, Any]]:
+    return [i.msg for n, i in net.out if n == node and isinstance(i, Act)]
+
+
+def test_a_move_the_new_owner_never_saw_is_sent_to_it_again() -> None:
+    """The owner that took the match over replayed its whole log and never got the move:
+    it was not applied, so it goes to that owner at once (no "try again" and the client's
+    wait), and its event there is the answer, with the move's ref."""
     net, ann = Net(), FakeConn()
     cid = _attached(net, ann, cursor=5)
-    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    guess = {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8}
+    net.fw.act(ann, guess)  # type: ignore[arg-type]
     net.fw.owner_gone("b", 1)  # b died with it
     net.fw.moved("m1", ("c", 1))
     follow = net.follows()[-1]
     net.deliver(cid, _marker(follow.gen), sender="c")
     net.deliver(cid, _event(6, "resumed"), sender="c")
     net.fw.received("c", 1, Followed(cid, "m1", follow.gen, 6, []))
+    assert _acts(net, "c") == [guess]  # sent again, to the new owner
+    assert all(m["type"] != "error" for m in ann.sent)
+    net.deliver(cid, _event(7, "guess", seat=0, guess="0123", ref=8), sender="c")
+    assert ann.sent[-1]["ref"] == 8 and ann.sent[-1]["seq"] == 7
+    assert not net.fw.following(ann, "m1").acts  # type: ignore[arg-type, union-attr]
+
+
+def test_a_move_the_new_owner_never_saw_is_refused_as_try_again() -> None:
+    """Sent again RESEND_MAX times and still not received: the client is told "try again"."""
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann, cursor=5)
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    net.fw.owner_gone("b", 1)  # b died with it
+    net.fw.moved("m1", ("c", 1))
+    for _ in range(RESEND_MAX + 1):
+        follow = net.follows()[-1]
+        net.deliver(cid, _marker(follow.gen), sender="c")
+        net.fw.received("c", 1, Followed(cid, "m1", follow.gen, 6, []))
+        net.fw.lost("c")  # (its messages lost again)
+    assert len(_acts(net, "c")) == RESEND_MAX
     refusal = ann.sent[-1]
     assert refusal["type"] == "error" and refusal["code"] == "not_available"
     assert refusal["ref"] == 8 and "try again" in refusal["message"]
+    # the dead owner's answer, had it come: not a second one
+    net.deliver(cid, {**refusal, "code": "storage_unavailable"}, sender="b")
+    assert len(_answers(ann, 8)) == 1
+
+
+def _answers(conn: FakeConn, ref: Any) -> list[dict[str, Any]]:
+    return [m for m in conn.sent if m.get("ref") == ref]
+
+
+def _moved_from_paused_owner(net: Net, ann: FakeConn) -> str:
+    """ann's guess 8 went to b, which was paused past its lease; c took the match over and,
+    never having had the guess, got it again from ann's node."""
+    cid = _attached(net, ann, cursor=5)
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    net.fw.moved("m1", ("c", 1))
+    follow = net.follows()[-1]
+    net.deliver(cid, _marker(follow.gen), sender="c")
+    net.deliver(cid, _event(6, "resumed"), sender="c")
+    net.fw.received("c", 1, Followed(cid, "m1", follow.gen, 6, []))
+    assert len(_acts(net, "c")) == 1
+    return cid
+
+
+def test_a_late_refusal_from_a_former_owner_is_not_a_second_answer() -> None:
+    """Issue 31, "one request, two answers": the paused owner wakes, reads the guess it was
+    sent before it lost the match and refuses it (its commit is fenced) after the new owner
+    answered it. The client gets one answer: the new owner's."""
+    net, ann = Net(), FakeConn()
+    cid = _moved_from_paused_owner(net, ann)
+    net.deliver(cid, _event(7, "guess", seat=0, guess="0123", ref=8), sender="c")
+    late = {"type": "error", "code": "storage_unavailable", "message": "try again",
+            "ref": 8, "match_id": "m1"}
+    net.deliver(cid, late, sender="b")
+    assert [m["type"] for m in _answers(ann, 8)] == ["event"]
+
+
+def test_a_former_owners_refusal_before_the_answer_is_not_passed_on() -> None:
+    """The same refusal arriving first: the move is with the new owner now, whose answer is
+    the one that counts."""
+    net, ann = Net(), FakeConn()
+    cid = _moved_from_paused_owner(net, ann)
+    late = {"type": "error", "code": "storage_unavailable", "message": "try again",
+            "ref": 8, "match_id": "m1"}
+    net.deliver(cid, late, sender="b")
+    assert _answers(ann, 8) == []
+    net.deliver(cid, _event(7, "guess", seat=0, guess="0123", ref=8), sender="c")
+    assert [m["type"] for m in _answers(ann, 8)] == ["event"]
+
+
+def test_a_moves_ref_is_on_one_event_only() -> None:
+    """A move acknowledged by its event replayed from the log: a later event carrying the
+    same ref is delivered without it (one answer per request)."""
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann, cursor=5)
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    net.fw.lost(None)
+    follow = net.follows()[-1]
+    net.deliver(cid, _marker(follow.gen))
+    net.deliver(cid, _event(6, "guess", seat=0, guess="0123"))  # replayed: gets ref 8
+    net.deliver(cid, _event(7, "guess", seat=0, guess="0123", ref=8))
+    assert [m["seq"] for m in _answers(ann, 8)] == [6]
+    assert [m["seq"] for m in ann.sent if m["type"] == "event"] == [6, 7]
 
 
 def test_a_move_the_owner_has_is_waited_for() -> None:
