@@ -60,6 +60,10 @@ GAME_TIMEOUT_S = 3600.0
 #: seconds for the server's answer to one of the worker's requests (a request refused for the
 #: rate is answered without ``ref``: it would never be answered otherwise)
 REQUEST_TIMEOUT_S = 60.0
+#: a request refused with "try again" (a cluster's ladder moving to another node:
+#: docs/ladder.md, "On a cluster") is sent again after this many seconds, this many times
+AGAIN_S = 1.0
+AGAIN_TRIES = 30
 
 
 class WorkerError(Exception):
@@ -98,6 +102,20 @@ class _Control:
             self.pending.clear()
 
     async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The answer to ``msg``; one refused with "try again" (nothing was done: the
+        cluster's lobby leader changed) is sent again, so that the jobs under way go on
+        instead of the connection starting over."""
+        for _ in range(AGAIN_TRIES - 1):
+            try:
+                return await self._request_once(msg)
+            except _Refused as exc:
+                if exc.code != "not_available" or "try again" not in str(exc):
+                    raise
+                log.info("worker: %s refused (%s); sending it again", msg["type"], exc)
+            await asyncio.sleep(AGAIN_S)
+        return await self._request_once(msg)
+
+    async def _request_once(self, msg: dict[str, Any]) -> dict[str, Any]:
         if self.closed:
             raise ConnectionLost("the server closed the connection")
         ref = next(self.ids)
