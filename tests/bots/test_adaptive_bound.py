@@ -44,9 +44,11 @@ def test_a_sample_of_entries_solved_again_agrees_and_every_derived_figure_too() 
 
 
 def test_the_sample_names_a_wrong_entry_it_re_solves() -> None:
+    # a sample of one: the entry the seed picks is edited and must be named (the full
+    # sample's agreement is the test above; re-solving all of it again proves nothing more)
     s = seed()
     data = json.loads(DATA_FILE.read_text())
-    kind, k, key = sample_entries(data, SAMPLE, s)[0]
+    kind, k, key = sample_entries(data, 1, s)[0]
     if kind == "second":
         data["second_round"][str(k)][key] += 2
         where = f"second_round.{k}.{key}"
@@ -54,7 +56,7 @@ def test_the_sample_names_a_wrong_entry_it_re_solves() -> None:
         table = data["B"] if key == "1" else data["reveal_B"][key]
         table[str(k)] = str(Fraction(table[str(k)]) + 1)
         where = "B" if key == "1" else f"reveal_B.{key}"
-    assert any(p.startswith(where) for p in sample_problems(data, SAMPLE, s)), f"seed {s}"
+    assert any(p.startswith(where) for p in sample_problems(data, 1, s)), f"seed {s}"
 
 
 def test_a_derived_figure_left_alone_names_the_edited_entry() -> None:

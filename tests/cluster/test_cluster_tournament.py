@@ -117,7 +117,9 @@ async def test_arena_of_bots_loses_no_game_to_a_node_kill(
         assert all(code == 0 for code, _ in results), results
         done = await _tournament(watcher, tid, lambda t: t["status"] == "finished")
         rows = done["standings"]
-        assert len(rows) == BOTS and done["game_count"] >= 2 * BOTS
+        # the long form's two minutes give every bot several games after the kill too; the
+        # suite's 30 s, on a loaded machine, may give none after it (seen at load 18)
+        assert len(rows) == BOTS and done["game_count"] >= (2 * BOTS if LONG else BOTS)
         assert all(g["result"] in ("1-0", "0-1", "1/2-1/2") for g in done["games"])
         # every match started for the tournament (its config names it) finished in the
         # database, none by a forfeit or a timeout, and they are exactly the games counted
