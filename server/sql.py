@@ -476,7 +476,7 @@ LADDER_INSERT_JOB = Query(
 LADDER_CLAIM = Query(
     "UPDATE ladder_jobs SET state = 'claimed', worker = ?, lease_until = ?"
     " WHERE job_id = (SELECT job_id FROM ladder_jobs WHERE state = 'queued'"
-    " ORDER BY CASE kind WHEN 'check' THEN 0 WHEN 'play' THEN 1 ELSE 2 END, created_ms,"
+    " ORDER BY CASE kind WHEN 'check' THEN 0 WHEN 'eval' THEN 1 ELSE 2 END, created_ms,"
     " job_id LIMIT 1{skip_locked})"
     f" RETURNING {LADDER_JOB_COLUMNS}"
 )

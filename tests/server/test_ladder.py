@@ -465,6 +465,23 @@ async def test_the_ladder_survives_a_restart(tmp_path: Path) -> None:
         assert told["accepted"] is True
 
 
+async def test_jobs_are_claimed_checks_then_evals_then_plays(tmp_path: Path) -> None:
+    """A pairing queued while the two bots' evals wait does not go first: the exact scores
+    come soon after acceptance (docs/protocol.md, ``worker_claim``)."""
+    async with running(_settings(tmp_path)) as app:
+        await app.ladder.stop()  # pairing only when the test ticks
+        ann = await Client.hello(app.port, "ann")
+        w = await worker(app.port)
+        await _two_active(app, ann, w)
+        await app.ladder.tick()  # the pairing (and its play job) is queued now, after the evals
+        third = await submit(ann, GOOD, name="gamma")  # a check queued last of all
+        kinds = []
+        while (job := await claim(w)) is not None:
+            kinds.append(job["kind"])
+        assert kinds == ["check", "eval", "eval", "play"], kinds
+        assert third["bot"]["status"] == "checking"
+
+
 async def test_bots_meet_those_they_met_least_before_those_of_close_rating(
         tmp_path: Path) -> None:
     """Four bots, three rounds of two pairings: winners and losers of the first round have
