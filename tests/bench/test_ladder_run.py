@@ -51,7 +51,9 @@ def test_a_short_ladder_run_on_a_cluster_with_the_leader_killed() -> None:
     result = json.loads(proc.stdout)
     assert result["nodes"] == 3 and "node_killed_at_s" in result, result
     assert {r["bot"] for r in result["standings"]} == {"first", "random"}
-    assert result["games"] >= 2
+    # (a fresh-clone suite run once saw 0 games here, not reproduced since: what the run
+    # printed is kept in the message)
+    assert result["games"] >= 2, (result, proc.stderr[-3000:])
     assert result["stuck_games"] == [] and result["reachable"] is True
     for row in result["standings"]:
         assert row["games"] == result["games"]
