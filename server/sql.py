@@ -471,12 +471,15 @@ LADDER_INSERT_JOB = Query(
 )
 #: the next queued job, claimed by one worker: on PostgreSQL the row is locked and skipped by
 #: every other claim running at the same moment ({skip_locked}). Checks first (their authors
-#: wait for the verdict), then games, then exact evaluations (minutes each, nobody waits);
-#: the oldest first within a kind
+#: wait for the verdict); then an exact evaluation if none is being computed (so a version's
+#: score comes soon after it is accepted, without taking every slot from the games); then
+#: games; then the other evaluations. The oldest first within a kind
 LADDER_CLAIM = Query(
     "UPDATE ladder_jobs SET state = 'claimed', worker = ?, lease_until = ?"
     " WHERE job_id = (SELECT job_id FROM ladder_jobs WHERE state = 'queued'"
-    " ORDER BY CASE kind WHEN 'check' THEN 0 WHEN 'eval' THEN 1 ELSE 2 END, created_ms,"
+    " ORDER BY CASE kind WHEN 'check' THEN 0 WHEN 'play' THEN 2 ELSE CASE WHEN EXISTS"
+    " (SELECT 1 FROM ladder_jobs AS e WHERE e.kind = 'eval' AND e.state = 'claimed')"
+    " THEN 3 ELSE 1 END END, created_ms,"
     " job_id LIMIT 1{skip_locked})"
     f" RETURNING {LADDER_JOB_COLUMNS}"
 )

@@ -465,9 +465,10 @@ async def test_the_ladder_survives_a_restart(tmp_path: Path) -> None:
         assert told["accepted"] is True
 
 
-async def test_jobs_are_claimed_checks_then_evals_then_plays(tmp_path: Path) -> None:
-    """A pairing queued while the two bots' evals wait does not go first: the exact scores
-    come soon after acceptance (docs/protocol.md, ``worker_claim``)."""
+async def test_jobs_are_claimed_checks_then_one_eval_then_plays(tmp_path: Path) -> None:
+    """A pairing queued while the two bots' evals wait goes after one of them: an exact score
+    comes soon after acceptance, and the other eval waits for the games (docs/protocol.md,
+    ``worker_claim``)."""
     async with running(_settings(tmp_path)) as app:
         await app.ladder.stop()  # pairing only when the test ticks
         ann = await Client.hello(app.port, "ann")
@@ -478,7 +479,7 @@ async def test_jobs_are_claimed_checks_then_evals_then_plays(tmp_path: Path) -> 
         kinds = []
         while (job := await claim(w)) is not None:
             kinds.append(job["kind"])
-        assert kinds == ["check", "eval", "eval", "play"], kinds
+        assert kinds == ["check", "eval", "play", "eval"], kinds
         assert third["bot"]["status"] == "checking"
 
 

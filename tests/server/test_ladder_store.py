@@ -119,17 +119,19 @@ async def test_the_ladder_on_each_backend(db: str, tmp_path: Path) -> None:
         assert app.ladder.bots[bot_id].version == 1
 
 
-async def test_checks_are_claimed_before_games_and_games_before_evaluations(
+async def test_checks_then_one_evaluation_then_games_then_the_other_evaluations(
         store: Store) -> None:
     await store.ladder_add_pairing([], ("e1", "eval", "{}", 1000))
+    await store.ladder_add_pairing([], ("e2", "eval", "{}", 1500))
     await store.ladder_add_pairing([], ("p1", "play", "{}", 2000))
     await store.ladder_add_pairing([], ("c1", "check", "{}", 3000))
     await store.ladder_add_pairing([], ("c0", "check", "{}", 2500))
     order = []
-    for n in range(5):
+    for n in range(6):
         row = await store.ladder_claim(f"w{n}", 10_000)
         order.append(None if row is None else row[0])
-    assert order == ["c0", "c1", "p1", "e1", None]
+    # one evaluation ahead of the games while none is being computed, the others after them
+    assert order == ["c0", "c1", "e1", "p1", "e2", None]
 
 
 async def test_a_connected_bot_and_a_pairing_without_a_job(store: Store) -> None:
