@@ -11,6 +11,7 @@ tournament), not ``unknown_room`` or a second tournament, and the database holds
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -19,7 +20,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiomqtt
+
 from bench.harness.services import TcpCut
+from server.cluster.transport import PREFIX
+from server.cluster.wire import LobbyCall, decode
 from tests.cluster_support import Node, nodes, query, start_node, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
@@ -68,6 +73,32 @@ async def _first_answer_is_no_refusal(client: Client, ref: Any, mid: str) -> Non
         assert first["type"] == "match" and first["match_id"] == mid, first
     await client.request({"type": "ping"})
     assert sum(1 for m in client.seen if m.get("ref") == ref) == 1
+
+
+@contextlib.asynccontextmanager
+async def _lobby_calls_to(broker: Broker, node: str) -> AsyncIterator[list[LobbyCall]]:
+    """The lobby calls the broker hands on to ``node`` from now on, read by a subscriber of
+    the test's own: the witness that a node's message has reached the broker. A reply the
+    sending node gave its client after publishing is none: the publish may still be in the
+    relay between that node and the broker, and a cut of the relay loses it (the node sends
+    it again only once it is back on the bus)."""
+    calls: list[LobbyCall] = []
+    async with aiomqtt.Client("127.0.0.1", broker.port) as client:
+        await client.subscribe(f"{PREFIX}/node/{node}", qos=1)
+
+        async def read() -> None:
+            async for message in client.messages:
+                assert isinstance(message.payload, bytes), message.payload
+                envelope, _ = decode(message.payload)
+                calls.extend(i for i in envelope.items if isinstance(i, LobbyCall))
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            yield calls
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
 
 
 async def _matches_of(db: str, name: str) -> list[str]:
@@ -229,12 +260,18 @@ async def test_a_room_join_its_node_sends_again_is_answered_from_the_database(
         ann = await Client.hello(a.port, "ann")
         room = await ann.request({"type": "room_create", "pacing": "free"})
         bob = await Client.hello(b.port, "bob")
-        os.kill(a.proc.pid, signal.SIGSTOP)
-        ref = await bob.send({"type": "room_join", "code": room["code"],
-                              "request_id": "bob-join-resent"})
-        await bob.request({"type": "ping"})  # handled in order: the join went to the bus
-        await relay.down()  # b off the bus (what it published is re-sent if unacknowledged)
-        os.kill(a.proc.pid, signal.SIGCONT)
+        async with _lobby_calls_to(broker, "a") as to_a:
+            os.kill(a.proc.pid, signal.SIGSTOP)
+            ref = await bob.send({"type": "room_join", "code": room["code"],
+                                  "request_id": "bob-join-resent"})
+
+            async def on_the_broker() -> bool:
+                return any(c.op == "room_join" and c.msg.get("id") == ref for c in to_a)
+
+            # not bob's next reply: the join may still be in the relay, and the cut lose it
+            await until(on_the_broker, 10, "b's join to reach the broker")
+            await relay.down()  # b off the bus (what it published is re-sent if unacknowledged)
+            os.kill(a.proc.pid, signal.SIGCONT)
 
         async def committed() -> bool:
             return len(await _matches_of(pg_url, "bob")) == 1
