@@ -3377,6 +3377,15 @@ function botAction(type, botId) {
 function onBotStatus(msg, ctx) {
   upsertMine(msg.bot);
   S.mine.busy = null;
+  // the Ladder tab shows the change at once, not at its next refresh: a withdrawn bot leaves
+  // the standings, a paused or resumed one changes its chip
+  const rows = S.ladder.rows || [];
+  const at = rows.findIndex((r) => r.bot_id === msg.bot.bot_id);
+  if (at >= 0) {
+    if (msg.bot.status === "withdrawn") rows.splice(at, 1);
+    else rows[at] = { ...rows[at], status: msg.bot.status };
+    renderLadder();
+  }
   const said = { paused: "Paused: it is paired no more (games under way are played out).",
     active: "Active: it is paired again.", withdrawn: "Withdrawn for good: out of the standings; its games and versions stay." };
   if (ctx && ctx.botId) mineNote(msg.bot.bot_id, said[msg.bot.status] || msg.bot.status, "note");
