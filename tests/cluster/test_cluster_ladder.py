@@ -174,6 +174,15 @@ async def test_the_leader_killed_mid_run_leaves_no_game_stuck_and_pairing_goes_o
             w = await worker(c.port)
             await _two_bots(ann, w)
             job = await _job(w, "play")
+
+            # the games' matches committed first: a claim answered as the leader dies before
+            # its matches are stored is the documented void case, not the one tested here
+            async def stored() -> bool:
+                rows = await query(pg_url, "SELECT match_id FROM matches"
+                                           " WHERE match_id = ANY($1::text[])", job["matches"])
+                return len(rows) == 2
+
+            await until(stored, 20, "the pairing's two matches stored")
             a.proc.kill()
             await a.proc.wait()
             await play_pairing(c.port, job, 1)
