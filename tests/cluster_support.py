@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ import asyncpg
 import pytest
 
 from tests.patience import patience
+from tests.server.test_server_http import http_get
 from tests.server_support import Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,3 +169,14 @@ def client_resync_off(monkeypatch: pytest.MonkeyPatch) -> None:
     inherited by the ``moo`` processes the tests start): the server must keep every follower
     fed by itself (docs/cluster.md, "Delivery"), not with the clients' help."""
     monkeypatch.setenv("MOO_RESYNC_AFTER", "0")
+
+
+async def following_a(*ns: Node) -> None:
+    """Every node of ``ns`` on the bus, agreeing that node a leads the lobby (its /healthz)."""
+    for n in ns:
+        async def up(n: Node = n) -> bool:
+            _, _, body = await http_get(n.port, "/healthz")
+            health = json.loads(body)
+            return bool(health["bus"] == "ok" and health["lobby_leader"] == "a")
+
+        await until(up, 20, f"{n.name} on the bus, following a")

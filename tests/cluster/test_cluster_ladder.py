@@ -10,16 +10,14 @@ their own connections, nothing runs in the sandbox); tests/clients/test_worker.p
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from tests.cluster_support import Node, nodes, query, until
+from tests.cluster_support import following_a, nodes, query, until
 from tests.ladder_support import GOOD, play_pairing, submit, worker
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
-from tests.server.test_server_http import http_get
 from tests.server_support import Client
 
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
@@ -31,17 +29,6 @@ LEASE_MS = 2000
 def _worker_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every node takes workers with the same key (the nodes read MOO_* at start)."""
     monkeypatch.setenv("MOO_LADDER_WORKER_KEY", "k")
-
-
-async def _ready(*ns: Node) -> None:
-    """Every node on the bus, agreeing that a leads the lobby."""
-    for n in ns:
-        async def up(n: Node = n) -> bool:
-            _, _, body = await http_get(n.port, "/healthz")
-            health = json.loads(body)
-            return bool(health["bus"] == "ok" and health["lobby_leader"] == "a")
-
-        await until(up, 20, f"{n.name} on the bus, following a")
 
 
 async def _answered(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +116,7 @@ async def test_submit_on_one_node_worker_on_another_same_standings_everywhere(
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=LEASE_MS) as (a, b, c):
-            await _ready(a, b, c)
+            await following_a(a, b, c)
             ann = await Client.hello(b.port, "ann")
             w = await worker(c.port)
             await _two_bots(ann, w)
@@ -169,7 +156,7 @@ async def test_the_leader_killed_mid_run_leaves_no_game_stuck_and_pairing_goes_o
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", "c", bus=broker.url, lease_ms=LEASE_MS) as (a, b, c):
-            await _ready(a, b, c)
+            await following_a(a, b, c)
             ann = await Client.hello(b.port, "ann")
             w = await worker(c.port)
             await _two_bots(ann, w)

@@ -25,7 +25,7 @@ import aiomqtt
 from bench.harness.services import TcpCut
 from server.cluster.transport import PREFIX
 from server.cluster.wire import LobbyCall, decode
-from tests.cluster_support import Node, nodes, query, start_node, until
+from tests.cluster_support import Node, following_a, nodes, query, start_node, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -34,17 +34,6 @@ from tests.server_support import Client
 __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 
 LEASE_MS = 2000
-
-
-async def _ready(a: Node, b: Node) -> None:
-    """Both nodes on the bus, both agreeing that a leads the lobby."""
-    for n in (a, b):
-        async def up(n: Node = n) -> bool:
-            _, _, body = await http_get(n.port, "/healthz")
-            health = json.loads(body)
-            return bool(health["bus"] == "ok" and health["lobby_leader"] == "a")
-
-        await until(up, 20, f"{n.name} on the bus, following a")
 
 
 async def _retry(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +107,7 @@ async def test_a_room_join_retried_after_its_node_died_gets_its_match(
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
-            await _ready(a, b)
+            await following_a(a, b)
             ann = await Client.hello(a.port, "ann")
             room = await ann.request({"type": "room_create", "pacing": "free"})
             bob = await Client.hello(b.port, "bob")
@@ -156,7 +145,7 @@ async def test_a_tournament_create_retried_after_the_leader_died_makes_one(
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
-            await _ready(a, b)
+            await following_a(a, b)
             ann = await Client.hello(b.port, "ann", bot=True)
             # the leader runs the tournaments once it has read them ("try again" until then)
             await _retry(ann, {"type": "tournaments"})
@@ -212,7 +201,7 @@ async def test_a_room_join_retried_after_its_node_was_cut_from_the_database(
     await broker.start()
     try:
         async with _cut_a(pg_url, broker.url) as (a, b, cut):
-            await _ready(a, b)
+            await following_a(a, b)
             ann = await Client.hello(a.port, "ann")
             room = await ann.request({"type": "room_create", "pacing": "free"})
             bob = await Client.hello(b.port, "bob")
@@ -256,7 +245,7 @@ async def test_a_room_join_its_node_sends_again_is_answered_from_the_database(
         started.append(await start_node(pg_url, "b", bus=f"mqtt://127.0.0.1:{relay.port}",
                                         lease_ms=LEASE_MS))
         a, b = started
-        await _ready(a, b)
+        await following_a(a, b)
         ann = await Client.hello(a.port, "ann")
         room = await ann.request({"type": "room_create", "pacing": "free"})
         bob = await Client.hello(b.port, "bob")
@@ -310,7 +299,7 @@ async def test_a_queue_retried_after_its_match_node_died_makes_no_second_entry(
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
-            await _ready(a, b)
+            await following_a(a, b)
             p1 = await Client.hello(a.port, "p1", bot=True)
             p2 = await Client.hello(b.port, "p2", bot=True)
             q1 = {"type": "queue", "pool": "bots", "pacing": "free", "request_id": "q-p1"}
