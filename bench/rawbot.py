@@ -128,9 +128,19 @@ class RawClient:
                 await self.changed.wait()
 
     async def request(self, msg: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-        start = len(self.msgs)
-        ref = await self.send(msg)
-        return (await self.wait(lambda m: m.get("ref") == ref, timeout, start))[1]
+        """The reply to ``msg``; one refused ``rate_limited`` (nothing done: docs/protocol.md)
+        is sent again after a pause, as a client that follows the docs does."""
+        while True:
+            start = len(self.msgs)
+            ref = await self.send(msg)
+
+            def answers(m: dict[str, Any], ref: Any = ref) -> bool:
+                return bool(m.get("ref") == ref)
+
+            reply = (await self.wait(answers, timeout, start))[1]
+            if reply.get("type") != "error" or reply.get("code") != "rate_limited":
+                return reply
+            await asyncio.sleep(0.25)
 
     async def drop(self) -> None:
         if self.ws is not None:

@@ -122,7 +122,10 @@ class _Receiver:
             self.strikes += 1
             if self.strikes >= _MAX_STRIKES:
                 return _STOP
-            conn.send_error(RateLimited("too many messages: slow down"))
+            # answered with the refused request's id when the frame decodes, so that the
+            # client knows which of its requests to send again (docs/protocol.md, "Rate")
+            conn.send(_error_reply(RateLimited("too many messages: slow down"),
+                                   self._peek(frame)))
             return None
         self.strikes = 0
         raw: Any = None
@@ -131,6 +134,14 @@ class _Receiver:
             return validate_client(raw)
         except MooError as exc:
             conn.send(_error_reply(exc, raw))
+            return None
+
+    def _peek(self, frame: str | bytes) -> Any:
+        """The decoded frame, unchecked, or None: only for the ``id`` a refusal echoes (a
+        refused message is not acted on, whatever it says)."""
+        try:
+            return self.codec.decode(frame)
+        except MooError:
             return None
 
     def on_frame(self, frame: str | bytes) -> bool:

@@ -537,8 +537,9 @@ class Client:
             self.tournaments[msg.tournament.tournament_id] = msg.tournament
         elif isinstance(msg, ErrorReply) and msg.ref is None and msg.code == "rate_limited" \
                 and self._pending:
-            # The server refused a request without saying which (it has not decoded it yet):
-            # fail the oldest one so its caller sees the refusal instead of a timeout.
+            # The server refused a frame it could not decode, so without saying which
+            # request it was (a refusal of a request names it: docs/protocol.md): fail the
+            # oldest one so its caller sees the refusal instead of a timeout.
             oldest = min(self._pending)
             msg = ErrorReply(raw=msg.raw, ref=oldest, code=msg.code, message=msg.message)
         if isinstance(msg.ref, int) and not isinstance(msg.ref, bool):

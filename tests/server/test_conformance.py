@@ -342,14 +342,19 @@ async def test_rate_limit_before_and_after_hello(tmp_path: Path, enc: str) -> No
             burst = 4 if say_hello else 5  # hello took one token
             for _ in range(burst):
                 assert (await peer.request({"type": "ping"}))["type"] == "pong"
-            for _ in range(10):
-                await peer.send({"type": "ping"})
+            sent = [await peer.send({"type": "ping", "match_id": "m1"})]
+            await peer.send_raw(b"\xc1" if peer.binary else "{not json")
+            sent += [await peer.send({"type": "ping"}) for _ in range(8)]
             code = await peer.closed()
             limited = [m for m in peer.seen if m["type"] == "error"]
             assert code == 1008
-            # nine refusals in a row are answered (without ref); the tenth closes
+            # nine refusals in a row are answered, each with the refused request's id (and
+            # match_id) so the client knows which to send again; the frame that does not
+            # decode without one; the tenth closes
             assert [m["code"] for m in limited] == ["rate_limited"] * 9
-            assert all("ref" not in m for m in limited)
+            assert [m.get("ref") for m in limited] == [sent[0], None, *sent[1:8]]
+            assert limited[0]["match_id"] == "m1"
+            assert not any(m["type"] == "pong" for m in peer.seen[-9:])
 
 
 async def test_handshake_and_idle_timeouts(tmp_path: Path, enc: str) -> None:

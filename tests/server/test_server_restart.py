@@ -39,9 +39,9 @@ class ServerProcess:
 #: default (20/s, bursts of 40: docs/protocol.md) is less than this test sends in a row: ann
 #: pipelines 40 guesses after 8 setup messages, and after the restart bob answers every guess
 #: ann made (up to 21 a match) with hello and resumes first. A message over the limit is refused
-#: with ``rate_limited``, which carries no ``ref``, so a refused request is never answered, and
-#: how many were refused depended on timing: more under load, where ann's burst spreads out, more
-#: of its guesses get in, and bob has more to answer. The limit is tested on its own
+#: with ``rate_limited`` (nothing done), and how many were refused depended on timing: more
+#: under load, where ann's burst spreads out, more of its guesses get in, and bob has more to
+#: answer. The limit is tested on its own
 #: (test_conformance.py, test_server_matches.py); here it is set out of reach.
 RATE_PER_S = 1000
 RATE_BURST = 1000
