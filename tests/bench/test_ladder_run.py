@@ -1,5 +1,5 @@
 """bench/ladder_run.py end to end, briefly, so that it cannot rot: two example bots submitted
-with moo ladder submit, played by two worker processes for 24 s (one killed and started
+with moo ladder submit, played by two worker processes for 15 s (one killed and started
 again in the middle), then the script's own checks: games played, ratings with intervals, no
 game stuck, every bot's games reachable from its page; an exact score it found computed must
 equal moo eval's. The same on a three-node cluster with the lobby leader killed."""
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.e2e
 
 def test_a_short_ladder_run_reports_and_checks_its_games() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.ladder_run", "--minutes", "0.4", "--workers", "2",
-         "--only", "first,minimum", "--kill-worker-at", "10", "--json"],
+        [sys.executable, "-m", "bench.ladder_run", "--minutes", "0.25", "--workers", "2",
+         "--only", "first,minimum", "--kill-worker-at", "6", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=patience(600))
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
@@ -42,10 +42,10 @@ def test_a_short_ladder_run_reports_and_checks_its_games() -> None:
 @pytest.mark.mqtt
 def test_a_short_ladder_run_on_a_cluster_with_the_leader_killed() -> None:
     """Three nodes on PostgreSQL, workers on b and c, node a (the leader that runs the
-    ladder) SIGKILLed 10 s in: games played on, none stuck, pages complete."""
+    ladder) SIGKILLed 7 s in: games played on, none stuck, pages complete."""
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.ladder_run", "--cluster", "--minutes", "0.4",
-         "--workers", "2", "--only", "first,random", "--kill-node-at", "10", "--json"],
+        [sys.executable, "-m", "bench.ladder_run", "--cluster", "--minutes", "0.3",
+         "--workers", "2", "--only", "first,random", "--kill-node-at", "7", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=patience(900))
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)

@@ -11,7 +11,7 @@ carries a marker on its command line: /proc is scanned for it), and that no game
 
 One server and its worker serve the whole file; the hostile bots go one at a time (each paused
 once its pairing has started), so each meets only the beacon. The worker's time per answer is
-shorter than the ladder's 10 s (``ladder_move_time_ms``: 6 s grown by the suite's patience),
+shorter than the ladder's 10 s (``ladder_move_time_ms``: 3 s grown by the suite's patience),
 since the sleeper and the fork bomb, whose main process never answers, lose on it twice each;
 but long enough for the CPU burner to be charged its 2 s of CPU per move first: the worker's
 CPU cap (``ladder_cpu_share`` 0.5 of two cores: one core for the whole tree) makes that take 2 s
@@ -80,7 +80,7 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
     listener.setblocking(False)
     # the server starts its own worker (a child process): the real path of a fresh moo serve
     with moo_serve(tmp, env={"MOO_HOSTILE_SECRET": SECRET_WORD,
-                             "MOO_LADDER_MOVE_TIME_MS": str(int(patience(6000)))}) as url:
+                             "MOO_LADDER_MOVE_TIME_MS": str(int(patience(3000)))}) as url:
         beacon = tmp / "beacon.py"
         beacon.write_bytes((ENTRIES / "beacon.py").read_bytes())
         rc, out, err = moo(tmp, "ladder", "submit", str(beacon), "--url", url,
