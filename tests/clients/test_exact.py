@@ -4,6 +4,7 @@ sandbox, scored with the same code as ``moo eval``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from fractions import Fraction
 from pathlib import Path
@@ -47,19 +48,25 @@ def assert_equals_eval(result: ExactResult, name: str) -> None:
     assert result.distribution == evaluate(name, DEFAULT_RULES, show_progress=False).distribution
 
 
-@pytest.mark.slow
-async def test_the_first_script_scores_exactly_what_moo_eval_gives_for_first(
-        tmp_path: Path) -> None:
-    result = await exact_result((LADDER / "first.py").read_bytes())
-    assert result.name == "first"
-    assert_equals_eval(result, "first")
-    # and what the command prints (its JSON rounds the fractions to floats)
-    out = subprocess.run([*MOO, "eval", "first", "--json"], capture_output=True, text=True,
-                         env=client_env(tmp_path), timeout=600, check=True)
-    printed = json.loads(out.stdout)
-    assert result.scores is not None
-    assert printed["total"] == result.scores.total_guesses
-    assert printed["score"] == float(result.scores.vs_minimum)
+#: A whole tree in the sandbox takes 13 s or more: the suite scores one, minimum.py's, through
+#: the worker and the server (tests/clients/test_worker.py, held to moo eval's figures);
+#: ``./dev verify`` (MOO_VERIFY_ALL=1) scores first.py here too, and every example bot in
+#: tests/clients/test_ladder_bots.py. Not collected in the suite (no skip).
+EVERY = os.environ.get("MOO_VERIFY_ALL") == "1"
+
+if EVERY:
+    async def test_the_first_script_scores_exactly_what_moo_eval_gives_for_first(
+            tmp_path: Path) -> None:
+        result = await exact_result((LADDER / "first.py").read_bytes())
+        assert result.name == "first"
+        assert_equals_eval(result, "first")
+        # and what the command prints (its JSON rounds the fractions to floats)
+        out = subprocess.run([*MOO, "eval", "first", "--json"], capture_output=True,
+                             text=True, env=client_env(tmp_path), timeout=600, check=True)
+        printed = json.loads(out.stdout)
+        assert result.scores is not None
+        assert printed["total"] == result.scores.total_guesses
+        assert printed["score"] == float(result.scores.vs_minimum)
 
 
 async def test_other_rules_have_no_exact_score() -> None:

@@ -48,9 +48,9 @@ SHIPPED_FIXED = {"minimum.py": "minimum", "strongest.py": "strongest", "entropy.
 NOT_FIXED = {"random.py": "not deterministic: ", "sprinter.py": "not deterministic: replaying"}
 #: Each exact run plays a bot's whole tree in the sandbox (13 s to minutes each, 6 min for all
 #: of them): the suite checks the headline one, minimum.py, through the worker and the server
-#: (tests/clients/test_worker.py: the exact figures of moo eval), and first.py and random.py's
-#: refusal directly (tests/clients/test_exact.py); ``./dev verify`` (which sets
-#: MOO_VERIFY_ALL=1) checks every bot here.
+#: (tests/clients/test_worker.py: the exact figures of moo eval), and random.py's refusal
+#: directly (tests/clients/test_exact.py); ``./dev verify`` (which sets MOO_VERIFY_ALL=1)
+#: checks every bot here, and first.py's whole tree in tests/clients/test_exact.py too.
 EVERY = os.environ.get("MOO_VERIFY_ALL") == "1"
 
 
