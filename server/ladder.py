@@ -85,11 +85,9 @@ class LadderService(LadderConnected):
         """A client's ``ladder_*`` request, from its session: done here, or on a cluster at
         the lobby leader (:meth:`handle`)."""
         if self.route is not None:
-            if msg["type"] in ("ladder_join", "ladder_leave"):
-                # a connected bot's pairing follows its connection, which a cluster's leader
-                # does not hold: not built there (docs/ladder.md, "On a cluster")
-                raise NotAvailable("connected bots join the ladder of a single-node server "
-                                   "only; on a cluster, submit the program (ladder_submit)")
+            # ladder_join and ladder_leave too: the leader knows the sender (a stand-in of
+            # this connection, its player) and, through the lobby's presence, whether its
+            # connection is open anywhere in the cluster (server/ladder_connected.py)
             self.route(conn, msg)
             return
         await self.player_request(conn, msg)

@@ -10,6 +10,14 @@ one program); two connected bots need no worker (their matches start at once). I
 connection closed for longer than the match grace (``grace_ms``), or ``ladder_leave``, makes
 it ``offline``: no longer paired, still listed with its games and rating; ``ladder_join``
 makes it ``active`` again.
+
+On a cluster the lobby leader runs this, as the rest of the ladder: ``ladder_join`` and
+``ladder_leave`` come from any node with their sender (the leader's stand-in for that node's
+connection, whose player is the bot), the leader's lobby tells whether the bot's connection is
+open anywhere in the cluster (every node reports its clients' arrivals and departures there,
+and a dead node's clients are gone with it), and its games start through the cluster's
+``Create``, on the node of a seated bot. A new leader reads the bots from the store and counts
+an absence from when it first saw it.
 """
 
 from __future__ import annotations
@@ -112,7 +120,9 @@ class LadderConnected(LadderWorkers):
 
     async def expire_away(self) -> None:
         """An active connected bot whose connection has been gone for longer than the match
-        grace (counted from when this server first saw it gone) is ``offline``."""
+        grace (counted from when this server first saw it gone: on a cluster, from when the
+        leader's lobby lost it, or from the leader's reading if it was never there) is
+        ``offline``."""
         now = time.monotonic()
         grace_s = self.arena.settings.grace_ms / 1000
         for bot in list(self.bots.values()):

@@ -126,10 +126,13 @@ class LadderSchedule:
         # the store could not say so (the server was stopping): void, as docs/ladder.md says
         open_games = {m for matches in self.playing.values() for m in matches}
         # (a game of two connected bots has no job: it is resumed as any match, and void if
-        # its match is not there to resume)
+        # its match is not there to resume. On a cluster its match may run on any node, or
+        # wait for its takeover: the leader looks it up in the store as it goes, counting it
+        # when it finishes and voiding it if it was never stored: look_for_results)
         lost = [g.match_id for g in self.games.values()
-                if not g.finished and not g.void and (g.match_id not in open_games if g.hosted
-                                                      else not self.arena.is_live(g.match_id))]
+                if not g.finished and not g.void and (
+                    g.match_id not in open_games if g.hosted
+                    else self.route is None and not self.arena.is_live(g.match_id))]
         if lost and self.route is not None:
             # on a cluster the leader that saw a game finish may have died before it wrote
             # so: a game whose match finished counts (written now)
@@ -195,6 +198,8 @@ class LadderSchedule:
         self.uploads.clear()
         self.absent.clear()
         self.missing.clear()
+        # a connected bot's absence is counted again by the next leader, from its reading
+        self.away.clear()
         for conn in [c for c in self.workers if not isinstance(c, Connection)]:
             del self.workers[conn]
         for worker in self.workers.values():

@@ -9,6 +9,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from tests.cluster_support import until
 from tests.server_support import Client
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +55,47 @@ async def claim(conn: Client) -> dict[str, Any] | None:
     assert reply["type"] == "worker_job", reply
     job: dict[str, Any] | None = reply["job"]
     return job
+
+
+async def answered(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
+    """Send ``msg`` until it is not refused with "try again" (on a cluster: the ladder moving
+    to, or still being read at, the leader; the docs say to send it again); the reply."""
+    reply: dict[str, Any] = {}
+
+    async def done() -> bool:
+        nonlocal reply
+        reply = await client.request(msg, timeout=30)
+        return not (reply.get("type") == "error" and "try again" in reply.get("message", ""))
+
+    await until(done, 60, f"an answer to {msg['type']}", poll=0.2)
+    return reply
+
+
+async def next_job(w: Client, kind: str) -> dict[str, Any]:
+    """Claim until a job of ``kind`` comes (a refusal must be "try again"); an eval on the
+    way is done with no score."""
+    found: dict[str, Any] = {}
+
+    async def got() -> bool:
+        nonlocal found
+        reply = await w.request({"type": "worker_claim"}, timeout=30)
+        if reply.get("type") == "error":
+            assert "try again" in reply["message"], reply
+            return False
+        job = reply["job"]
+        if job is None:
+            return False
+        if job["kind"] == "eval" and kind != "eval":
+            done = await w.request({"type": "worker_done", "job_id": job["job_id"],
+                                    "reason": "not scored here"})
+            assert done["type"] == "worker_noted", done
+            return False
+        assert job["kind"] == kind, job
+        found = job
+        return True
+
+    await until(got, 60, f"a {kind} job", poll=0.2)
+    return found
 
 
 async def check(conn: Client, accepted: bool, reason: str = "") -> dict[str, Any]:

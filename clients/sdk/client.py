@@ -90,7 +90,10 @@ RETRY_TYPES = frozenset(
      # the ladder's: read-only, idempotent, or (a chunk again at its offset) answered as
      # the first (docs/protocol.md, "Retrying safely")
      "ladder_upload", "ladder_mine", "ladder_show", "ladder_page", "ladder_pause",
-     "ladder_resume", "ladder_withdraw"}
+     "ladder_resume", "ladder_withdraw",
+     # safe in effect: a repeat after the first took effect is refused ("already", "not on
+     # the ladder"); a cluster answers "try again" while its ladder moves to a new leader
+     "ladder_join", "ladder_leave"}
 ) | REQUEST_ID_TYPES  # sent with a request_id (see Client.request): answered as the first
 #: How many times :meth:`Client.request` re-sends a request refused with a retryable error.
 RETRIES = 6

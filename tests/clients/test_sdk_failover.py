@@ -219,3 +219,34 @@ async def test_a_final_not_available_is_not_retried() -> None:
             with pytest.raises(ServerError):
                 await client.guess("m1", "0123")
             assert script.guesses == ["0123"]
+
+
+async def test_a_ladder_join_refused_while_the_ladder_moves_is_sent_again() -> None:
+    """A cluster's ladder moving to a new leader answers ``ladder_join`` "try again": the SDK
+    sends it again (docs/sdk.md), so ``moo bot --ladder`` joins instead of giving up."""
+    received: list[str] = []
+
+    async def handler(ws: ServerConnection) -> None:
+        async for frame in ws:
+            msg = json.loads(frame)
+            ref, kind = msg.get("id"), msg["type"]
+            received.append(kind)
+            if kind == "hello":
+                await ws.send(json.dumps({"type": "welcome", "name": msg["name"], "ref": ref,
+                                          "token": "t", "matches": []}))
+            elif kind == "ladder_join" and received.count(kind) == 1:
+                await ws.send(json.dumps({
+                    "type": "error", "code": "not_available", "ref": ref,
+                    "message": "the ladder is moving to another node; try again"}))
+            elif kind == "ladder_join":
+                await ws.send(json.dumps({"type": "ladder_status", "ref": ref, "bot": {
+                    "bot_id": "b1", "name": "cbot", "kind": "connected",
+                    "status": "active"}}))
+
+    async with serve(handler, "127.0.0.1", 0, subprotocols=ARENA) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with Client(f"ws://127.0.0.1:{port}/", "cbot", bot=True, backoff_initial=0.01,
+                          rate_per_s=None) as client:
+            bot = await client.join_ladder()
+            assert (bot["bot_id"], bot["status"]) == ("b1", "active")
+            assert received.count("ladder_join") == 2

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cluster_support import following_a, nodes, query, until
-from tests.ladder_support import GOOD, play_pairing, submit, worker
+from tests.ladder_support import GOOD, answered, next_job, play_pairing, submit, worker
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server_support import Client
@@ -31,56 +31,16 @@ def _worker_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MOO_LADDER_WORKER_KEY", "k")
 
 
-async def _answered(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
-    """Send ``msg`` until it is not refused with "try again" (the ladder moving to, or still
-    being read at, the leader: the docs say to send it again)."""
-    reply: dict[str, Any] = {}
-
-    async def done() -> bool:
-        nonlocal reply
-        reply = await client.request(msg, timeout=30)
-        return not (reply.get("type") == "error" and "try again" in reply.get("message", ""))
-
-    await until(done, 60, f"an answer to {msg['type']}", poll=0.2)
-    return reply
-
-
-async def _job(w: Client, kind: str) -> dict[str, Any]:
-    """Claim until a job of ``kind`` comes; an eval on the way is done with no score."""
-    found: dict[str, Any] = {}
-
-    async def got() -> bool:
-        nonlocal found
-        reply = await w.request({"type": "worker_claim"}, timeout=30)
-        if reply.get("type") == "error":
-            assert "try again" in reply["message"], reply
-            return False
-        job = reply["job"]
-        if job is None:
-            return False
-        if job["kind"] == "eval" and kind != "eval":
-            done = await w.request({"type": "worker_done", "job_id": job["job_id"],
-                                    "reason": "not scored here"})
-            assert done["type"] == "worker_noted", done
-            return False
-        assert job["kind"] == kind, job
-        found = job
-        return True
-
-    await until(got, 60, f"a {kind} job", poll=0.2)
-    return found
-
-
 async def _two_bots(ann: Client, w: Client) -> list[str]:
     """Two bots of ann's, submitted on ann's node and checked by the worker."""
     ids = []
     for name in ("alpha", "beta"):
-        await _answered(ann, {"type": "ladder_show"})  # the leader has read the ladder
+        await answered(ann, {"type": "ladder_show"})  # the leader has read the ladder
         reply = await submit(ann, GOOD, name=name)
         assert reply["type"] == "ladder_submitted", reply
         ids.append(reply["bot"]["bot_id"])
     for _ in ids:
-        job = await _job(w, "check")
+        job = await next_job(w, "check")
         done = await w.request({"type": "worker_done", "job_id": job["job_id"],
                                 "accepted": True, "reason": "", "name": "x"})
         assert done["type"] == "worker_noted", done
@@ -88,7 +48,7 @@ async def _two_bots(ann: Client, w: Client) -> list[str]:
 
 
 async def _standings(client: Client) -> list[dict[str, Any]]:
-    reply = await _answered(client, {"type": "ladder_show"})
+    reply = await answered(client, {"type": "ladder_show"})
     assert reply["type"] == "ladder_standings", reply
     return [{k: r[k] for k in ("bot", "games", "wins", "draws", "losses", "rating")}
             for r in reply["standings"]]
@@ -122,7 +82,7 @@ async def test_submit_on_one_node_worker_on_another_same_standings_everywhere(
             await _two_bots(ann, w)
             checked = await ann.of_type("ladder_checked")  # told on b, from the leader
             assert checked["accepted"] is True, checked
-            job = await _job(w, "play")
+            job = await next_job(w, "play")
             await play_pairing(c.port, job, 0)  # bots connect to c; the matches run on a
             done = await w.request({"type": "worker_done", "job_id": job["job_id"]})
             assert done["type"] == "worker_noted", done
@@ -133,12 +93,15 @@ async def test_submit_on_one_node_worker_on_another_same_standings_everywhere(
             winner, loser = job["bots"][0]["player"], job["bots"][1]["player"]
             assert {r["bot"]: r["wins"] for r in views[0]} == {winner: 2, loser: 0}
             assert await _unfinished(pg_url, job["matches"]) == []
-            # a connected bot cannot join there (docs/ladder.md, "On a cluster")
+            # a connected bot joins and leaves there too, at the leader (docs/ladder.md, "On a
+            # cluster"; tests/cluster/test_cluster_ladder_connected.py plays its games)
             robo = await Client.hello(b.port, "robo", bot=True)
-            for kind in ("ladder_join", "ladder_leave"):
-                refused = await robo.request({"type": kind})
-                assert refused["code"] == "not_available", refused
-                assert "single-node server only" in refused["message"], refused
+            joined = await robo.request({"type": "ladder_join"})
+            assert joined["type"] == "ladder_status", joined
+            assert (joined["bot"]["kind"], joined["bot"]["status"]) == ("connected", "active")
+            left = await robo.request({"type": "ladder_leave"})
+            assert left["type"] == "ladder_status", left
+            assert left["bot"]["status"] == "offline", left
             await robo.close()
             await w.close()
             await ann.close()
@@ -160,7 +123,7 @@ async def test_the_leader_killed_mid_run_leaves_no_game_stuck_and_pairing_goes_o
             ann = await Client.hello(b.port, "ann")
             w = await worker(c.port)
             await _two_bots(ann, w)
-            job = await _job(w, "play")
+            job = await next_job(w, "play")
 
             # the games' matches committed first: a claim answered as the leader dies before
             # its matches are stored is the documented void case, not the one tested here
@@ -173,17 +136,17 @@ async def test_the_leader_killed_mid_run_leaves_no_game_stuck_and_pairing_goes_o
             a.proc.kill()
             await a.proc.wait()
             await play_pairing(c.port, job, 1)
-            done = await _answered(w, {"type": "worker_done", "job_id": job["job_id"]})
+            done = await answered(w, {"type": "worker_done", "job_id": job["job_id"]})
             assert done["type"] == "worker_noted", done
             await _games(ann, 2)
             assert await _unfinished(pg_url, job["matches"]) == []
             # pairing goes on at b: one new pairing, not two
-            again = await _job(w, "play")
+            again = await next_job(w, "play")
             assert set(again["matches"]).isdisjoint(job["matches"])
             pairings = await query(pg_url, "SELECT DISTINCT pairing FROM ladder_games")
             assert len(pairings) == 2, pairings
             await play_pairing(c.port, again, None)
-            await _answered(w, {"type": "worker_done", "job_id": again["job_id"]})
+            await answered(w, {"type": "worker_done", "job_id": again["job_id"]})
             await _games(ann, 4)
             rows = await _standings(await Client.hello(c.port, "viewer"))
             winner, loser = job["bots"][1]["player"], job["bots"][0]["player"]

@@ -220,3 +220,22 @@ async def test_a_connected_bot_back_within_the_grace_stays_on_the_ladder(
         paired = await back.of_type("match")  # paired on its new connection
         assert paired["opponent"] == "two" and paired["config"]["ladder"]
         assert not app.ladder.away
+
+
+async def test_a_node_that_stops_leading_forgets_whom_it_saw_away(tmp_path: Path) -> None:
+    """On a cluster the leader counts a connected bot's absence from when it saw it gone; a
+    node that stops leading forgets it with the rest of the ladder, so that leading again
+    later it counts anew from its new reading, not from an absence it saw long before."""
+    async with running(_settings(tmp_path)) as app:
+        one = await Client.hello(app.port, "one", bot=True)
+        joined = await one.request({"type": "ladder_join"})
+        one.ws.transport.abort()
+        await until(lambda: _seen_away(app.ladder, joined["bot"]["bot_id"]), 10,
+                    "the bot seen gone")
+        app.ladder.set_leading(False)
+        assert app.ladder.away == {} and app.ladder.bots == {}
+
+
+async def _seen_away(ladder: Any, bot_id: str) -> bool:
+    await ladder.tick()
+    return bot_id in ladder.away
