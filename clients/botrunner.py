@@ -460,11 +460,9 @@ def _ladder(run: _Run) -> _Paired:
                 f"connected bot ({bot['bot_id']}); playing its games until interrupted")
 
     async def again(client: Client) -> None:
-        try:  # away for longer than the grace it is offline: it joins again
-            await client.join_ladder(rules)
-        except ServerError as exc:
-            if exc.code != "not_available":  # "already on the ladder": still there
-                raise
+        # away for longer than the grace it is offline: it joins again (still on the ladder
+        # within the grace: answered as a join)
+        await client.join_ladder(rules)
 
     def over(client: Client) -> str | None:
         limit = run.args.ladder_games

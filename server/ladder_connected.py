@@ -89,10 +89,10 @@ class LadderConnected(LadderWorkers):
             if bot.family != family:
                 raise NotAvailable(f"{player} plays on the ladder {bot.family}: a connected "
                                    "bot plays on one ladder only")
-            if bot.status == "active":
-                raise NotAvailable(f"{player} is on the ladder {family} already "
-                                   "(ladder_leave takes it out)")
-            await self._set(bot, "active")
+            # on it already (a retry whose answer was lost, a bot back after a restart):
+            # answered as a join, nothing changed
+            if bot.status != "active":
+                await self._set(bot, "active")
         self.away.pop(bot.bot_id, None)
         return bot
 

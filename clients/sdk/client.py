@@ -883,7 +883,7 @@ class Client:
         family of ``rules`` (default: the server's default rules): from now on, while the
         connection is open, the server pairs it and announces each game as a ``match``
         (:meth:`next_match`, :attr:`states`). Returns its ``bot`` object (kind
-        ``connected``). Joining when it is on the ladder already is ``not_available``."""
+        ``connected``). Joining when it is on the ladder already answers the same bot."""
         reply = await self.request("ladder_join", **_rules(rules))
         return dict(reply.raw["bot"])
 
