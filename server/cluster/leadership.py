@@ -28,7 +28,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from moo.errors import InMatch, MooError, NotAvailable, UnknownMatch, UnknownRoom
@@ -37,6 +36,7 @@ from server.background import spawn
 from server.cluster.deferred import DeferredRequests
 from server.cluster.directory import Directory
 from server.cluster.forwarding import Forwarding
+from server.cluster.pairings import PairingWatch
 from server.cluster.records import EMPTY as _EMPTY
 from server.cluster.records import open_entries, restore_entries
 from server.cluster.serving import Serving, StandIn
@@ -55,19 +55,6 @@ log = logging.getLogger("moo.cluster")
 LOBBY_PATIENCE_S = 5.0
 #: a match the leader asked another node to start, unconfirmed this long: not_available
 START_PATIENCE_S = 3 * LOBBY_PATIENCE_S
-#: a queue pairing sent to a node that has not died since is forgotten after this long (a
-#: live node reads its requests: a paused one when it wakes)
-PAIRING_WATCH_S = 60.0
-
-
-@dataclass(eq=False)
-class _Pairing:
-    """Two queue entries the leader paired, whose match it asked ``node`` to start."""
-
-    node: str
-    asked: float
-    entries: tuple[Waiting, Waiting]
-
 
 class ClusterLobby:
     """The :class:`~server.matches.LobbyService` of a cluster node."""
@@ -92,9 +79,11 @@ class ClusterLobby:
         self.forwarding = forwarding
         self.send = send
         self.connected = connected
+        #: leader side: queue pairings whose match another node was asked to start
+        self.watch = PairingWatch(node, directory, self._requeue)
         #: the lobby this node runs while it leads (its own clients' presence always)
         self.lobby = Lobby(arena, strategies, matches=matches, busy=self.busy,
-                           paired=self._paired)
+                           paired=self.watch.paired)
         #: leader side: rematches, held challenges, and the busy hints of forwarded requests
         self.deferred = DeferredRequests(arena, self.lobby, self.sync)
         self.leader: str | None = None
@@ -110,11 +99,6 @@ class ClusterLobby:
         #: leader side: local clients whose request started a match on another node, until
         #: that node's answer comes back: (conn id, ref) -> (the node, when it was asked)
         self.starting: dict[tuple[str, Any], tuple[str, float]] = {}
-        #: leader side: the queue entries paired last, until the router places their match
-        self._just_paired: tuple[Waiting, Waiting] | None = None
-        #: leader side: queue pairings whose match another node was asked to start
-        self.pairings: list[_Pairing] = []
-        self._checking = False
         #: hosted tournaments (server/tournaments.py), run where the lobby is: the leader's
         #: handler of a ``tournament_*`` request, and who is told when this node starts or
         #: stops leading (set by the app; None: no tournaments)
@@ -331,51 +315,19 @@ class ClusterLobby:
         answered (docs/protocol.md)."""
         self.starting[(self.forwarding.cid(conn), ref)] = (node, time.monotonic())
 
-    def _paired(self, first: Waiting, second: Waiting) -> None:
-        self._just_paired = (first, second)
-
     def creating(self, players: tuple[str, str], node: str) -> None:
-        """The router starts an agreed match on ``node``. A queue pairing's match started on
-        another node is watched: its players were answered ``queued`` long ago and have no
-        request left for anyone to answer, so if that node dies with the request they would
-        wait for ever (:meth:`expire` puts them back in the queue)."""
-        pair, self._just_paired = self._just_paired, None
-        if pair is None or node == self.node or (pair[0].player, pair[1].player) != players:
-            return
-        self.pairings.append(_Pairing(node, time.monotonic(), pair))
+        """The router starts an agreed match on ``node``: a queue pairing's is watched
+        (server/cluster/pairings.py)."""
+        self.watch.creating(players, node)
 
-    async def _check_pairings(self) -> None:
-        """Queue pairings whose match node died after it was asked: if the database has no
-        match of the two, the request died with it, and both go back in the queue."""
-        try:
-            now = time.monotonic()
-            for p in list(self.pairings):
-                if self.directory.died_since(p.node, p.asked):
-                    started = await self._started(p)
-                    self.pairings.remove(p)
-                    if not started:
-                        self._requeue(p)
-                elif now - p.asked > PAIRING_WATCH_S:
-                    self.pairings.remove(p)
-        except MooError as exc:  # the database is away: asked again at the next check
-            log.warning("lobby: cannot check the matches of queue pairings: %s", exc)
-        finally:
-            self._checking = False
-
-    async def _started(self, p: _Pairing) -> bool:
-        names = {e.player.casefold() for e in p.entries}
-        for sm in await self.directory.store.unfinished_of(p.entries[0].player):
-            if {str(x).casefold() for x in sm.meta.get("players", ())} == names:
-                return True  # stored before its node died: the takeover seats its players
-        return False
-
-    def _requeue(self, p: _Pairing) -> None:
+    def _requeue(self, entries: tuple[Waiting, Waiting], node: str) -> None:
+        """A queue pairing's match node died with the request: both back in the queue."""
         if not self.leading():
             return
         log.warning("lobby: the match of %s and %s was to start on node %s, which died with "
-                    "the request: both back in the queue", p.entries[0].player,
-                    p.entries[1].player, p.node)
-        for entry in p.entries:
+                    "the request: both back in the queue", entries[0].player,
+                    entries[1].player, node)
+        for entry in entries:
             self.lobby.requeue(entry)
         self.lobby.pair_waiting()
         self.sync()
@@ -383,9 +335,7 @@ class ClusterLobby:
     def expire(self) -> None:
         """Requests the leader did not answer in time: the client hears "try again"; queue
         pairings whose match node died: checked."""
-        if self.pairings and not self._checking:
-            self._checking = True
-            spawn(self._check_pairings())
+        self.watch.check()
         now = time.monotonic()
         for key, (_call, sent, first) in list(self.pending.items()):
             # sent again after a leader change or a reconnect, a request gets a new wait,
@@ -549,7 +499,7 @@ class ClusterLobby:
                 lobby.leave(conn)
         self._synced.clear()
         self.deferred.drop_held()
-        self.pairings.clear()
+        self.watch.clear()
 
     def sync_records(self) -> None:
         for key, state in self._entries().items():
