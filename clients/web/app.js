@@ -142,10 +142,11 @@ function rulesOf(m) {
 // Connection
 
 // The requests that make something (a queue entry, room, challenge, match, tournament, a
-// participant): each carries a request_id, fixed at the first try, so that sending it again
-// after a lost answer is answered as the first was (docs/protocol.md, "Retrying safely").
+// participant, a ladder bot or version): each carries a request_id, fixed at the first try, so
+// that sending it again after a lost answer is answered as the first was (docs/protocol.md,
+// "Retrying safely").
 const REQUEST_ID_TYPES = new Set(["queue", "challenge", "accept", "room_create", "room_join",
-  "play_bot", "rematch", "tournament_create", "tournament_join"]);
+  "play_bot", "rematch", "tournament_create", "tournament_join", "ladder_submit"]);
 // a request refused with "try again" (or storage_unavailable) is sent again this many times
 const REQUEST_RETRIES = 5;
 
@@ -3341,8 +3342,10 @@ function ladderError(msg, ctx) {
   } else if (type === "ladder_upload" || type === "ladder_submit") {
     const job = ctx.job;
     if (!job) return;
-    if (type === "ladder_submit" && job.reused && msg.code === "unknown_upload") {
-      // the kept upload expired (10 minutes): send the program again
+    if (type === "ladder_submit" && (job.reused || ctx.tries) && msg.code === "unknown_upload") {
+      // the kept upload expired (10 minutes), or a submission sent again after a reconnect
+      // did not land the first time and its upload went with the old connection: send the
+      // program again
       delete S.mine.spare[job.sha256];
       Object.assign(job, { upload: null, offset: 0, reused: false, state: "uploading" });
       sendChunk(job);

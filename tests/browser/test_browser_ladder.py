@@ -149,6 +149,9 @@ def test_submit_refused_then_fixed_then_ranked_with_its_chart(
     assert [m["name"] for m in submits] == [f"bobbot-{size}", name], submits
     assert submits[0]["upload"] == submits[1]["upload"], submits
     assert submits[1]["sha256"] == hashlib.sha256(BROKEN).hexdigest()
+    # each submission safe to send again: a request id of its own (docs/web.md)
+    ids = [m.get("request_id") for m in submits]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", str(i)) for i in ids) and ids[0] != ids[1], ids
     assert base64.b64decode(uploads[0]["data"]) == BROKEN
     bot_id = str(page.get_attribute("#mine-list .mine-bot", "data-bot"))
     card = f"#mine-list .mine-bot[data-bot='{bot_id}']"
