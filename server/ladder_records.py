@@ -61,6 +61,9 @@ HANDOVER_S = 1.0
 #: game is taken as never started
 POLL_S = 1.0
 MISSING_S = 10.0
+#: at most this long, a claimed play job's answer waits for its two matches to be stored
+#: (a worker's bots that said hello on another cluster node before that would not find them)
+STORED_WAIT_S = 5.0
 #: how many entries the lists of ``ladder_mine`` and ``ladder_page`` keep
 MAX_ERRORS = 50
 MAX_RECENT = 50

@@ -30,6 +30,7 @@ from server.ladder_records import (
     HANDOVER_S,
     MISSING_S,
     POLL_S,
+    STORED_WAIT_S,
     TICK_S,
     UPLOAD_TTL_S,
     Fit,
@@ -433,7 +434,37 @@ class LadderSchedule:
     async def create_games(self, payload: dict[str, Any]) -> None:
         """A claimed play job's two matches, started now: ordinary rated matches with the
         pairing's two secrets, the seats swapped (a bot's seat is away until the worker's
-        connection for it says hello, a moment later)."""
+        connection for it says hello, a moment later), and stored before the job is handed
+        out: on a cluster the worker's bots may say hello on another node, whose welcome
+        lists a player's matches from the database, and nothing else would seat them in a
+        match that was not there yet (the suite met it under load: the bots waited for ever)."""
+        await self._start_games(payload)
+        await self._stored([m for m in payload["matches"] if not self.games[m].void])
+
+    async def _stored(self, match_ids: list[str]) -> None:
+        """Until the store has each of these matches (a live one here: its first commit;
+        one started on another node: the database), at most :data:`STORED_WAIT_S`."""
+        deadline = time.monotonic() + STORED_WAIT_S
+        pending, delay = set(match_ids), 0.005
+        while pending:
+            for match_id in sorted(pending):
+                lm = self.arena.live.get(match_id)
+                if lm is not None:
+                    stored = lm.durable_seq > 0
+                else:
+                    stored = await self.store.match_end(match_id) is not None
+                if stored:
+                    pending.discard(match_id)
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                log.warning("ladder: games %s not stored after %g s; handed out all the same",
+                            sorted(pending), STORED_WAIT_S)
+                return
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 0.2)
+
+    async def _start_games(self, payload: dict[str, Any]) -> None:
         rules = rules_from_dict(dict(payload["rules"]))
         pair = tuple(payload["secrets"])
         for n, match_id in enumerate(payload["matches"]):
