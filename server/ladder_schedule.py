@@ -419,16 +419,27 @@ class LadderSchedule:
         payload = {"bots": [x.bot_id for x in hosted], "versions": [x.version for x in hosted],
                    "matches": ids, "rules": dict(a.rules), "secrets": list(pair_secrets)}
         job = self.new_job("play", payload, now) if hosted else None
-        await self.store.ladder_add_pairing(
-            [(g.match_id, family, pairing, g.bots[0], g.bots[1], g.versions[0], g.versions[1],
-              now) for g in games], job)
+        # known here before the job is in the store: a worker may claim it the moment it is
+        # committed, before this coroutine runs again (a 30-minute cluster run met it ten
+        # times: the claim found no such game and the pairing was dropped)
         for g in games:
             self.games[g.match_id] = g
+        if job is not None:
+            self.playing[job[0]] = ids
+        try:
+            await self.store.ladder_add_pairing(
+                [(g.match_id, family, pairing, g.bots[0], g.bots[1], g.versions[0],
+                  g.versions[1], now) for g in games], job)
+        except BaseException:
+            for g in games:
+                self.games.pop(g.match_id, None)
+            if job is not None:
+                self.playing.pop(job[0], None)
+            raise
         log.info("ladder %s: %s vs %s (%s)", family, a.name, b.name, pairing)
         if job is None:
             await self.create_games(payload)
             return
-        self.playing[job[0]] = ids
         self.nudge()
 
     async def create_games(self, payload: dict[str, Any]) -> None:

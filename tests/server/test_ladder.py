@@ -6,6 +6,7 @@ the real one."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import hashlib
@@ -545,3 +546,38 @@ async def test_games_of_a_pairing_cut_by_a_restart_are_void(tmp_path: Path) -> N
         again = await claim(w)
         assert again is not None and again["kind"] == "play"
         assert set(again["matches"]).isdisjoint(job["matches"])
+
+
+async def test_a_play_job_claimed_the_moment_its_pairing_is_stored_is_handed_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker may claim a play job as soon as the pairing's commit lands, before the
+    scheduler's coroutine runs again (a 30-minute cluster run met it ten times: the leader
+    knew no such game, and the pairing was dropped)."""
+    async with running(_settings(tmp_path)) as app:
+        await app.ladder.stop()  # pairing only when the test ticks
+        ann = await Client.hello(app.port, "ann")
+        w = await worker(app.port)
+        alpha, beta = await _two_active(app, ann, w)
+        for _ in range(2):  # their evals, out of the way
+            job = await claim(w)
+            assert job is not None and job["kind"] == "eval"
+            await w.request({"type": "worker_done", "job_id": job["job_id"],
+                             "reason": "not_deterministic"})
+        store = app.ladder.store
+        real = store.ladder_add_pairing
+        stored, gate = asyncio.Event(), asyncio.Event()
+
+        async def held(*args: Any) -> None:
+            await real(*args)
+            stored.set()
+            await gate.wait()  # the commit landed; the scheduler has not run on yet
+
+        monkeypatch.setattr(store, "ladder_add_pairing", held)
+        pairing = asyncio.create_task(app.ladder.tick())
+        await stored.wait()
+        job = await claim(w)
+        gate.set()
+        await pairing
+        assert job is not None and job["kind"] == "play", job
+        assert {b["bot_id"] for b in job["bots"]} == {alpha, beta}
+        assert all(app.arena.is_live(m) for m in job["matches"])
