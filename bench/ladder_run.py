@@ -325,9 +325,17 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                     record["events"][0]["players"][game["seat"]] == row["bot"]
             ok = ok and await history_count(viewer, row["bot"]) >= row["games"]
             reachable = reachable and ok
+            failures: list[str] = []
+            if row["forfeits"]:  # what its author reads: moo ladder log ID --json
+                rc, out, err = await moo(env, "ladder", "log", row["bot_id"], "--url", url,
+                                         "--as", "runner", "--json")
+                if rc == 0:
+                    failures = [f"{e['match_id']}: {e['failure']}"
+                                for e in json.loads(out.splitlines()[-1])["errors"]]
             rows.append({k: row[k] for k in ("bot", "rating", "low", "high", "games", "wins",
                                              "draws", "losses", "forfeits")}
-                        | {"exact": row["exact"]["status"], "page_ok": ok})
+                        | {"exact": row["exact"]["status"], "page_ok": ok,
+                           "failures": failures})
             stem = next((s for s in bots if bots[s] == row["bot_id"]), "")
             if row["exact"]["status"] == "computed" and stem in SHIPPED:
                 want = await eval_scores(env, SHIPPED[stem])
