@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from moo.errors import MooError, Moving
+from moo.errors import MatchFinished, MooError, Moving
 from moo.match import Viewer
 from server.arena import Arena
 from server.background import spawn
@@ -221,9 +221,11 @@ class Serving:
         except MooError:
             pass
         else:
-            # a numbered guess retried after the match ended (its node died with the answer):
-            # the original event, as on the node that ran it (docs/protocol.md, "Retrying
-            # safely")
+            # it ended (and no node runs it any more: its last owner died or restarted): what
+            # the node that ran it answers, the match is over (docs/protocol.md), except for a
+            # numbered guess retried after the match ended (its node died with the answer):
+            # the original event, as on the node that ran it ("Retrying safely")
+            exc = MatchFinished("the match is over")
             if msg["type"] == "guess" and "n" in msg:
                 try:
                     if self.arena.repeated_in(lm, s, msg):
