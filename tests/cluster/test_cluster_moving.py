@@ -8,9 +8,9 @@ leases. Each test builds the one interleaving the harness met by chance:
 * a spectator's ``watch`` on the node that owns the match, whose read of the log is still in
   flight when the match moves to another node (the owner's database link stalled past its
   lease: the other node takes the match over and announces it);
-* a guess of a player sitting on the owner's node, whose commit lands while the owner's link
-  to the database holds its answers, and which the owner lets go of (another node took the
-  match over) before it hears that the commit landed;
+* a guess of a player sitting on the owner's node, whose commit is in flight when the owner
+  lets the match go (another node took it over): it lands, but the owner hears so only
+  after, or it is refused by the fence;
 * a guess for a match that ended while the client's node still followed it, sent after the
   node that ran it died: no node runs the match any more, so the client's node answers from
   the log.
@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 from typing import Any
 from urllib.parse import urlsplit
+
+import pytest
 
 from bench.harness.services import TcpCut
 from tests.cluster_support import following_a, nodes, query, until
@@ -114,15 +116,20 @@ async def _retried(client: Client, msg: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-async def test_a_move_whose_commit_lands_as_its_node_lets_the_match_go_is_answered(
-    pg_url: str, broker: Broker
+@pytest.mark.parametrize("fate", ["lands", "fenced"])
+async def test_a_move_in_flight_as_its_node_lets_the_match_go_is_answered_once(
+    pg_url: str, broker: Broker, fate: str
 ) -> None:
-    """ann plays on a, which runs the match. Her guess is committed, but a's link to the
-    database holds the answer; a's lease runs out meanwhile (its renewal's answer is held too),
-    b takes the match over and a lets it go, then hears that the commit landed. The guess is
-    in the log, so ann is answered with its event (with her ``ref``), once, in order, as her
-    seat follows the match to b. Before, a dropped the late commit's answer (the match had
-    left) and nothing else carried the ``ref``: the harness's unanswered guess."""
+    """ann plays on a, which runs the match, and guesses while a's link to the database
+    misbehaves: a's lease runs out (its renewals get no answer), b takes the match over and
+    a lets it go with ann's guess still in flight. ``lands``: the link holds only the
+    database's answers, so the guess is committed, and a hears it only after letting the
+    match go; ann's answer is the guess's event in b's replay. ``fenced``: the link holds
+    everything, so the guess reaches the database after b's claim and is refused by the
+    fence; ann's node sends it to b, which plays it. Either way ann gets one answer, the
+    guess's event with her ``ref``, and the log holds the guess once. Before, a dropped the
+    late commit's answer (the match had left) and nothing else carried the ``ref``: the
+    harness's unanswered guess (``lands``); a fenced one was refused ``storage_unavailable``."""
     cut = TcpCut(urlsplit(pg_url).port or 5432)
     await cut.up()
     via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
@@ -135,21 +142,28 @@ async def test_a_move_whose_commit_lands_as_its_node_lets_the_match_go_is_answer
             await following_a(a, b)
             ann, bob, mid = await free_match(a.port)  # run by a: both players are on a
             await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
-            cut.hold_replies()  # what a sends lands; what the database answers waits
+            if fate == "lands":
+                cut.hold_replies()  # what a sends lands; what the database answers waits
+            else:
+                cut.stall()  # nothing a sends reaches the database
             ref = await ann.send({"type": "guess", "match_id": mid, "guess": "6789"})
 
-            async def landed() -> bool:
+            async def logged() -> int:
                 rows = await query(pg_url, "SELECT body FROM events WHERE match_id = $1", mid)
-                return any(json.loads(r[0]).get("guess") == "6789" for r in rows)
+                return sum(1 for r in rows if json.loads(r[0]).get("guess") == "6789")
 
-            await until(landed, 30, "the guess to land in the log")
+            if fate == "lands":
+                async def landed() -> bool:
+                    return await logged() == 1
+
+                await until(landed, 30, "the guess to land in the log")
             await until(lambda: _owned_by(pg_url, mid, "b"), 30, "b to take the match over")
 
             async def let_go() -> bool:
                 return await _live_matches(a.port) == 0
 
             await until(let_go, 30, "a to let the match go")
-            cut.flow()  # a hears now that the commit landed
+            cut.flow()  # a hears now what became of its commit
             reply = await ann.expect(lambda m: m.get("ref") == ref)
             assert reply["type"] == "event" and reply["kind"] == "guess", reply
             assert reply["guess"] == "6789" and reply["seat"] == 0, reply
@@ -159,6 +173,7 @@ async def test_a_move_whose_commit_lands_as_its_node_lets_the_match_go_is_answer
             seqs = [e["seq"] for e in ann.events(mid)]
             assert len(seqs) == len(set(seqs)), seqs
             assert sum(1 for m in ann.seen if m.get("ref") == ref) == 1
+            assert await logged() == 1
             for c in (ann, bob):
                 await c.close()
     finally:
