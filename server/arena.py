@@ -647,7 +647,7 @@ class Arena:
         match's refusal; else it moved to another node (let go of, or its commit fenced):
         :class:`Moving`, never ``unknown_match``: the match exists, and a cluster node follows
         it to its new owner instead (the router)."""
-        if match_id in self.parked or match_id in self.recent:
+        if match_id in self.parked:
             return self._refusal(match_id)
         return Moving(f"match {match_id!r} is moving to another node; try again")
 
