@@ -217,6 +217,10 @@ class Arena:
         #: are replayed here (or the router took the followers), a request for one is refused
         #: with ``storage_unavailable``, which clients retry, not ``unknown_match``
         self.parked: dict[str, Parked] = {}
+        #: (match id, connection) of followers being attached again from their cursors
+        #: (:meth:`reseat`): giving the same connection its seat back meanwhile
+        #: (:meth:`rejoin`) would send it the match a second time
+        self.reseating: set[tuple[str, Follower]] = set()
         #: called with (match, events) once events are durable and sent (ratings, MQTT)
         self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
@@ -432,6 +436,7 @@ class Arena:
         from the log."""
         for f in followers:
             if not f.conn.closing:
+                self.reseating.add((match_id, f.conn))
                 spawn(self._reseat_one(match_id, f))
 
     async def _reseat_one(self, match_id: str, f: FollowerAt) -> None:
@@ -443,6 +448,8 @@ class Arena:
                 parked.followers.append(f)
                 return
             log.warning("cannot attach %s to %s again: %s", f.conn.player, match_id, exc)
+        finally:
+            self.reseating.discard((match_id, f.conn))
 
     # -- the one path every action takes ----------------------------------------------------
     def _persist(
@@ -1052,8 +1059,10 @@ class Arena:
             if lm is None or lm.broken:
                 continue
             seat = lm.match.seat_of(player)
-            if seat is None or lm.bots[seat] is not None or lm.conns[seat] is conn:
-                continue
+            if seat is None or lm.bots[seat] is not None or lm.conns[seat] is conn or (
+                (match_id, conn) in self.reseating
+            ):
+                continue  # (being attached again from its cursor: issue 33)
             if conn.closing:
                 # Gone before its seat was given back: a seat left without any connection
                 # starts its grace window like any dropped seat.

@@ -1,6 +1,7 @@
-"""Requests for a match that is changing owners, or that ended as its owner died, are never
-refused ``unknown_match`` (issue 33: the two failures of the fault harness's one-round form;
-docs/cluster.md "Status").
+"""Requests and followers of a match that is changing owners (or coming back to its own
+node), or that ended as its owner died: never refused ``unknown_match``, every request
+answered once, every event once per connection (issue 33: what the fault harness's one-round
+form found; docs/cluster.md "Status", item 16).
 
 Real ``moo serve`` nodes on one fresh PostgreSQL database and a Mosquitto broker, short
 leases. Each test builds the one interleaving the harness met by chance:
@@ -13,7 +14,10 @@ leases. Each test builds the one interleaving the harness met by chance:
   after, or it is refused by the fence;
 * a guess for a match that ended while the client's node still followed it, sent after the
   node that ran it died: no node runs the match any more, so the client's node answers from
-  the log.
+  the log;
+* a match dropped by its node's failed write and taken back by the same node once the
+  database answers: its players there are attached again from their cursors, and the
+  takeover's announcement (``Seated``) must not attach them a second time from seq 1.
 """
 
 from __future__ import annotations
@@ -224,3 +228,57 @@ async def test_a_move_for_a_match_that_ended_before_its_owner_died_is_match_fini
         for c in (ann, bob):
             await c.close()
         assert await b.stop() == 0
+
+
+async def test_a_match_taken_back_after_a_failed_write_is_not_sent_twice_to_its_players(
+    pg_url: str, broker: Broker
+) -> None:
+    """ann and bob play on a, which runs the match. a's database link is cut in the middle of
+    ann's guess: the commit lands, but a cannot learn it, refuses the guess
+    ``storage_unavailable`` and drops the match, its seats kept with the cursors they had
+    (before the guess). When the database answers again, a takes the match back (its own, in
+    its epoch): the seats are attached again from their cursors, reading the log (the guess,
+    ``resumed``), and the takeover's announcement to the players that might not know of the
+    match (``Seated``) must leave them alone. Before, it gave the seats back from seq 1 while
+    their own re-attachment was still reading: every event twice on each player's connection
+    (the harness: seqs 1-8 twice after a ``drop-db``)."""
+    cut = TcpCut(urlsplit(pg_url).port or 5432)
+    await cut.up()
+    via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
+    await broker.start()
+    try:
+        # a lease that outlasts the outage: the match stays a's (with the short one, a's own
+        # renewals, slowed, let it lapse, and the first commit after was fenced)
+        async with nodes(via, "a", bus=broker.url, lease_ms=10_000) as (a,):
+            await following_a(a)
+            ann, bob, mid = await free_match(a.port)
+            await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            cut.hold_replies()  # what a sends lands; what the database answers waits
+            ref = await ann.send({"type": "guess", "match_id": mid, "guess": "6789"})
+
+            async def landed() -> bool:
+                rows = await query(pg_url, "SELECT body FROM events WHERE match_id = $1", mid)
+                return any(json.loads(r[0]).get("guess") == "6789" for r in rows)
+
+            await until(landed, 30, "the guess to land in the log")
+            await cut.down()  # cut in the middle of the commit: a cannot know it landed
+            cut.flow()
+            refused = await ann.expect(lambda m: m.get("ref") == ref)
+            assert refused["code"] == "storage_unavailable", refused
+            # back, but slow: the seats' reads of the log, to attach them again from their
+            # cursors, are still on their way when the announcement comes
+            cut.slow(0.1)
+            await cut.up()
+            await ann.event(mid, "resumed")  # taken back, from the log
+            cut.slow(0.0)
+            more = await _retried(ann, {"type": "guess", "match_id": mid, "guess": "7890"})
+            await bob.event(mid, "guess", seq=more["seq"])
+            for client in (ann, bob):
+                seqs = [e["seq"] for e in client.events(mid)]
+                assert seqs == list(range(1, more["seq"] + 1)), seqs  # each once, in order
+            for c in (ann, bob):
+                await c.close()
+    finally:
+        cut.flow()
+        if cut.is_up:
+            await cut.down()
