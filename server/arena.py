@@ -61,7 +61,10 @@ from server.review_worker import MatchAnalysis
 from server.settings import Settings
 from server.storage import StatDelta, Store, StoredMatch
 
-__all__ = ["Arena", "FollowerAt", "LiveMatch", "Retry", "bot_player_name", "match_config"]
+__all__ = [
+    "Arena", "FollowerAt", "LiveMatch", "MoveInFlight", "Retry", "bot_player_name",
+    "match_config",
+]
 
 log = logging.getLogger("moo.arena")
 
@@ -131,6 +134,8 @@ class LiveMatch:
     #: retried guesses whose original was still being committed: answered once it is
     #: (see Arena.repeated); None while there is none (most matches never have one)
     retries: list[Retry] | None = None
+    #: the seats' moves whose commit is in flight (see :class:`MoveInFlight`)
+    moves: list[MoveInFlight] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -149,13 +154,34 @@ class Retry:
     seq: int
 
 
+@dataclass(eq=False, slots=True)
+class MoveInFlight:
+    """A seat's move sent with an ``id`` whose commit is in flight.
+
+    Its answer is normally this node's, when the commit ends. But a match can leave this node
+    while a commit is in flight (another node took it over): the commit may still land, and
+    the followers are re-attached at the new owner from what they were sent, whose replay of
+    the log carries no ``ref``. So a move not answered here travels with its seat
+    (:attr:`FollowerAt.moves`, :meth:`Arena.hand_over`): its answer is then the replayed
+    event, or the new owner's own if the commit did not land, never this node's too."""
+
+    conn: Follower
+    request: dict[str, Any]
+    #: answered here (its event with the ``ref``, or a refusal)
+    settled: bool = False
+    #: handed over with its seat: whatever its commit does, this node does not answer it
+    handed: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class FollowerAt:
-    """A follower with the viewer it follows as and the last ``seq`` it was sent."""
+    """A follower with the viewer it follows as and the last ``seq`` it was sent, and the
+    moves of its own still in flight when its match left this node."""
 
     conn: Follower
     viewer: Viewer
     cursor: int
+    moves: tuple[MoveInFlight, ...] = ()
 
 
 @dataclass(slots=True)
@@ -191,6 +217,10 @@ class Arena:
         #: are replayed here (or the router took the followers), a request for one is refused
         #: with ``storage_unavailable``, which clients retry, not ``unknown_match``
         self.parked: dict[str, Parked] = {}
+        #: (match id, connection) of followers being attached again from their cursors
+        #: (:meth:`reseat`): giving the same connection its seat back meanwhile
+        #: (:meth:`rejoin`) would send it the match a second time
+        self.reseating: set[tuple[str, Follower]] = set()
         #: called with (match, events) once events are durable and sent (ratings, MQTT)
         self.listeners: list[Callable[[Match, list[Event]], None]] = []
         self.stopping = False
@@ -406,6 +436,7 @@ class Arena:
         from the log."""
         for f in followers:
             if not f.conn.closing:
+                self.reseating.add((match_id, f.conn))
                 spawn(self._reseat_one(match_id, f))
 
     async def _reseat_one(self, match_id: str, f: FollowerAt) -> None:
@@ -417,6 +448,8 @@ class Arena:
                 parked.followers.append(f)
                 return
             log.warning("cannot attach %s to %s again: %s", f.conn.player, match_id, exc)
+        finally:
+            self.reseating.discard((match_id, f.conn))
 
     # -- the one path every action takes ----------------------------------------------------
     def _persist(
@@ -429,19 +462,26 @@ class Arena:
         meta: dict[str, Any] | None = None,
         askers: Sequence[tuple[Follower, Any]] = (),
         received: float | None = None,
+        request: dict[str, Any] | None = None,
     ) -> None:
         """Hand ``events`` to the store; :meth:`_committed` runs once they are durable.
 
         ``received`` (perf_counter) is when the request behind them arrived, for the
-        acknowledgement-latency figures.
+        acknowledgement-latency figures; ``request``, the actor's move (kept in flight with
+        the match: :class:`MoveInFlight`).
         """
         if not events:
             return
         finished = lm.match.finished and events[-1]["kind"] == "finished"
         stats = self._stats(lm.match) if finished else ()
+        move = None
+        if request is not None and actor is not None and actor[1] is not None:
+            move = MoveInFlight(actor[0], request)
+            lm.moves.append(move)
         # a partial, not a closure: one object per action instead of a cell per variable
         done = partial(
-            self._committed, lm, events, actor, before_fanout, askers, finished, received
+            self._committed, lm, events, actor, before_fanout, askers, finished, received,
+            move,
         )
         try:
             self.store.append(lm.id, events, done, meta=meta, finished=finished, stats=stats)
@@ -457,8 +497,15 @@ class Arena:
         askers: Sequence[tuple[Follower, Any]],
         finished: bool,
         received: float | None,
+        move: MoveInFlight | None,
         exc: BaseException | None,
     ) -> None:
+        if move is not None:
+            lm.moves.remove(move)
+            if move.handed:
+                actor = None  # it left with its seat: the match's new owner answers it
+            elif exc is not None or not lm.broken:
+                move.settled = True  # answered below: refused, or acknowledged
         if exc is not None:
             self._failed(lm, exc, actor, askers)
             return
@@ -466,7 +513,8 @@ class Arena:
             self._durable_retries(lm, events[-1]["seq"])
         if lm.broken:
             # Durable, but the match left this node meanwhile: its followers are being
-            # attached elsewhere from their cursors, and the replay there includes this.
+            # attached elsewhere from their cursors, and the replay there includes this (and
+            # answers the actor's move, handed over with its seat).
             return
         lm.durable_seq = events[-1]["seq"]
         if before_fanout is not None:
@@ -532,6 +580,17 @@ class Arena:
             out.extend(self._detach_all(lm))
         return out
 
+    def hand_over(self, f: FollowerAt) -> list[dict[str, Any]]:
+        """The requests of ``f``'s moves that this node has not answered, for the caller,
+        which re-seats ``f`` at the match's new owner: answered from then on by the replay
+        there (a commit that landed) or by that owner (one that did not), never here."""
+        out = []
+        for move in f.moves:
+            if not (move.settled or move.handed):
+                move.handed = True
+                out.append(move.request)
+        return out
+
     def unpark(self, match_id: str) -> list[FollowerAt]:
         parked = self.parked.pop(match_id, None)
         return [] if parked is None else [f for f in parked.followers if not f.conn.closing]
@@ -559,8 +618,8 @@ class Arena:
         lm.broken = True
         seq = lm.durable_seq
         out = [
-            FollowerAt(c, seat, seq) for seat, c in enumerate(lm.conns)
-            if c is not None and not c.closing
+            FollowerAt(c, seat, seq, tuple(m for m in lm.moves if m.conn is c))
+            for seat, c in enumerate(lm.conns) if c is not None and not c.closing
         ]
         out.extend(FollowerAt(c, SPECTATOR, seq) for c in lm.spectators if not c.closing)
         self._drop(lm)
@@ -588,6 +647,16 @@ class Arena:
                 )
             del self.parked[match_id]
         return UnknownMatch(f"no live match {match_id!r}")
+
+    def _left(self, match_id: str) -> MooError:
+        """The error for a request about ``match_id``, which left this node's memory while
+        the request waited (a read of its log): parked here (a failed write), the parked
+        match's refusal; else it moved to another node (let go of, or its commit fenced):
+        :class:`Moving`, never ``unknown_match``: the match exists, and a cluster node follows
+        it to its new owner instead (the router)."""
+        if match_id in self.parked:
+            return self._refusal(match_id)
+        return Moving(f"match {match_id!r} is moving to another node; try again")
 
     def _stats(self, match: Match) -> list[StatDelta]:
         result = match.result or {}
@@ -737,6 +806,7 @@ class Arena:
             events,
             actor=(conn, msg.get("id")),
             received=time.perf_counter() if received is None else received,
+            request=msg,
         )
 
     def repeated(self, conn: Follower, msg: dict[str, Any]) -> bool:
@@ -858,7 +928,7 @@ class Arena:
         while seen < lm.durable_seq:
             events = await self.store.match_events(lm.id, after=seen)
             if lm.broken:
-                raise self._refusal(lm.id)
+                raise self._left(lm.id)
             limit = lm.durable_seq
             fresh = [e for e in events or () if seen < e["seq"] <= limit]
             if not fresh or fresh[0]["seq"] != seen + 1:
@@ -989,8 +1059,10 @@ class Arena:
             if lm is None or lm.broken:
                 continue
             seat = lm.match.seat_of(player)
-            if seat is None or lm.bots[seat] is not None or lm.conns[seat] is conn:
-                continue
+            if seat is None or lm.bots[seat] is not None or lm.conns[seat] is conn or (
+                (match_id, conn) in self.reseating
+            ):
+                continue  # (being attached again from its cursor: issue 33)
             if conn.closing:
                 # Gone before its seat was given back: a seat left without any connection
                 # starts its grace window like any dropped seat.

@@ -226,8 +226,10 @@ class TcpCut:
     and a writer that delivers the chunks in order at those times, so a link can be made
     **slow** (each chunk held a latency plus uniform jitter, order kept, as TCP keeps it),
     **stalled** (nothing delivered for a while, every connection kept open: a frozen route or
-    a full buffer; what arrived meanwhile is delivered at the end) and **lossy** (a random share
-    of the open connections reset at once, new ones accepted: the flaky middlebox).
+    a full buffer; what arrived meanwhile is delivered at the end), stalled one way only (the
+    service's replies held while the client's requests go through: a request that lands and
+    whose answer comes late) and **lossy** (a random share of the open connections reset at
+    once, new ones accepted: the flaky middlebox).
     """
 
     def __init__(self, target_port: int, port: int = 0) -> None:
@@ -243,6 +245,9 @@ class TcpCut:
         self.rng = random.Random()
         self._flowing = asyncio.Event()
         self._flowing.set()
+        #: cleared: the service's replies are held (the client's requests still go through)
+        self._replying = asyncio.Event()
+        self._replying.set()
 
     @property
     def is_up(self) -> bool:
@@ -271,8 +276,14 @@ class TcpCut:
         """Deliver nothing, in either direction, until :meth:`flow`; connections stay open."""
         self._flowing.clear()
 
+    def hold_replies(self) -> None:
+        """Deliver nothing from the service to its clients until :meth:`flow`, while what the
+        clients send still reaches it: requests land, their answers come late."""
+        self._replying.clear()
+
     def flow(self) -> None:
         self._flowing.set()
+        self._replying.set()
 
     def drop(self, share: float) -> int:
         """Reset ``share`` of the connections open now (both ends of each), chosen at random;
@@ -298,7 +309,9 @@ class TcpCut:
         pair = (writer, up_w)
         self.pairs.append(pair)
 
-        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        async def pipe(
+            r: asyncio.StreamReader, w: asyncio.StreamWriter, gate: asyncio.Event
+        ) -> None:
             chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
             async def deliver() -> None:
@@ -313,6 +326,7 @@ class TcpCut:
                     if wait > 0:
                         await asyncio.sleep(wait)
                     await self._flowing.wait()
+                    await gate.wait()
                     w.write(data)
                     await w.drain()
 
@@ -332,6 +346,7 @@ class TcpCut:
                 self.writers.discard(w)
 
         try:
-            await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+            await asyncio.gather(pipe(reader, up_w, self._flowing),
+                                 pipe(up_r, writer, self._replying))
         finally:
             self.pairs.remove(pair)

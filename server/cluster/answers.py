@@ -74,6 +74,11 @@ class Answers:
                 # finished and the client had every event): nothing to deliver twice
                 return
             if kind == "match" and isinstance(match_id, str):
+                if conn.has_seen_end(match_id):
+                    # not a new match: a late answer to a follow of one this connection was
+                    # sent to its end (its subscription ended with it); following it again
+                    # would send the whole match a second time
+                    return
                 # a match the lobby started on another node: this client follows it from now
                 sub = self._sub(conn, match_id, msg.get("seat"), 0)
                 sub.owner = (sender, epoch)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from moo.errors import NotAvailable
@@ -142,14 +142,19 @@ class Forwarding:
 
     def follow(
         self, conn: Connection, match_id: str, viewer: Viewer | None, cursor: int,
-        *, announce: bool, ref: Any = None,
+        *, announce: bool, ref: Any = None, pending: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Attach ``conn`` to a match run elsewhere from ``cursor`` (a client's ``resume`` or
-        ``watch``, or its seats after ``hello``)."""
+        ``watch``, or its seats after ``hello``, or a seat whose match left this node).
+        ``pending``: that seat's moves still unanswered, as if forwarded before this follow
+        (their events in its replay answer them; the others go to the owner again)."""
         if ref is not None:
             self._check_up()
         sub = self._sub(conn, match_id, viewer, cursor)
         sub.cursor = cursor
+        now = time.monotonic()
+        for msg in pending:
+            sub.sent_act(msg, now)
         self._follow(sub, announce=announce, ref=ref)
 
     def unwatch(self, conn: Connection, match_id: str) -> bool:

@@ -29,7 +29,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from moo.errors import InMatch, MooError, NotAvailable
+from moo.errors import InMatch, MooError, Moving, NotAvailable
 from moo.match import Match, MatchConfig, Viewer
 from moo.variants import GameRules, rules_from_dict
 from server.arena import MAX_WATCHING, Arena, match_summary
@@ -158,8 +158,19 @@ class Router:
         *, announce: bool, ref: Any = None,
     ) -> None:
         if self._here(conn, match_id) or not isinstance(conn, Connection):
-            await self.arena.follow(conn, match_id, viewer, cursor, announce=announce, ref=ref)
-            return
+            try:
+                await self.arena.follow(
+                    conn, match_id, viewer, cursor, announce=announce, ref=ref
+                )
+                return
+            except Moving:
+                # The match left this node while its log was read (another node took it
+                # over, nothing was sent yet): a client of this node follows it there, as if
+                # it had asked a moment later. (A stand-in's node is told NotHere instead.)
+                if not isinstance(conn, Connection) or conn.closing or self._here(
+                    conn, match_id
+                ):
+                    raise
         if self.arena.stopping:
             raise NotAvailable("the server is shutting down; try again in a moment")
         if viewer == SPECTATOR and announce and match_id not in conn.spectating:

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from moo.errors import MooError, Moving
+from moo.errors import MatchFinished, MooError, Moving
 from moo.match import Viewer
 from server.arena import Arena
 from server.background import spawn
@@ -47,6 +47,17 @@ log = logging.getLogger("moo.cluster")
 _SEEN_MAX = 64
 
 
+class _Turn:
+    """The follows of one client for one match: served one at a time (``lock``), and how many
+    are waiting or being served (``queued``)."""
+
+    __slots__ = ("lock", "queued")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.queued = 0
+
+
 class StandIn:
     """On the owner node: a client connected to another node, as the arena sees it."""
 
@@ -71,8 +82,8 @@ class StandIn:
         self.acts: dict[str, deque[Any]] = {}
         #: match id -> the generation of the follow being served (tags its marker)
         self.following: dict[str, int] = {}
-        #: match id -> held while a follow of it is served (follows run one after another)
-        self.locks: dict[str, asyncio.Lock] = {}
+        #: match id -> the turn of its follows (served one after another)
+        self.locks: dict[str, _Turn] = {}
 
     def send(self, msg: dict[str, Any]) -> None:
         if self.closing:
@@ -221,9 +232,11 @@ class Serving:
         except MooError:
             pass
         else:
-            # a numbered guess retried after the match ended (its node died with the answer):
-            # the original event, as on the node that ran it (docs/protocol.md, "Retrying
-            # safely")
+            # it ended (and no node runs it any more: its last owner died or restarted): what
+            # the node that ran it answers, the match is over (docs/protocol.md), except for a
+            # numbered guess retried after the match ended (its node died with the answer):
+            # the original event, as on the node that ran it ("Retrying safely")
+            exc = MatchFinished("the match is over")
             if msg["type"] == "guess" and "n" in msg:
                 try:
                     if self.arena.repeated_in(lm, s, msg):
@@ -236,12 +249,22 @@ class Serving:
 
     async def _follow(self, s: StandIn, item: Follow) -> None:
         """Serve a follow: marker, replay, :class:`Followed`; one at a time per client and
-        match, so each marker is followed by its own replay."""
-        lock = s.locks.setdefault(item.match_id, asyncio.Lock())
-        async with lock:
-            await self._follow_now(s, item)
-        if not lock.locked() and s.locks.get(item.match_id) is lock:
-            del s.locks[item.match_id]
+        match, so each marker is followed by its own replay and tagged with its own follow's
+        generation. The turn is forgotten once no follow of the match waits for it: a lock
+        released with a follow waiting reads as free until that follow runs, and forgetting
+        it then let the next follow take a new one and run beside it, its marker untagged
+        (issue 33: a whole match sent twice to one connection)."""
+        turn = s.locks.get(item.match_id)
+        if turn is None:
+            turn = s.locks[item.match_id] = _Turn()
+        turn.queued += 1
+        try:
+            async with turn.lock:
+                await self._follow_now(s, item)
+        finally:
+            turn.queued -= 1
+            if not turn.queued and s.locks.get(item.match_id) is turn:
+                del s.locks[item.match_id]
 
     async def _follow_now(self, s: StandIn, item: Follow) -> None:
         if s.closing:

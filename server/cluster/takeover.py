@@ -193,7 +193,10 @@ class Takeover:
             if isinstance(f.conn, Connection) and not f.conn.closing:
                 if f.viewer == SPECTATOR and match_id not in f.conn.spectating:
                     f.conn.spectating.append(match_id)
-                self.forwarding.follow(f.conn, match_id, f.viewer, f.cursor, announce=False)
+                # its moves still unanswered here (a commit in flight as the match left) go
+                # with it: the new owner's replay or its own answer answers them
+                self.forwarding.follow(f.conn, match_id, f.viewer, f.cursor, announce=False,
+                                       pending=self.arena.hand_over(f))
 
     def adopted_elsewhere(self, item: Adopted) -> None:
         owner = (item.node, item.epoch)

@@ -47,7 +47,7 @@ from server.cluster.wire import (
     encode,
 )
 
-__all__ = ["Receiver", "Transport"]
+__all__ = ["BusClient", "Receiver", "Transport"]
 
 log = logging.getLogger("moo.cluster")
 
@@ -82,7 +82,7 @@ class Receiver(Protocol):
         """The broker published ``node``'s will: its process lost its connection."""
 
 
-class _Client(aiomqtt.Client):
+class BusClient(aiomqtt.Client):
     """aiomqtt's client, with fewer turns of the event loop between a message and the wire.
 
     Reading: aiomqtt's reader callback makes paho read one packet per call when no QoS 1
@@ -95,7 +95,12 @@ class _Client(aiomqtt.Client):
     call it from the connecting thread), so a publish reached the socket two turns later. From
     the loop's own thread the writer is registered at once, and :meth:`write_now` writes what
     is queued in the same turn. Relies on aiomqtt 2.x internals (``_client``, ``_queue``,
-    ``_disconnected``, ``_loop``); the cluster tests exercise every one of them.
+    ``_connected``, ``_disconnected``, ``_loop``); the cluster tests exercise every one of them.
+
+    Connecting: a connection that drops before the broker's CONNACK (a proxy, load balancer
+    or relay in front of a broker that is down accepts it, then resets it) fails the attempt
+    at once; aiomqtt ignores such a drop and waits out its whole timeout (5 s here), which
+    kept a node off the bus for that long after a broker restart (issue 33).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -107,6 +112,13 @@ class _Client(aiomqtt.Client):
             super()._on_socket_register_write(client, userdata, sock)
             return
         self._loop.add_writer(sock.fileno(), self.write_now)
+
+    def _on_disconnect(self, client: Any, userdata: Any, *args: Any, **kwargs: Any) -> None:
+        if not self._connected.done():
+            self._connected.set_exception(
+                aiomqtt.MqttError("the connection dropped before the broker answered"))
+            return
+        super()._on_disconnect(client, userdata, *args, **kwargs)
 
     def write_now(self) -> None:
         """Write what paho has queued, as far as the socket takes it."""
@@ -185,7 +197,7 @@ class Transport:
         #: this process's id: numbers restart with it, so a receiver tells runs apart
         self.run = secrets.token_hex(4)
         self.up = asyncio.Event()
-        self._client: _Client | None = None
+        self._client: BusClient | None = None
         #: handed to the MQTT client, in order, until the broker acknowledged them (publish
         #: info, topic, payload, when); those not acknowledged when a session ends are
         #: published again, in order, in the next one (receivers drop repeats by number)
@@ -283,7 +295,7 @@ class Transport:
         backoff = 0.1
         while not self._stopping:
             try:
-                async with _Client(
+                async with BusClient(
                     self.host, self.port, username=self.username, password=self.password,
                     identifier=f"moo-node-{self.node}-{self.run}-{secrets.token_hex(2)}",
                     timeout=5.0, keepalive=10,
@@ -352,7 +364,7 @@ class Transport:
         while not _acked(info) and time.monotonic() < deadline and self.up.is_set():
             await asyncio.sleep(0.005)
 
-    async def _session(self, client: _Client) -> None:
+    async def _session(self, client: BusClient) -> None:
         """Read until the session ends; whichever ends first (the reader sees a lost
         connection at once, the acknowledgement check only later) ends it."""
         loop = asyncio.get_running_loop()
@@ -377,7 +389,7 @@ class Transport:
             if self._unacked and time.monotonic() - self._unacked[0][3] > ACK_TIMEOUT_S:
                 raise aiomqtt.MqttError("the broker did not acknowledge a publish in 5 s")
 
-    async def _read(self, client: _Client) -> None:
+    async def _read(self, client: BusClient) -> None:
         async for first in client.messages:
             # aiomqtt hands out one message per two turns of the event loop; on a busy node
             # that, not the broker, was the latency tail: everything received is taken at once

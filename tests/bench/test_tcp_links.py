@@ -1,6 +1,7 @@
 """The fault harness's bad network (bench/harness/services.py ``TcpCut``): a slow link holds
 every chunk at least its latency and keeps the order, a stalled one delivers nothing until it
-flows again and loses nothing, a lossy one resets the share of connections it is told to and
+flows again and loses nothing, one whose replies are held delivers the requests only, a lossy
+one resets the share of connections it is told to and
 keeps accepting. An echo service behind the relay shows what a node would see."""
 
 from __future__ import annotations
@@ -83,6 +84,28 @@ async def test_a_stalled_link_delivers_nothing_until_it_flows_and_loses_nothing(
     assert len(link.pairs) == 1  # the connection is still open
     link.flow()
     assert await r.readline() == b"during\n"
+    w.close()
+    await link.down()
+
+
+async def test_a_link_holding_replies_delivers_requests_and_answers_late(
+    echo: tuple[int, list[bytes]],
+) -> None:
+    port, got = echo
+    link = await _link(port)
+    r, w = await asyncio.open_connection("127.0.0.1", link.port)
+    link.hold_replies()
+    w.write(b"landed\n")
+    await w.drain()
+    async with asyncio.timeout(10):  # the request goes through: the service has it
+        while got != [b"landed\n"]:
+            await asyncio.sleep(0.01)
+    # its answer is held, however long the client waits (the echo was written at once)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(r.readline(), 0.3)
+    assert len(link.pairs) == 1
+    link.flow()
+    assert await r.read(65536) == b"landed\n"
     w.close()
     await link.down()
 
