@@ -20,6 +20,7 @@ from tests.patience import patience
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.slow
 def test_a_short_ladder_run_reports_and_checks_its_games() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.ladder_run", "--minutes", "0.25", "--workers", "2",
