@@ -19,10 +19,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
 
+from bench.harness.services import TcpCut
 from tests.patience import patience
 from tests.server.test_server_http import http_get
 from tests.server_support import Client
@@ -127,6 +129,21 @@ async def nodes(db: str, *names: str, **kwargs: Any) -> AsyncIterator[list[Node]
                     os.kill(node.proc.pid, signal.SIGCONT)
                 node.proc.kill()
                 await node.proc.wait()
+
+
+@asynccontextmanager
+async def database_relay(db: str) -> AsyncIterator[tuple[TcpCut, str]]:
+    """A TCP relay in front of the database that the test can cut, stall or slow
+    (bench/harness/services.py), and the URL that reaches the database through it; at the end
+    the relay flows again and is taken down."""
+    cut = TcpCut(urlsplit(db).port or 5432)
+    await cut.up()
+    try:
+        yield cut, db.replace(f":{urlsplit(db).port}/", f":{cut.port}/")
+    finally:
+        cut.flow()
+        if cut.is_up:
+            await cut.down()
 
 
 async def query(db: str, sql: str, *args: Any) -> list[Any]:

@@ -11,7 +11,7 @@ import os
 import signal
 from typing import Any
 
-from tests.cluster_support import Node, nodes, query, until
+from tests.cluster_support import Node, database_relay, nodes, query, until
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
 from tests.server_support import Client, free_match
@@ -162,14 +162,7 @@ async def _logged(node: Node, *needles: str) -> bool:
 async def test_database_away_longer_than_the_lease(pg_url: str) -> None:
     """The database vanishes (a TCP relay is cut) for longer than the lease: the node refuses
     with storage_unavailable meanwhile, then renews and re-adopts its match: nothing stuck."""
-    from urllib.parse import urlsplit
-
-    from bench.harness.services import TcpCut
-
-    cut = TcpCut(urlsplit(pg_url).port or 5432)
-    await cut.up()
-    via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
-    async with nodes(via, "a", lease_ms=LEASE_MS) as (a,):
+    async with database_relay(pg_url) as (cut, via), nodes(via, "a", lease_ms=LEASE_MS) as (a,):
         _PORTS.update(a=a.port)
         ann, bob, mid = await free_match(a.port)
         await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
@@ -190,7 +183,6 @@ async def test_database_away_longer_than_the_lease(pg_url: str) -> None:
         for c in (ann, bob, ann2):
             await c.close()
         assert await a.stop() == 0
-    await cut.down()
 
 
 async def _resume_after_outage(node: Node, token: str | None, mid: str) -> Client:

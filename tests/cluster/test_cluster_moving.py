@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
-from bench.harness.services import TcpCut
-from tests.cluster_support import following_a, nodes, query, until
+from tests.cluster_support import database_relay, following_a, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -58,45 +56,38 @@ async def test_a_watch_on_the_owner_whose_match_moves_during_its_read_follows_it
     follows it to its new owner: ``watching``, then every event once, in order. Before, the
     read's end found the match gone and answered ``unknown_match`` (the harness's spectator
     counted it as a gap: it never watched again)."""
-    cut = TcpCut(urlsplit(pg_url).port or 5432)
-    await cut.up()
-    via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
     await broker.start()
-    try:
-        async with (
-            nodes(via, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,),
-            nodes(pg_url, "b", bus=broker.url, lease_ms=LEASE_MS) as (b,),
-        ):
-            await following_a(a, b)
-            ann, bob, mid = await free_match(a.port)  # run by a: both players are on a
-            await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
-            assert await _owner(pg_url, mid) == "a"
-            carl = await Client.hello(a.port, "carl")
-            cut.stall()  # a's database link delivers nothing from now on
-            ref = await carl.send({"type": "watch", "match_id": mid, "last_seq": 0})
-            # a's renewals hang: its lease runs out, b takes the match over and announces it,
-            # and a lets it go while the watch's read of the log is still stalled
-            await until(lambda: _owned_by(pg_url, mid, "b"), 30, "b to take the match over")
+    async with (
+        database_relay(pg_url) as (cut, via),
+        nodes(via, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,),
+        nodes(pg_url, "b", bus=broker.url, lease_ms=LEASE_MS) as (b,),
+    ):
+        await following_a(a, b)
+        ann, bob, mid = await free_match(a.port)  # run by a: both players are on a
+        await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+        assert await _owner(pg_url, mid) == "a"
+        carl = await Client.hello(a.port, "carl")
+        cut.stall()  # a's database link delivers nothing from now on
+        ref = await carl.send({"type": "watch", "match_id": mid, "last_seq": 0})
+        # a's renewals hang: its lease runs out, b takes the match over and announces it,
+        # and a lets it go while the watch's read of the log is still stalled
+        await until(lambda: _owned_by(pg_url, mid, "b"), 30, "b to take the match over")
 
-            async def let_go() -> bool:
-                return await _live_matches(a.port) == 0
+        async def let_go() -> bool:
+            return await _live_matches(a.port) == 0
 
-            await until(let_go, 30, "a to let the match go")
-            cut.flow()
-            reply = await carl.expect(lambda m: m.get("ref") == ref)
-            assert reply["type"] == "watching" and reply["match_id"] == mid, reply
-            # the match goes on at b; the spectator on a sees it, every event once, in order
-            guess = await _retried(ann, {"type": "guess", "match_id": mid, "guess": "6789"})
-            seen = await carl.event(mid, "guess", seq=guess["seq"])
-            assert seen["guess"] == "6789"
-            seqs = [e["seq"] for e in carl.events(mid)]
-            assert seqs == list(range(1, guess["seq"] + 1)), seqs
-            for c in (ann, bob, carl):
-                await c.close()
-    finally:
+        await until(let_go, 30, "a to let the match go")
         cut.flow()
-        if cut.is_up:
-            await cut.down()
+        reply = await carl.expect(lambda m: m.get("ref") == ref)
+        assert reply["type"] == "watching" and reply["match_id"] == mid, reply
+        # the match goes on at b; the spectator on a sees it, every event once, in order
+        guess = await _retried(ann, {"type": "guess", "match_id": mid, "guess": "6789"})
+        seen = await carl.event(mid, "guess", seq=guess["seq"])
+        assert seen["guess"] == "6789"
+        seqs = [e["seq"] for e in carl.events(mid)]
+        assert seqs == list(range(1, guess["seq"] + 1)), seqs
+        for c in (ann, bob, carl):
+            await c.close()
 
 
 async def _owned_by(db: str, mid: str, node: str) -> bool:
@@ -134,56 +125,49 @@ async def test_a_move_in_flight_as_its_node_lets_the_match_go_is_answered_once(
     guess's event with her ``ref``, and the log holds the guess once. Before, a dropped the
     late commit's answer (the match had left) and nothing else carried the ``ref``: the
     harness's unanswered guess (``lands``); a fenced one was refused ``storage_unavailable``."""
-    cut = TcpCut(urlsplit(pg_url).port or 5432)
-    await cut.up()
-    via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
     await broker.start()
-    try:
-        async with (
-            nodes(via, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,),
-            nodes(pg_url, "b", bus=broker.url, lease_ms=LEASE_MS) as (b,),
-        ):
-            await following_a(a, b)
-            ann, bob, mid = await free_match(a.port)  # run by a: both players are on a
-            await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
-            if fate == "lands":
-                cut.hold_replies()  # what a sends lands; what the database answers waits
-            else:
-                cut.stall()  # nothing a sends reaches the database
-            ref = await ann.send({"type": "guess", "match_id": mid, "guess": "6789"})
+    async with (
+        database_relay(pg_url) as (cut, via),
+        nodes(via, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,),
+        nodes(pg_url, "b", bus=broker.url, lease_ms=LEASE_MS) as (b,),
+    ):
+        await following_a(a, b)
+        ann, bob, mid = await free_match(a.port)  # run by a: both players are on a
+        await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+        if fate == "lands":
+            cut.hold_replies()  # what a sends lands; what the database answers waits
+        else:
+            cut.stall()  # nothing a sends reaches the database
+        ref = await ann.send({"type": "guess", "match_id": mid, "guess": "6789"})
 
-            async def logged() -> int:
-                rows = await query(pg_url, "SELECT body FROM events WHERE match_id = $1", mid)
-                return sum(1 for r in rows if json.loads(r[0]).get("guess") == "6789")
+        async def logged() -> int:
+            rows = await query(pg_url, "SELECT body FROM events WHERE match_id = $1", mid)
+            return sum(1 for r in rows if json.loads(r[0]).get("guess") == "6789")
 
-            if fate == "lands":
-                async def landed() -> bool:
-                    return await logged() == 1
+        if fate == "lands":
+            async def landed() -> bool:
+                return await logged() == 1
 
-                await until(landed, 30, "the guess to land in the log")
-            await until(lambda: _owned_by(pg_url, mid, "b"), 30, "b to take the match over")
+            await until(landed, 30, "the guess to land in the log")
+        await until(lambda: _owned_by(pg_url, mid, "b"), 30, "b to take the match over")
 
-            async def let_go() -> bool:
-                return await _live_matches(a.port) == 0
+        async def let_go() -> bool:
+            return await _live_matches(a.port) == 0
 
-            await until(let_go, 30, "a to let the match go")
-            cut.flow()  # a hears now what became of its commit
-            reply = await ann.expect(lambda m: m.get("ref") == ref)
-            assert reply["type"] == "event" and reply["kind"] == "guess", reply
-            assert reply["guess"] == "6789" and reply["seat"] == 0, reply
-            # the match goes on at b, on ann's connection, every event once
-            more = await _retried(ann, {"type": "guess", "match_id": mid, "guess": "7890"})
-            assert more["seq"] > reply["seq"]
-            seqs = [e["seq"] for e in ann.events(mid)]
-            assert len(seqs) == len(set(seqs)), seqs
-            assert sum(1 for m in ann.seen if m.get("ref") == ref) == 1
-            assert await logged() == 1
-            for c in (ann, bob):
-                await c.close()
-    finally:
-        cut.flow()
-        if cut.is_up:
-            await cut.down()
+        await until(let_go, 30, "a to let the match go")
+        cut.flow()  # a hears now what became of its commit
+        reply = await ann.expect(lambda m: m.get("ref") == ref)
+        assert reply["type"] == "event" and reply["kind"] == "guess", reply
+        assert reply["guess"] == "6789" and reply["seat"] == 0, reply
+        # the match goes on at b, on ann's connection, every event once
+        more = await _retried(ann, {"type": "guess", "match_id": mid, "guess": "7890"})
+        assert more["seq"] > reply["seq"]
+        seqs = [e["seq"] for e in ann.events(mid)]
+        assert len(seqs) == len(set(seqs)), seqs
+        assert sum(1 for m in ann.seen if m.get("ref") == ref) == 1
+        assert await logged() == 1
+        for c in (ann, bob):
+            await c.close()
 
 
 async def test_a_move_for_a_match_that_ended_before_its_owner_died_is_match_finished(
@@ -242,43 +226,38 @@ async def test_a_match_taken_back_after_a_failed_write_is_not_sent_twice_to_its_
     match (``Seated``) must leave them alone. Before, it gave the seats back from seq 1 while
     their own re-attachment was still reading: every event twice on each player's connection
     (the harness: seqs 1-8 twice after a ``drop-db``)."""
-    cut = TcpCut(urlsplit(pg_url).port or 5432)
-    await cut.up()
-    via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
     await broker.start()
-    try:
-        # a lease that outlasts the outage: the match stays a's (with the short one, a's own
-        # renewals, slowed, let it lapse, and the first commit after was fenced)
-        async with nodes(via, "a", bus=broker.url, lease_ms=10_000) as (a,):
-            await following_a(a)
-            ann, bob, mid = await free_match(a.port)
-            await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
-            cut.hold_replies()  # what a sends lands; what the database answers waits
-            ref = await ann.send({"type": "guess", "match_id": mid, "guess": "6789"})
+    # a lease that outlasts the outage: the match stays a's (with the short one, a's own
+    # renewals, slowed, let it lapse, and the first commit after was fenced)
+    async with (
+        database_relay(pg_url) as (cut, via),
+        nodes(via, "a", bus=broker.url, lease_ms=10_000) as (a,),
+    ):
+        await following_a(a)
+        ann, bob, mid = await free_match(a.port)
+        await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+        cut.hold_replies()  # what a sends lands; what the database answers waits
+        ref = await ann.send({"type": "guess", "match_id": mid, "guess": "6789"})
 
-            async def landed() -> bool:
-                rows = await query(pg_url, "SELECT body FROM events WHERE match_id = $1", mid)
-                return any(json.loads(r[0]).get("guess") == "6789" for r in rows)
+        async def landed() -> bool:
+            rows = await query(pg_url, "SELECT body FROM events WHERE match_id = $1", mid)
+            return any(json.loads(r[0]).get("guess") == "6789" for r in rows)
 
-            await until(landed, 30, "the guess to land in the log")
-            await cut.down()  # cut in the middle of the commit: a cannot know it landed
-            cut.flow()
-            refused = await ann.expect(lambda m: m.get("ref") == ref)
-            assert refused["code"] == "storage_unavailable", refused
-            # back, but slow: the seats' reads of the log, to attach them again from their
-            # cursors, are still on their way when the announcement comes
-            cut.slow(0.1)
-            await cut.up()
-            await ann.event(mid, "resumed")  # taken back, from the log
-            cut.slow(0.0)
-            more = await _retried(ann, {"type": "guess", "match_id": mid, "guess": "7890"})
-            await bob.event(mid, "guess", seq=more["seq"])
-            for client in (ann, bob):
-                seqs = [e["seq"] for e in client.events(mid)]
-                assert seqs == list(range(1, more["seq"] + 1)), seqs  # each once, in order
-            for c in (ann, bob):
-                await c.close()
-    finally:
+        await until(landed, 30, "the guess to land in the log")
+        await cut.down()  # cut in the middle of the commit: a cannot know it landed
         cut.flow()
-        if cut.is_up:
-            await cut.down()
+        refused = await ann.expect(lambda m: m.get("ref") == ref)
+        assert refused["code"] == "storage_unavailable", refused
+        # back, but slow: the seats' reads of the log, to attach them again from their
+        # cursors, are still on their way when the announcement comes
+        cut.slow(0.1)
+        await cut.up()
+        await ann.event(mid, "resumed")  # taken back, from the log
+        cut.slow(0.0)
+        more = await _retried(ann, {"type": "guess", "match_id": mid, "guess": "7890"})
+        await bob.event(mid, "guess", seq=more["seq"])
+        for client in (ann, bob):
+            seqs = [e["seq"] for e in client.events(mid)]
+            assert seqs == list(range(1, more["seq"] + 1)), seqs  # each once, in order
+        for c in (ann, bob):
+            await c.close()

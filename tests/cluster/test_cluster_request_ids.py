@@ -18,14 +18,13 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiomqtt
 
 from bench.harness.services import TcpCut
 from server.cluster.transport import PREFIX
 from server.cluster.wire import LobbyCall, decode
-from tests.cluster_support import Node, following_a, nodes, query, start_node, until
+from tests.cluster_support import Node, database_relay, following_a, nodes, query, start_node, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -175,21 +174,12 @@ async def test_a_tournament_create_retried_after_the_leader_died_makes_one(
 @contextlib.asynccontextmanager
 async def _cut_a(pg_url: str, bus: str) -> AsyncIterator[tuple[Node, Node, TcpCut]]:
     """Node a reaching the database through a relay that the test can cut, node b directly."""
-    cut = TcpCut(urlsplit(pg_url).port or 5432)
-    await cut.up()
-    via = pg_url.replace(f":{urlsplit(pg_url).port}/", f":{cut.port}/")
-    started: list[Node] = []
-    try:
-        started.append(await start_node(via, "a", bus=bus, lease_ms=LEASE_MS))
-        started.append(await start_node(pg_url, "b", bus=bus, lease_ms=LEASE_MS))
-        yield started[0], started[1], cut
-    finally:
-        for n in started:
-            if n.proc.returncode is None:
-                n.proc.kill()
-                await n.proc.wait()
-        if cut.is_up:
-            await cut.down()
+    async with (
+        database_relay(pg_url) as (cut, via),
+        nodes(via, "a", bus=bus, lease_ms=LEASE_MS) as (a,),
+        nodes(pg_url, "b", bus=bus, lease_ms=LEASE_MS) as (b,),
+    ):
+        yield a, b, cut
 
 
 async def test_a_room_join_retried_after_its_node_was_cut_from_the_database(
