@@ -333,9 +333,6 @@ class Connection:
         self._pending.clear()
         self._scheduled = False
 
-    def send_error(self, exc: MooError, ref: Any = None) -> None:
-        self.send(error_message(exc, ref))
-
     def flush(self) -> bool:
         """Write what is pending now if the socket can take it; True when nothing is left."""
         self._scheduled = False
