@@ -74,8 +74,8 @@ class Viewer:
 
     async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The reply to ``msg``, paced under the server's rate limit (a page's checks send
-        tens of requests); sent again a second later if the limit refused it anyway (that
-        error carries no ``ref``: docs/protocol.md)."""
+        tens of requests); sent again a second later if the limit refused it anyway (nothing
+        was done: docs/protocol.md)."""
         async with asyncio.timeout(120):
             while True:
                 await asyncio.sleep(0.06)  # under the server's 20 messages a second
@@ -83,10 +83,10 @@ class Viewer:
                 await self.wire.send({**msg, "id": ref})
                 while True:
                     reply = await self.wire.receive()
+                    if reply.get("ref") in (ref, None) and reply.get("code") == "rate_limited":
+                        break
                     if reply.get("ref") == ref:
                         return reply
-                    if reply.get("type") == "error" and reply.get("code") == "rate_limited":
-                        break
                 await asyncio.sleep(1.0)
 
 

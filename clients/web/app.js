@@ -694,6 +694,11 @@ function retryable(msg) {
 function onError(msg, ctx) {
   const type = ctx ? ctx.type : null;
   const text = msg.message || msg.code;
+  // (it names the refused request now, but it is about the page's pace, not that request)
+  if (msg.code === "rate_limited") {
+    banner("Slow down: too many messages.");
+    return;
+  }
   if (ctx && ctx.request && retryable(msg) && (ctx.tries || 0) < REQUEST_RETRIES) {
     // nothing was done, or it was and the answer is the first one's: the same request again
     setTimeout(() => resend(ctx), 1000 * ((ctx.tries || 0) + 1));
@@ -875,7 +880,6 @@ function onError(msg, ctx) {
   }
   if (type === "leaderboard" || type === "matches" || type === "ping" || type === "unwatch"
       || type === "unqueue" || type === "decline") return;
-  if (msg.code === "rate_limited") banner("Slow down: too many messages.");
 }
 
 // ---------------------------------------------------------------------------------------------
