@@ -16,10 +16,9 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from moo.bradley_terry import fit as bradley_terry
 from moo.errors import MooError, NotAvailable
 from moo.match import Event, Match
 from moo.variants import rules_from_dict, rules_spec
@@ -36,6 +35,7 @@ from server.ladder_records import (
     Fit,
     LadderBot,
     LadderGame,
+    Rating,
     Standing,
     Upload,
     Worker,
@@ -53,6 +53,15 @@ from server.storage import Store
 __all__ = ["LadderSchedule"]
 
 log = logging.getLogger("moo.ladder")
+
+
+def bradley_terry(games: Sequence[tuple[str, str, float]]) -> Mapping[str, Rating]:
+    """moo.bradley_terry's fit, imported at the first refit rather than with the server: it
+    needs numpy, whose import is a fifth of a server's start-up CPU, and most servers (and
+    every test that starts one) never rate a ladder."""
+    from moo.bradley_terry import fit
+
+    return fit(games)
 
 
 class LadderSchedule:
