@@ -30,7 +30,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import asyncpg
@@ -50,6 +50,10 @@ T = TypeVar("T")
 #: how many times a commit that PostgreSQL rolled back (a deadlock or serialization conflict
 #: with another node) is run again before its appends fail with ``storage_unavailable``
 ROLLBACK_RETRIES = 3
+#: how many finishing transactions (a finished match's events, its ``results`` rows and its
+#: ratings: about seven round trips) may run at once, each on a session of its own, beside the
+#: writer's one-round-trip commits of everything else
+FINISHERS = 3
 #: errors that mean "this row is refused", not "the database is gone"
 _DATA_ERRORS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
 #: errors that make an operation fail with ``storage_unavailable``
@@ -116,6 +120,11 @@ class PostgresStore(Store):
         self._pending: list[_PgOp] = []
         self._wake = asyncio.Event()
         self._writer_conn: Any = None
+        #: the finishers' sessions not in use (FINISHERS at most, made when first needed)
+        self._finisher_conns: list[Any] = []
+        self._finisher_slots = asyncio.Semaphore(FINISHERS)
+        #: matches whose finishing appends a finisher has (queued or in flight), and its task
+        self._finishing: dict[str, asyncio.Task[None]] = {}
         self._pool: Any = None
         self._task: asyncio.Task[None] | None = None
         self._probe: asyncio.Task[None] | None = None
@@ -177,6 +186,8 @@ class PostgresStore(Store):
         self._closing = True
         self._wake.set()
         await self._task
+        while self._finishing:
+            await asyncio.gather(*set(self._finishing.values()), return_exceptions=True)
         for hook in self.before_close:
             with contextlib.suppress(StorageError, *_UNAVAILABLE):
                 await hook()
@@ -186,9 +197,10 @@ class PostgresStore(Store):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if self._writer_conn is not None:
-            with contextlib.suppress(*_UNAVAILABLE):
-                await self._writer_conn.close(timeout=2)
+        for conn in [self._writer_conn, *self._finisher_conns]:
+            if conn is not None:
+                with contextlib.suppress(*_UNAVAILABLE):
+                    await conn.close(timeout=2)
         if self._pool is not None:
             try:
                 async with asyncio.timeout(2):
@@ -280,8 +292,20 @@ class PostgresStore(Store):
             self._writer_conn = await self._connect("moo-writer")
         return self._writer_conn
 
-    async def _drop_writer(self) -> None:
-        conn, self._writer_conn = self._writer_conn, None
+    def _drop_writer(self, conn: Any) -> None:
+        if conn is self._writer_conn:
+            self._writer_conn = None
+        if conn is not None:
+            conn.terminate()
+
+    async def _finisher(self) -> Any:
+        while self._finisher_conns:
+            conn = self._finisher_conns.pop()
+            if not conn.is_closed():
+                return conn
+        return await self._connect("moo-finisher")
+
+    def _drop_finisher(self, conn: Any) -> None:
         if conn is not None:
             conn.terminate()
 
@@ -304,20 +328,74 @@ class PostgresStore(Store):
             if self.window:
                 await asyncio.sleep(self.window)
             batch, self._pending = self._pending, []
-            outcomes = await self._commit(batch)
-            for op, exc in outcomes:
-                try:
-                    op.done(exc)
-                except Exception:
-                    log.exception("durability callback failed")
+            batch = self._hand_over_finishes(batch)
+            if batch:
+                _settle(await self._commit(batch, self._writer, self._drop_writer))
 
-    async def _commit(self, batch: list[_PgOp]) -> list[tuple[_PgOp, BaseException | None]]:
+    def _hand_over_finishes(self, batch: list[_PgOp]) -> list[_PgOp]:
+        """Give the appends of matches that finish in ``batch`` to a finisher of their own and
+        return the rest, which the writer commits at once.
+
+        A finishing commit also writes the match's ``results`` rows and ratings in its
+        transaction: several round trips where everything else takes one. Over a slow link to
+        the database (a round trip of 0.4 s) it took seconds, and every guess of every other
+        match queued behind it waited that long: 5-7 s silences in the fault harness's
+        ``slow-db``. A match's appends stay in order: all of a finishing match's appends in the
+        batch go together, and any that would follow them go to the same finisher after them.
+        """
+        ending = {op.append.match_id for op in batch if op.append.finished}
+        ending |= {op.append.match_id for op in batch if op.append.match_id in self._finishing}
+        if not ending:
+            return batch
+        finishing = [op for op in batch if op.append.match_id in ending]
+        before = {self._finishing[m] for m in ending if m in self._finishing}
+        task = asyncio.get_running_loop().create_task(self._finish_batch(finishing, before))
+        for match_id in ending:
+            self._finishing[match_id] = task
+        return [op for op in batch if op.append.match_id not in ending]
+
+    async def _finish_batch(self, ops: list[_PgOp], before: set[asyncio.Task[None]]) -> None:
+        """Commit finishing appends on a finisher's session (after ``before``, the finishers
+        that have earlier appends of the same matches), then release their waiters."""
+        try:
+            if before:
+                await asyncio.gather(*before, return_exceptions=True)
+            async with self._finisher_slots:
+                conns: list[Any] = []
+
+                async def get() -> Any:
+                    conns.append(await self._finisher())
+                    return conns[-1]
+
+                def drop(conn: Any) -> None:
+                    if conn in conns:
+                        conns.remove(conn)
+                    self._drop_finisher(conn)
+
+                outcomes = await self._commit(ops, get, drop)
+                self._finisher_conns.extend(c for c in conns if not c.is_closed())
+            _settle(outcomes)
+        finally:
+            me = asyncio.current_task()
+            for op in ops:
+                if self._finishing.get(op.append.match_id) is me:
+                    del self._finishing[op.append.match_id]
+
+    async def _commit(
+        self,
+        batch: list[_PgOp],
+        get: Callable[[], Awaitable[Any]],
+        drop: Callable[[Any], None],
+    ) -> list[tuple[_PgOp, BaseException | None]]:
+        """Commit ``batch`` on the session ``get()`` gives (the writer's or a finisher's);
+        ``drop(conn)`` when that session is no longer to be trusted."""
         errors: dict[int, BaseException] = {}
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         watchdog: asyncio.TimerHandle | None = None
+        conn: Any = None
         try:
-            conn = await self._writer()
+            conn = await get()
             # A database that stops answering mid-commit must not hold every ack forever:
             # closing the socket makes whatever is awaiting fail at once.
             watchdog = loop.call_later(self.op_timeout_s, conn.terminate)
@@ -333,7 +411,7 @@ class PostgresStore(Store):
                     except _DATA_ERRORS as exc:
                         errors[id(op)] = exc
         except _UNAVAILABLE as exc:
-            await self._drop_writer()  # a fresh session for the next batch, whatever broke
+            drop(conn)  # a fresh session for the next batch, whatever broke
             if isinstance(exc, _OUTAGE):
                 self._lost(exc)
             else:
@@ -399,12 +477,14 @@ class PostgresStore(Store):
         while ops:
             done = [op.append for op in ops if op.append.finished]
             if done:
-                # A batch that finishes matches also writes their history rows, in the same
-                # transaction (two more round trips, once per finished match's batch only).
-                async with conn.transaction():
-                    lost = await conn.fetchval(_COMMIT_BATCH, node, epoch, *_commit_args(ops))
-                    if not lost:
-                        await self._finish(_PgDb(conn), done)
+                # A batch that finishes matches also writes their history rows and ratings, in
+                # the same transaction; first without a savepoint around each (two round trips
+                # fewer per part: this runs over slow links too), and only if one of those
+                # parts fails, again with them, so that the part is left out, not the finish.
+                try:
+                    lost = await self._finishing_call(conn, node, epoch, ops, done, False)
+                except _Redo:
+                    lost = await self._finishing_call(conn, node, epoch, ops, done, True)
             else:
                 lost = await conn.fetchval(_COMMIT_BATCH, node, epoch, *_commit_args(ops))
             if not lost:
@@ -417,6 +497,16 @@ class PostgresStore(Store):
             log.warning("fenced off %d matches this node no longer owns", len(gone))
             self.fenced += len(gone)
             ops = [op for op in ops if op.append.match_id not in gone]
+
+    async def _finishing_call(
+        self, conn: Any, node: str | None, epoch: int | None, ops: list[_PgOp],
+        done: list[Append], savepoints: bool,
+    ) -> Any:
+        async with conn.transaction():
+            lost = await conn.fetchval(_COMMIT_BATCH, node, epoch, *_commit_args(ops))
+            if not lost:
+                await self._finish(_PgDb(conn, savepoints), done)
+        return lost
 
     async def _finish(self, db: Db, done: list[Append]) -> None:
         """The ``results`` rows of the matches this transaction finishes (history), then the
@@ -531,8 +621,11 @@ class _PgDb(Db):
 
     refused = _DATA_ERRORS
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, savepoints: bool = True) -> None:
         self.conn = conn
+        #: False: :meth:`atomic` takes no savepoint, and anything that fails inside it
+        #: raises :class:`_Redo` (the transaction is spoilt: it must be run again with them)
+        self.savepoints = savepoints
 
     async def rows(self, query: Query, *args: Any) -> list[Any]:
         return list(await self.conn.fetch(query.postgresql, *args))
@@ -547,7 +640,30 @@ class _PgDb(Db):
         await self.conn.executemany(query.postgresql, rows)
 
     def atomic(self) -> Any:
-        return self.conn.transaction()
+        return self.conn.transaction() if self.savepoints else _redo_on_failure()
+
+
+class _Redo(Exception):
+    """A part of a finishing transaction run without its savepoint failed: PostgreSQL has
+    aborted the transaction (a COMMIT now would quietly roll it back), so it is run again,
+    savepoints and all. Not a subclass of anything a caller catches on its way out."""
+
+
+@contextlib.asynccontextmanager
+async def _redo_on_failure() -> AsyncIterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        raise _Redo(_reason(exc)) from exc
+
+
+def _settle(outcomes: list[tuple[_PgOp, BaseException | None]]) -> None:
+    """Release the waiters of committed (or failed) appends."""
+    for op, exc in outcomes:
+        try:
+            op.done(exc)
+        except Exception:
+            log.exception("durability callback failed")
 
 
 def _reason(exc: BaseException) -> str:

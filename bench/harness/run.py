@@ -47,7 +47,7 @@ from typing import Any
 
 from bench.harness.checker import Fault, Verdict, check, parse_log
 from bench.harness.cluster import Cluster, Node
-from bench.harness.player import DocsClient, Ended, Follower, Plan, play, watch
+from bench.harness.player import RETRYABLE, DocsClient, Ended, Follower, Plan, play, watch
 from bench.harness.services import PrivatePostgres
 from moo.rules import DEFAULT_RULES
 
@@ -159,25 +159,32 @@ class Harness:
         try:
             await p0.open(give_up)
             await p1.open(give_up)
+            # Both requests carry a request_id (docs/protocol.md, "Retrying safely"): sent
+            # again after a lost reply, a closed connection or a "try again", each is answered
+            # with what the first one did, so a match that started is never left unplayed.
             step = "room_create"
-            room = await p0.request({"type": "room_create", "pacing": "free"}, 30)
+            create = {"type": "room_create", "pacing": "free", "request_id": f"{names[0]}r"}
+            room = await self._safely(p0, create, give_up, step)
             if room.get("type") != "room":
                 self.pair_failures[f"{room.get('code')} at room_create"] += 1
                 raise Ended()
             step = "room_join"
-            try:
-                joined = await p1.request({"type": "room_join", "code": room["code"]}, 30)
-            except (Ended, TimeoutError) as lost:
-                # the reply was lost: whether the match exists, a new welcome says
-                self.pair_failures[f"{type(lost).__name__} in room_join"] += 1
-                joined = await self._listed(p1, give_up)
+            join = {"type": "room_join", "code": room.get("code"), "request_id": f"{names[1]}j"}
+            while True:
+                joined = await self._safely(p1, join, give_up, step)
+                if joined.get("type") == "match" or joined.get("code") != "unknown_room":
+                    break
+                # the room goes with its creator's connection: made again under its request
+                # id (the same code) once that connection is back
+                self.pair_failures["unknown_room at room_join"] += 1
+                await asyncio.sleep(0.3)
+                room = await self._safely(p0, create, give_up, "room_create")
+                if room.get("type") != "room":
+                    self.pair_failures[f"{room.get('code')} at room_create"] += 1
+                    raise Ended()
             if joined.get("type") != "match":
-                # A refusal may come although the match started: a room_join that the lobby's
-                # next leader gets again after its first sending started the match is
-                # `unknown_room`; a creation whose commit landed as the node lost the database
-                # is `storage_unavailable` (docs/cluster.md, "Status"). The welcome says.
                 self.pair_failures[f"{joined.get('code')} at room_join"] += 1
-                joined = await self._listed(p1, give_up)
+                raise Ended()
             step = "announce"
             mid = str(joined["match_id"])
             p1.me.match_id = mid
@@ -200,15 +207,27 @@ class Harness:
                 await p.close()
             return None
 
-    @staticmethod
-    async def _listed(p: DocsClient, give_up: float) -> dict[str, Any]:
-        """``p``'s match as its new welcome lists it (a ``match`` reply), or :class:`Ended`."""
-        await p.close()
-        welcome = await p.open(give_up)
-        listed = welcome.get("matches", [])
-        if not listed:
-            raise Ended()
-        return {"type": "match", "match_id": listed[0]["match_id"]}
+    async def _safely(self, p: DocsClient, msg: dict[str, Any], give_up: float,
+                      step: str) -> dict[str, Any]:
+        """``msg`` (with its ``request_id``) until it is answered other than "try again": on
+        a lost reply or a closed connection, ``p`` reconnects and sends it again, as
+        docs/protocol.md says a client may. :class:`Ended` once ``give_up`` has passed."""
+        while True:
+            if time.time() > give_up:
+                raise Ended()
+            if not p.is_open:
+                await p.open(give_up)
+            try:
+                reply = await p.request(msg, 30)
+            except (Ended, TimeoutError) as lost:
+                self.pair_failures[f"{type(lost).__name__} in {step} (sent again)"] += 1
+                await p.close()
+                continue
+            if reply.get("type") == "error" and reply.get("code") in RETRYABLE:
+                self.pair_failures[f"{reply.get('code')} at {step} (sent again)"] += 1
+                await asyncio.sleep(0.3)
+                continue
+            return reply
 
     async def _slot(self, slot: int) -> None:
         n = len(self.cluster.nodes)

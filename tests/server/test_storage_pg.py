@@ -625,6 +625,9 @@ async def test_metrics_on_a_single_node(db: str, tmp_path: Path) -> None:
 
 
 async def _lock_waiters(conn: asyncpg.Connection) -> int:
+    # (inside a transaction the list of sessions is read once and kept: a session that
+    # connects later, as a finisher's does, would never be seen without a fresh reading)
+    await conn.execute("SELECT pg_stat_clear_snapshot()")
     return int(await conn.fetchval(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
         " AND datname = current_database()"
@@ -714,4 +717,82 @@ async def test_a_commit_rolled_back_to_break_a_deadlock_is_run_again(pg_url: str
         assert await _count_events(pg_url) == 2
     finally:
         await other.close()
+        await store.close()
+
+
+async def test_a_finishing_commit_that_waits_does_not_hold_up_other_matches(pg_url: str) -> None:
+    """A finishing commit writes the match's results and ratings too: several round trips,
+    seconds over a slow link to the database. Here it waits on a row lock that another session
+    holds; a guess of another match, appended after it, is committed and acknowledged
+    meanwhile, and the finish lands once the lock is let go. (One writer for everything made
+    the guess wait behind the finish: the fault harness's 5-7 s silences under ``slow-db``.)"""
+    store = make_store(Settings(db=pg_url, commit_window_ms=0))
+    other = await asyncpg.connect(pg_url)
+    loop = asyncio.get_running_loop()
+    try:
+        await store.open()
+        seeded = _done(loop)
+        store.append("m0", [{"seq": 1, "kind": "created", "at": 0}], seeded.set_result,
+                     meta={}, finished=True,
+                     stats=[StatDelta("A", "win", 5, 1000), StatDelta("B", "loss", None, 1000)])
+        assert await seeded is None  # A's stats row exists
+        begun = _done(loop)
+        store.append("m2", [{"seq": 1, "kind": "created", "at": 0}], begun.set_result, meta={})
+        assert await begun is None
+        async with other.transaction():
+            await other.execute("SELECT 1 FROM stats WHERE player = 'A' FOR UPDATE")
+            finish = _done(loop)
+            store.append("m1", [{"seq": 1, "kind": "created", "at": 0}], finish.set_result,
+                         meta={}, finished=True,
+                         stats=[StatDelta("A", "win", 5, 1000),
+                                StatDelta("C", "loss", None, 1000)])
+            async with asyncio.timeout(patience(15)):
+                while await _lock_waiters(other) < 1:  # the finish waits for A's row
+                    await asyncio.sleep(0.02)
+            guess = _done(loop)
+            store.append("m2", [{"seq": 2, "kind": "guess", "at": 1}], guess.set_result)
+            async with asyncio.timeout(patience(15)):
+                assert await guess is None
+            assert not finish.done()
+        async with asyncio.timeout(patience(15)):
+            assert await finish is None
+        assert [e["seq"] for e in await store.match_events("m2") or []] == [1, 2]
+        assert [e["seq"] for e in await store.match_events("m1") or []] == [1]
+    finally:
+        await other.close()
+        await store.close()
+
+
+async def test_a_finish_hook_that_fails_leaves_the_finish_and_the_results_in(
+        pg_url: str) -> None:
+    """The finishing transaction runs its parts (results rows, ratings) without a savepoint
+    each, for its round trips; a part that fails there spoils the transaction, which is then
+    run again with savepoints: the failed part is left out (and logged), the finish and the
+    other parts land, and nothing is acknowledged that was rolled back."""
+    store = make_store(Settings(db=pg_url, commit_window_ms=0))
+    calls: list[bool] = []
+
+    async def failing(db: object, finished: object) -> None:
+        calls.append(bool(getattr(db, "savepoints", True)))
+        async with db.atomic():  # type: ignore[attr-defined]
+            await db.run(sql.Query("SELECT 1 / 0", only="postgresql"))  # type: ignore[attr-defined]
+
+    try:
+        await store.open()
+        cast(PostgresStore, store).finish_hooks.append(failing)
+        loop = asyncio.get_running_loop()
+        done = _done(loop)
+        store.append("m9", [{"seq": 1, "kind": "created", "at": 0,
+                             "players": ["P", "Q"], "config": {}},
+                            {"seq": 2, "kind": "finished", "at": 5, "winner": 0,
+                             "reason": "solved", "counts": [3, 4], "solved": [True, False]}],
+                     done.set_result, meta={}, finished=True,
+                     stats=[StatDelta("P", "win", 3, 1000), StatDelta("Q", "loss", None, 1000)])
+        async with asyncio.timeout(patience(15)):
+            assert await done is None
+        assert calls == [False, True]  # without savepoints, then again with them
+        assert [e["kind"] for e in await store.match_events("m9") or []] == [
+            "created", "finished"]
+        assert [r.match_id for r in await store.history("P", None, 10)] == ["m9"]
+    finally:
         await store.close()
