@@ -78,6 +78,8 @@ class Leases:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._renew_failed = False
+        #: the store's count of fenced appends when the last renewal looked at it
+        self._fenced_seen = 0
         #: matches taken over from dead or paused nodes, and matches let go of (for /metrics)
         self.takeovers = 0
         self.lost = 0
@@ -172,8 +174,14 @@ class Leases:
             raise
         if not renewed:
             log.error("node %s: epoch %d was replaced by another process", self.node, self.epoch)
-        if self._renew_failed:
+        # A fenced append since the last renewal (the lease had lapsed: renewals slowed by the
+        # database link, or the node paused) dropped its match here as moved; if no other
+        # node took it meanwhile it is still this node's, and nobody else would ever claim
+        # it (the scan leaves a live lease's matches alone): it comes back here by replay.
+        fenced = self.store.fenced
+        if self._renew_failed or (renewed and fenced != self._fenced_seen):
             self._renew_failed = False
+            self._fenced_seen = fenced
             adopted = await self.readopt()
             if adopted:
                 log.info("node %s: re-adopted %d matches after renewing", self.node, adopted)

@@ -1,7 +1,8 @@
 """Leases with epochs (server/cluster/leases.py): one owner per match, fenced appends, takeover.
 
 Real ``moo serve`` nodes on one fresh PostgreSQL database (short leases so the tests are quick);
-clients speak the raw protocol. The bus is not used by anything here.
+clients speak the raw protocol. The bus is not used by anything here but the last test (a
+match a node takes back is followed there through it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import signal
 from typing import Any
 
 from tests.cluster_support import Node, database_relay, nodes, query, until
+from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
 from tests.server_support import Client, free_match
@@ -241,3 +243,55 @@ async def test_json_logs_name_the_node(pg_url: str) -> None:
     assert {ln["node"] for ln in lines} == {"a"}
     assert any(ln["msg"].startswith("listening on ws://") for ln in lines)
     assert lines[-1]["msg"] == "stopped" and lines[-1]["level"] == "INFO"
+
+
+async def test_a_lone_node_whose_lease_lapsed_takes_its_fenced_match_back(
+    pg_url: str, broker: Broker
+) -> None:
+    """A node alone (no other node to take anything over) whose lease lapses, here set into
+    the past in the database as slow renewals over a slow database link would leave it: its
+    next commit is fenced, and the match is dropped there as moved. Nobody else claims it,
+    and the scan leaves a live lease's matches alone; so once the node has renewed it takes
+    the match back by replay, and the player's numbered guess, sent again until it is
+    answered, lands once. (Before, the match was left with no one running it.)"""
+    await broker.start()
+    async with nodes(pg_url, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,):
+        ann, bob, mid = await free_match(a.port)
+        ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678", "n": 1})
+        assert ok["kind"] == "guess"
+
+        n = 2
+        refused: dict[str, Any] = {}
+
+        async def fenced() -> bool:
+            nonlocal n
+            # the lease out now, and a guess at once (before the next renewal, 0.4 s away)
+            await query(pg_url, "UPDATE nodes SET expires_ms = 0 WHERE name = 'a'")
+            reply = await ann.request(
+                {"type": "guess", "match_id": mid, "guess": "67" + f"{n:02d}"[::-1], "n": n})
+            if reply.get("type") == "error":
+                refused.update(reply)
+                return True
+            n += 1
+            return False
+
+        await until(fenced, 30, "a guess fenced off by the lapsed lease")
+        assert refused["code"] in ("storage_unavailable", "not_available"), refused
+
+        async def answered() -> bool:
+            reply = await ann.request(
+                {"type": "guess", "match_id": mid, "guess": "67" + f"{n:02d}"[::-1], "n": n})
+            return reply.get("kind") == "guess"
+
+        await until(answered, 30, "the match back on a, answering the guess")
+        log = await _log(pg_url, mid)
+        numbered = [e for e in log if e["kind"] == "guess" and e["seat"] == 0]
+        assert len(numbered) == n  # each number once: the fenced one never landed
+        assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+        assert await _owner(pg_url, mid) == "a"
+        await bob.request({"type": "resign", "match_id": mid})
+        fin = await ann.event(mid, "finished")
+        assert fin["winner"] == 0
+        for c in (ann, bob):
+            await c.close()
+        assert await a.stop() == 0
