@@ -43,8 +43,9 @@ class ClusterStore(PostgresStore):
         return f"{role}:{self.node}"
 
     def has_pending(self) -> bool:
-        """Whether appends are queued and not yet committed (a drain waits for them)."""
-        return bool(self._pending)
+        """Whether appends are queued and not yet committed, or finishing commits are still
+        in flight on their own sessions (a drain waits for them)."""
+        return bool(self._pending or self._finishing)
 
     async def _rows(self, query: sql.Query, *args: Any) -> list[Any]:
         async def read(db: Db) -> list[Any]:
