@@ -141,6 +141,8 @@ class Cluster:
         self.grace_ms = grace_ms
         logs = os.environ.get("MOO_HARNESS_LOGS")
         self.log_dir = log_dir or (Path(logs) if logs else None)
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)  # (a missing one kept nothing)
         self.tmp = tempfile.TemporaryDirectory(prefix="moo-harness-")
         self.pg: PrivatePostgres | None = pg
         self.own_pg = pg is None
