@@ -23,11 +23,14 @@ leases. Each test builds the one interleaving the harness met by chance:
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 
-from tests.cluster_support import database_relay, following_a, nodes, query, until
+from bench.harness.services import TcpCut
+from tests.cluster_support import Node, database_relay, following_a, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -56,15 +59,7 @@ async def test_a_watch_on_the_owner_whose_match_moves_during_its_read_follows_it
     follows it to its new owner: ``watching``, then every event once, in order. Before, the
     read's end found the match gone and answered ``unknown_match`` (the harness's spectator
     counted it as a gap: it never watched again)."""
-    await broker.start()
-    async with (
-        database_relay(pg_url) as (cut, via),
-        nodes(via, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,),
-        nodes(pg_url, "b", bus=broker.url, lease_ms=LEASE_MS) as (b,),
-    ):
-        await following_a(a, b)
-        ann, bob, mid = await free_match(a.port)  # run by a: both players are on a
-        await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+    async with _a_match_on_a(pg_url, broker) as (cut, a, ann, bob, mid):
         assert await _owner(pg_url, mid) == "a"
         carl = await Client.hello(a.port, "carl")
         cut.stall()  # a's database link delivers nothing from now on
@@ -72,11 +67,7 @@ async def test_a_watch_on_the_owner_whose_match_moves_during_its_read_follows_it
         # a's renewals hang: its lease runs out, b takes the match over and announces it,
         # and a lets it go while the watch's read of the log is still stalled
         await until(lambda: _owned_by(pg_url, mid, "b"), 30, "b to take the match over")
-
-        async def let_go() -> bool:
-            return await _live_matches(a.port) == 0
-
-        await until(let_go, 30, "a to let the match go")
+        await _let_go(a)
         cut.flow()
         reply = await carl.expect(lambda m: m.get("ref") == ref)
         assert reply["type"] == "watching" and reply["match_id"] == mid, reply
@@ -88,6 +79,34 @@ async def test_a_watch_on_the_owner_whose_match_moves_during_its_read_follows_it
         assert seqs == list(range(1, guess["seq"] + 1)), seqs
         for c in (ann, bob, carl):
             await c.close()
+
+
+@asynccontextmanager
+async def _a_match_on_a(
+    pg_url: str, broker: Broker
+) -> AsyncIterator[tuple[TcpCut, Node, Client, Client, str]]:
+    """Nodes a and b on the bus (a leading), a reaching the database through a relay the test
+    cuts; a match run by a, both its players on a, one guess of ann's played. Yields the
+    relay, node a, ann, bob and the match id."""
+    await broker.start()
+    async with (
+        database_relay(pg_url) as (cut, via),
+        nodes(via, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,),
+        nodes(pg_url, "b", bus=broker.url, lease_ms=LEASE_MS) as (b,),
+    ):
+        await following_a(a, b)
+        ann, bob, mid = await free_match(a.port)  # run by a: both players are on a
+        await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+        yield cut, a, ann, bob, mid
+
+
+async def _let_go(a: Node) -> None:
+    """Wait until node a runs no match any more (it let the match go to its new owner)."""
+
+    async def let_go() -> bool:
+        return await _live_matches(a.port) == 0
+
+    await until(let_go, 30, "a to let the match go")
 
 
 async def _owned_by(db: str, mid: str, node: str) -> bool:
@@ -125,15 +144,7 @@ async def test_a_move_in_flight_as_its_node_lets_the_match_go_is_answered_once(
     guess's event with her ``ref``, and the log holds the guess once. Before, a dropped the
     late commit's answer (the match had left) and nothing else carried the ``ref``: the
     harness's unanswered guess (``lands``); a fenced one was refused ``storage_unavailable``."""
-    await broker.start()
-    async with (
-        database_relay(pg_url) as (cut, via),
-        nodes(via, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,),
-        nodes(pg_url, "b", bus=broker.url, lease_ms=LEASE_MS) as (b,),
-    ):
-        await following_a(a, b)
-        ann, bob, mid = await free_match(a.port)  # run by a: both players are on a
-        await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+    async with _a_match_on_a(pg_url, broker) as (cut, a, ann, bob, mid):
         if fate == "lands":
             cut.hold_replies()  # what a sends lands; what the database answers waits
         else:
@@ -150,11 +161,7 @@ async def test_a_move_in_flight_as_its_node_lets_the_match_go_is_answered_once(
 
             await until(landed, 30, "the guess to land in the log")
         await until(lambda: _owned_by(pg_url, mid, "b"), 30, "b to take the match over")
-
-        async def let_go() -> bool:
-            return await _live_matches(a.port) == 0
-
-        await until(let_go, 30, "a to let the match go")
+        await _let_go(a)
         cut.flow()  # a hears now what became of its commit
         reply = await ann.expect(lambda m: m.get("ref") == ref)
         assert reply["type"] == "event" and reply["kind"] == "guess", reply
