@@ -634,6 +634,17 @@ async def _lock_waiters(conn: asyncpg.Connection) -> int:
     ))
 
 
+def _won(store: Store, match_id: str, pair: tuple[str, str]
+         ) -> asyncio.Future[BaseException | None]:
+    """A one-event match appended finished: ``pair[0]`` beat ``pair[1]`` (their ``stats``
+    rows are locked by its commit). The future gets the append's outcome."""
+    fut = _done(asyncio.get_running_loop())
+    store.append(match_id, [{"seq": 1, "kind": "created", "at": 0}], fut.set_result,
+                 meta={}, finished=True,
+                 stats=[StatDelta(pair[0], "win", 5, 1000), StatDelta(pair[1], "loss", None, 1000)])
+    return fut
+
+
 async def test_two_writers_finishing_the_same_players_at_once_neither_deadlock_nor_drop(
         pg_url: str) -> None:
     """Two nodes' writers finish matches of the same players at the same moment, the players in
@@ -642,30 +653,21 @@ async def test_two_writers_finishing_the_same_players_at_once_neither_deadlock_n
     PostgreSQL breaks by rolling one commit back; its match would drop. Made to happen here:
     a third session holds C's row while writer 2 finishes (B, C) and (A, D) in one batch and
     writer 1 finishes (A, B); then lets go."""
-    def finish(store: Store, match_id: str, pair: tuple[str, str]
-               ) -> asyncio.Future[BaseException | None]:
-        fut = _done(asyncio.get_running_loop())
-        store.append(match_id, [{"seq": 1, "kind": "created", "at": 0}], fut.set_result,
-                     meta={}, finished=True,
-                     stats=[StatDelta(pair[0], "win", 5, 1000),
-                            StatDelta(pair[1], "loss", None, 1000)])
-        return fut
-
     one = make_store(Settings(db=pg_url, commit_window_ms=0))
     two = make_store(Settings(db=pg_url, commit_window_ms=50))
     other = await asyncpg.connect(pg_url)
     try:
         for s in (one, two):
             await s.open()
-        assert await finish(one, "m0", ("A", "B")) is None
-        assert await finish(one, "m1", ("C", "D")) is None  # every stats row exists
+        assert await _won(one, "m0", ("A", "B")) is None
+        assert await _won(one, "m1", ("C", "D")) is None  # every stats row exists
         async with other.transaction():
             await other.execute("SELECT 1 FROM stats WHERE player = 'C' FOR UPDATE")
-            second = [finish(two, "m2", ("B", "C")), finish(two, "m3", ("A", "D"))]
+            second = [_won(two, "m2", ("B", "C")), _won(two, "m3", ("A", "D"))]
             async with asyncio.timeout(patience(15)):
                 while await _lock_waiters(other) < 1:  # writer 2 waits for C
                     await asyncio.sleep(0.02)
-            first = finish(one, "m4", ("A", "B"))
+            first = _won(one, "m4", ("A", "B"))
             async with asyncio.timeout(patience(15)):
                 while await _lock_waiters(other) < 2:  # writer 1 waits too
                     await asyncio.sleep(0.02)
@@ -689,20 +691,11 @@ async def test_a_commit_rolled_back_to_break_a_deadlock_is_run_again(pg_url: str
     other = await asyncpg.connect(pg_url)
     try:
         await store.open()
-        loop = asyncio.get_running_loop()
-        seeded = _done(loop)
-        store.append("m0", [{"seq": 1, "kind": "created", "at": 0}], seeded.set_result,
-                     meta={}, finished=True,
-                     stats=[StatDelta("A", "win", 5, 1000), StatDelta("C", "loss", None, 1000)])
-        assert await seeded is None
+        assert await _won(store, "m0", ("A", "C")) is None
         await other.execute("SET deadlock_timeout = '60s'")  # the writer is the one to yield
         async with other.transaction():
             await other.execute("SELECT 1 FROM stats WHERE player = 'C' FOR UPDATE")
-            fut = _done(loop)
-            store.append("m1", [{"seq": 1, "kind": "created", "at": 0}], fut.set_result,
-                         meta={}, finished=True,
-                         stats=[StatDelta("A", "win", 5, 1000),
-                                StatDelta("C", "loss", None, 1000)])
+            fut = _won(store, "m1", ("A", "C"))
             async with asyncio.timeout(patience(15)):
                 while await _lock_waiters(other) < 1:  # the writer holds A, waits for C
                     await asyncio.sleep(0.02)
@@ -731,21 +724,13 @@ async def test_a_finishing_commit_that_waits_does_not_hold_up_other_matches(pg_u
     loop = asyncio.get_running_loop()
     try:
         await store.open()
-        seeded = _done(loop)
-        store.append("m0", [{"seq": 1, "kind": "created", "at": 0}], seeded.set_result,
-                     meta={}, finished=True,
-                     stats=[StatDelta("A", "win", 5, 1000), StatDelta("B", "loss", None, 1000)])
-        assert await seeded is None  # A's stats row exists
+        assert await _won(store, "m0", ("A", "B")) is None  # A's stats row exists
         begun = _done(loop)
         store.append("m2", [{"seq": 1, "kind": "created", "at": 0}], begun.set_result, meta={})
         assert await begun is None
         async with other.transaction():
             await other.execute("SELECT 1 FROM stats WHERE player = 'A' FOR UPDATE")
-            finish = _done(loop)
-            store.append("m1", [{"seq": 1, "kind": "created", "at": 0}], finish.set_result,
-                         meta={}, finished=True,
-                         stats=[StatDelta("A", "win", 5, 1000),
-                                StatDelta("C", "loss", None, 1000)])
+            finish = _won(store, "m1", ("A", "C"))
             async with asyncio.timeout(patience(15)):
                 while await _lock_waiters(other) < 1:  # the finish waits for A's row
                     await asyncio.sleep(0.02)
