@@ -305,10 +305,6 @@ class PostgresStore(Store):
                 return conn
         return await self._connect("moo-finisher")
 
-    def _drop_finisher(self, conn: Any) -> None:
-        if conn is not None:
-            conn.terminate()
-
     # -- the writer -------------------------------------------------------------------------
     def _enqueue(self, append: Append, done: Done) -> None:
         if self._closing or self._task is None:
@@ -361,19 +357,22 @@ class PostgresStore(Store):
             if before:
                 await asyncio.gather(*before, return_exceptions=True)
             async with self._finisher_slots:
-                conns: list[Any] = []
+                held: Any = None
 
                 async def get() -> Any:
-                    conns.append(await self._finisher())
-                    return conns[-1]
+                    nonlocal held
+                    held = await self._finisher()
+                    return held
 
                 def drop(conn: Any) -> None:
-                    if conn in conns:
-                        conns.remove(conn)
-                    self._drop_finisher(conn)
+                    nonlocal held
+                    held = None  # not handed back: the next batch makes a fresh session
+                    if conn is not None:
+                        conn.terminate()
 
                 outcomes = await self._commit(ops, get, drop)
-                self._finisher_conns.extend(c for c in conns if not c.is_closed())
+                if held is not None and not held.is_closed():
+                    self._finisher_conns.append(held)
             _settle(outcomes)
         finally:
             me = asyncio.current_task()
