@@ -12,6 +12,7 @@ import os
 import signal
 from typing import Any
 
+from moo.rules import DEFAULT_RULES
 from tests.cluster_support import Node, database_relay, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
@@ -245,6 +246,11 @@ async def test_json_logs_name_the_node(pg_url: str) -> None:
     assert lines[-1]["msg"] == "stopped" and lines[-1]["level"] == "INFO"
 
 
+def _nth(n: int) -> str:
+    """A valid guess for ann's ``n``-th (distinct digits, never bob's secret 4567)."""
+    return DEFAULT_RULES.secrets[100 + n]
+
+
 async def test_a_lone_node_whose_lease_lapsed_takes_its_fenced_match_back(
     pg_url: str, broker: Broker
 ) -> None:
@@ -268,7 +274,7 @@ async def test_a_lone_node_whose_lease_lapsed_takes_its_fenced_match_back(
             # the lease out now, and a guess at once (before the next renewal, 0.4 s away)
             await query(pg_url, "UPDATE nodes SET expires_ms = 0 WHERE name = 'a'")
             reply = await ann.request(
-                {"type": "guess", "match_id": mid, "guess": "67" + f"{n:02d}"[::-1], "n": n})
+                {"type": "guess", "match_id": mid, "guess": _nth(n), "n": n})
             if reply.get("type") == "error":
                 refused.update(reply)
                 return True
@@ -280,7 +286,7 @@ async def test_a_lone_node_whose_lease_lapsed_takes_its_fenced_match_back(
 
         async def answered() -> bool:
             reply = await ann.request(
-                {"type": "guess", "match_id": mid, "guess": "67" + f"{n:02d}"[::-1], "n": n})
+                {"type": "guess", "match_id": mid, "guess": _nth(n), "n": n})
             return reply.get("kind") == "guess"
 
         await until(answered, 30, "the match back on a, answering the guess")
