@@ -294,11 +294,19 @@ class Forwarding:
                 hook(latency)
 
     # -- keeping subscriptions attached ----------------------------------------------------------
-    def moved(self, match_id: str, owner: Owner) -> None:
-        """``owner`` runs ``match_id`` now: every subscription to it re-attaches there."""
+    def moved(self, match_id: str, owner: Owner, *, adopted: bool = False) -> None:
+        """``owner`` runs ``match_id`` now: every subscription to it re-attaches there.
+
+        ``adopted``: ``owner`` took the match by an adoption, a new run from the log. Then a
+        subscription that was attached to that same owner re-attaches as well: the owner may
+        have dropped the match in between (its commit fenced while its lease had lapsed)
+        and taken it back under the same epoch, and what served the subscription there went
+        with the match; nothing else would tell this node, and a spectator, who sends no
+        moves that could go unanswered, would hear nothing of the match again.
+        """
         for subs in self.subs.values():
             sub = subs.get(match_id)
-            if sub is not None and sub.owner != owner:
+            if sub is not None and (adopted or sub.owner != owner):
                 sub.owner = owner
                 sub.orphaned = 0.0
                 self.reattached += 1

@@ -134,7 +134,8 @@ class Takeover:
             seats = {m: p for m in adopted if (p := self._seated(m))}
             self.directory.adopted(adopted)
             for match_id in adopted:
-                self.forwarding.moved(match_id, owner)  # this node's clients, via loopback
+                # this node's clients, via loopback
+                self.forwarding.moved(match_id, owner, adopted=True)
             if seats:
                 told = Seated(self.node, owner[1], seats)
                 self.broadcast(told)
@@ -206,7 +207,7 @@ class Takeover:
                 match_id in self.arena.parked
             ):
                 self.let_go(match_id)  # (this node lost it: its commits would be fenced)
-            self.forwarding.moved(match_id, owner)
+            self.forwarding.moved(match_id, owner, adopted=True)
 
     # -- periodic checks -------------------------------------------------------------------------
     async def _watchdog(self) -> None:

@@ -1,8 +1,8 @@
 """Leases with epochs (server/cluster/leases.py): one owner per match, fenced appends, takeover.
 
 Real ``moo serve`` nodes on one fresh PostgreSQL database (short leases so the tests are quick);
-clients speak the raw protocol. The bus is not used by anything here but the last test (a
-match a node takes back is followed there through it).
+clients speak the raw protocol. The bus is not used by anything here but the last two tests
+(a match a node takes back is followed there through it, from that node and from another).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from moo.rules import DEFAULT_RULES
-from tests.cluster_support import Node, database_relay, nodes, query, until
+from tests.cluster_support import Node, database_relay, following_a, nodes, query, until
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -251,45 +251,52 @@ def _nth(n: int) -> str:
     return DEFAULT_RULES.secrets[100 + n]
 
 
+async def _fenced_and_back(db: str, ann: Client, mid: str) -> tuple[int, dict[str, Any]]:
+    """Node a's lease set into the past in the database (as slow renewals over a slow
+    database link would leave it) and ann's numbered guesses sent until one is fenced off,
+    then sent on until the match is back on a and one is answered: how many ann numbered,
+    and the answer."""
+    n = 2
+    refused: dict[str, Any] = {}
+
+    async def fenced() -> bool:
+        nonlocal n
+        # the lease out now, and a guess at once (before the next renewal, 0.4 s away)
+        await query(db, "UPDATE nodes SET expires_ms = 0 WHERE name = 'a'")
+        reply = await ann.request({"type": "guess", "match_id": mid, "guess": _nth(n), "n": n})
+        if reply.get("type") == "error":
+            refused.update(reply)
+            return True
+        n += 1
+        return False
+
+    await until(fenced, 30, "a guess fenced off by the lapsed lease")
+    assert refused["code"] in ("storage_unavailable", "not_available"), refused
+    answer: dict[str, Any] = {}
+
+    async def answered() -> bool:
+        reply = await ann.request({"type": "guess", "match_id": mid, "guess": _nth(n), "n": n})
+        answer.update(reply)
+        return reply.get("kind") == "guess"
+
+    await until(answered, 30, "the match back on a, answering the guess")
+    return n, answer
+
+
 async def test_a_lone_node_whose_lease_lapsed_takes_its_fenced_match_back(
     pg_url: str, broker: Broker
 ) -> None:
-    """A node alone (no other node to take anything over) whose lease lapses, here set into
-    the past in the database as slow renewals over a slow database link would leave it: its
-    next commit is fenced, and the match is dropped there as moved. Nobody else claims it,
-    and the scan leaves a live lease's matches alone; so once the node has renewed it takes
-    the match back by replay, and the player's numbered guess, sent again until it is
-    answered, lands once. (Before, the match was left with no one running it.)"""
+    """A node alone (no other node to take anything over) whose lease lapses: its next
+    commit is fenced, and the match is dropped there as moved. Nobody else claims it, and
+    the scan leaves a live lease's matches alone; so once the node has renewed it takes the
+    match back by replay, and the player's numbered guess, sent again until it is answered,
+    lands once. (Before, the match was left with no one running it.)"""
     await broker.start()
     async with nodes(pg_url, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,):
         ann, bob, mid = await free_match(a.port)
         ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678", "n": 1})
         assert ok["kind"] == "guess"
-
-        n = 2
-        refused: dict[str, Any] = {}
-
-        async def fenced() -> bool:
-            nonlocal n
-            # the lease out now, and a guess at once (before the next renewal, 0.4 s away)
-            await query(pg_url, "UPDATE nodes SET expires_ms = 0 WHERE name = 'a'")
-            reply = await ann.request(
-                {"type": "guess", "match_id": mid, "guess": _nth(n), "n": n})
-            if reply.get("type") == "error":
-                refused.update(reply)
-                return True
-            n += 1
-            return False
-
-        await until(fenced, 30, "a guess fenced off by the lapsed lease")
-        assert refused["code"] in ("storage_unavailable", "not_available"), refused
-
-        async def answered() -> bool:
-            reply = await ann.request(
-                {"type": "guess", "match_id": mid, "guess": _nth(n), "n": n})
-            return reply.get("kind") == "guess"
-
-        await until(answered, 30, "the match back on a, answering the guess")
+        n, _ = await _fenced_and_back(pg_url, ann, mid)
         log = await _log(pg_url, mid)
         numbered = [e for e in log if e["kind"] == "guess" and e["seat"] == 0]
         assert len(numbered) == n  # each number once: the fenced one never landed
@@ -300,4 +307,38 @@ async def test_a_lone_node_whose_lease_lapsed_takes_its_fenced_match_back(
         assert fin["winner"] == 0
         for c in (ann, bob):
             await c.close()
+        assert await a.stop() == 0
+
+
+async def test_a_spectator_elsewhere_follows_a_match_its_owner_took_back(
+    pg_url: str, broker: Broker
+) -> None:
+    """carl watches from node c a match that node a runs; a's lease lapses, its commit is
+    fenced and the match dropped there, and a takes it back under the same epoch before
+    anyone else claims it (c's lease is so long that it scans for orphans once an hour).
+    What served carl on a went with the dropped match, and the owner c knows of is the same
+    as before; carl is sent the events of the match's new run all the same. (Before, the
+    adoption's notice named the owner c already followed, nothing re-attached carl, and he
+    heard nothing more of the match: a fault harness run's 75 s silence, issue 31.)"""
+    await broker.start()
+    async with nodes(pg_url, "a", bus=broker.url, lease_ms=LEASE_MS) as (a,), nodes(
+        pg_url, "c", bus=broker.url, lease_ms=3_600_000
+    ) as (c,):
+        await following_a(a, c)
+        ann, bob, mid = await free_match(a.port)
+        carl = await Client.hello(c.port, "carl")
+        watching = await carl.request({"type": "watch", "match_id": mid})
+        assert watching["type"] == "watching", watching
+        ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678", "n": 1})
+        await carl.event(mid, "guess", seq=ok["seq"])
+        _, answer = await _fenced_and_back(pg_url, ann, mid)
+        assert await _owner(pg_url, mid) == "a"  # taken back by a, not claimed by c
+        seen = await carl.event(mid, "guess", seq=answer["seq"])
+        assert seen["guess"] == answer["guess"]
+        await bob.request({"type": "resign", "match_id": mid})
+        fin = await carl.event(mid, "finished")
+        seqs = [e["seq"] for e in carl.events(mid)]
+        assert seqs == sorted(set(seqs)) and seqs[-1] == fin["seq"]  # each event once, in order
+        for client in (ann, bob, carl):
+            await client.close()
         assert await a.stop() == 0

@@ -335,6 +335,22 @@ def test_a_former_owner_is_not_heard_and_a_takeover_reattaches() -> None:
     assert [(m["seq"], m["kind"]) for m in ann.sent] == [(1, "created"), (2, "resumed")]
 
 
+def test_an_owner_that_takes_its_match_back_is_followed_again() -> None:
+    """An adoption is a new run of the match, from its log: whatever served a subscription
+    at that owner before went when the match left it, so an adoption by the very owner the
+    subscription is attached to re-attaches it all the same; any other word that the match
+    runs where it is followed already changes nothing."""
+    net, carl = Net(), FakeConn()
+    cid = _attached(net, carl, cursor=4)
+    before = len(net.follows())
+    net.fw.moved("m1", ("b", 1))
+    assert len(net.follows()) == before
+    net.fw.moved("m1", ("b", 1), adopted=True)
+    follow = net.follows()[-1]
+    assert len(net.follows()) == before + 1 and net.out[-1][0] == "b"
+    assert (follow.conn, follow.cursor, follow.announce) == (cid, 4, False)
+
+
 def test_what_waits_on_an_owner_that_comes_back_is_sent_again_at_once() -> None:
     net, ann, bob = Net(), FakeConn(), FakeConn()
     cid = _attached(net, ann, cursor=5)
