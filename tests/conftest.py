@@ -32,12 +32,14 @@ import pytest
 from clients.web_harness import chromium_problem
 from tests import cluster_support, mqtt_support, pg_server, pg_support
 from tests.cluster_support import haproxy
+from tests.cpu_usage import pytest_runtest_protocol
 from tests.mqtt_support import broker, mosquitto
 from tests.patience import FACTOR, factor_for
 from tests.pg_server import private_postgres
 from tests.pg_support import pg_url, postgres
 
-__all__ = ["broker", "haproxy", "mosquitto", "pg_url", "postgres", "private_postgres"]
+__all__ = ["broker", "haproxy", "mosquitto", "pg_url", "postgres", "private_postgres",
+           "pytest_runtest_protocol"]
 
 #: fixture -> the mark of the service it stands for
 NEEDS = {
