@@ -52,8 +52,14 @@ def server(tmp_path: Path) -> Iterator[MooServer]:
         yield srv
 
 
+#: the browser contexts new_page made in the running test (tests/browser/conftest.py closes
+#: them when it ends)
+OPENED: list[Any] = []
+
+
 def new_page(browser: Any, url: str, **context: Any) -> Any:
     ctx = browser.new_context(**context)
+    OPENED.append(ctx)
     page = ctx.new_page()
     page.set_default_timeout(WAIT_MS)
     errors: list[str] = []
