@@ -77,11 +77,46 @@ _RETRY_S = 0.05
 
 Frame = str | bytes
 
-#: Per event loop, the connections with frames waiting; an entry exists exactly while that
-#: loop's one flush callback is scheduled (weak keys: a loop that closes takes its entry along).
-_dirty: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Connection]] = (
+class _Flusher:
+    """One event loop's flush of every connection that was sent something in an iteration:
+    one callback per iteration, however many connections and frames."""
+
+    __slots__ = ("conns", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        #: the connections with frames waiting; not empty exactly while the callback is due
+        self.conns: list[Connection] = []
+
+    def add(self, conn: Connection) -> None:
+        conns = self.conns
+        if not conns:
+            self.loop.call_soon(self.run)
+        conns.append(conn)
+
+    def run(self) -> None:
+        conns, self.conns = self.conns, []
+        for conn in conns:
+            try:
+                conn.flush()
+            except Exception:  # one broken connection must not keep the others' frames back
+                log.exception("cannot write to %s; closing it", conn.player)
+                conn.drop_pending()
+                conn.close(CLOSE_INTERNAL_ERROR, "internal error")
+
+
+#: each event loop's flusher (weak keys: a loop that closes takes its flusher along); a
+#: connection looks its own up once, not on every frame it is sent
+_flushers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Flusher] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _flusher_for(loop: asyncio.AbstractEventLoop) -> _Flusher:
+    flusher = _flushers.get(loop)
+    if flusher is None:
+        flusher = _flushers[loop] = _Flusher(loop)
+    return flusher
 
 
 def frame_header(binary: bool, size: int) -> bytes:
@@ -96,17 +131,6 @@ def frame_header(binary: bool, size: int) -> bytes:
 
 _SMALL_TEXT = [frame_header(False, n) for n in range(126)]
 _SMALL_BINARY = [frame_header(True, n) for n in range(126)]
-
-
-def _flush_dirty(loop: asyncio.AbstractEventLoop) -> None:
-    """The once-per-iteration flush of every connection that was sent something."""
-    for conn in _dirty.pop(loop, ()):
-        try:
-            conn.flush()
-        except Exception:  # one broken connection must not keep the others' frames back
-            log.exception("cannot write to %s; closing it", conn.player)
-            conn.drop_pending()
-            conn.close(CLOSE_INTERNAL_ERROR, "internal error")
 
 
 def next_frame(buf: bytes, pos: int, limit: int | None) -> tuple[int, int] | None:
@@ -257,6 +281,7 @@ class Connection:
 
     __slots__ = (
         "_closer",
+        "_flusher",
         "_pending",
         "_ping_data",
         "_scheduled",
@@ -297,6 +322,7 @@ class Connection:
         self._welcome_waiters: list[asyncio.Future[None]] | None = None
         self._pending: list[Frame] = []
         self._scheduled = False
+        self._flusher = _flusher_for(asyncio.get_running_loop())
         self._closer: asyncio.Task[None] | None = None
         #: loop time of the last data frame received (the session stamps it; see heartbeat.py)
         self.last_in = asyncio.get_running_loop().time()
@@ -322,12 +348,7 @@ class Connection:
         pending.append(frame)
         if not self._scheduled:
             self._scheduled = True
-            loop = asyncio.get_running_loop()
-            dirty = _dirty.get(loop)
-            if dirty is None:
-                dirty = _dirty[loop] = []
-                loop.call_soon(_flush_dirty, loop)
-            dirty.append(self)
+            self._flusher.add(self)
 
     def drop_pending(self) -> None:
         self._pending.clear()
