@@ -55,6 +55,9 @@ log = logging.getLogger("moo.cluster")
 LOBBY_PATIENCE_S = 5.0
 #: a match the leader asked another node to start, unconfirmed this long: not_available
 START_PATIENCE_S = 3 * LOBBY_PATIENCE_S
+#: how long a request answered "try again" for want of an answer is remembered, so that its
+#: late answer is not passed on as a second one
+GAVE_UP_S = 600.0
 
 class ClusterLobby:
     """The :class:`~server.matches.LobbyService` of a cluster node."""
@@ -99,6 +102,9 @@ class ClusterLobby:
         #: leader side: local clients whose request started a match on another node, until
         #: that node's answer comes back: (conn id, ref) -> (the node, when it was asked)
         self.starting: dict[tuple[str, Any], tuple[str, float]] = {}
+        #: client side: requests this node answered "try again" itself (nobody answered in
+        #: time): (conn id, ref) -> when; their late answers are not a second reply
+        self.gave_up: dict[tuple[str, Any], float] = {}
         #: hosted tournaments (server/tournaments.py), run where the lobby is: the leader's
         #: handler of a ``tournament_*`` request, and who is told when this node starts or
         #: stops leading (set by the app; None: no tournaments)
@@ -298,22 +304,39 @@ class ClusterLobby:
         if track and ref is not None:
             now = time.monotonic()
             self.pending[(call.conn, ref)] = (call, now, now)
+            self.gave_up.pop((call.conn, ref), None)  # the same id again: a new request
         self.send(leader, call)
 
-    def note_reply(self, cid: str, msg: dict[str, Any]) -> None:
+    def note_reply(self, cid: str, msg: dict[str, Any]) -> dict[str, Any]:
         """A message from another node for a local client: a reply ends a pending request
-        (forwarded to the leader, or a match this node, leading, asked another node to start)."""
+        (forwarded to the leader, or a match this node, leading, asked another node to start).
+        Returns what the client is to be sent: ``msg``, but a ``match`` started by a request
+        that this node answered "try again" already (:meth:`expire`: its node was paused past
+        the patience, and woke) without its ``ref``: the client hears of the match as of one
+        started for it (its seat is there either way), not a second answer. (A follow's
+        marker carries ``_gen`` and is the forwarding's business; nothing else is touched:
+        ids may be used again, and an event or error with the same ``ref`` may be the answer
+        of a later request.)"""
         ref = msg.get("ref")
-        if ref is not None:
-            self.pending.pop((cid, ref), None)
-            self.starting.pop((cid, ref), None)
+        if ref is None:
+            return msg
+        key = (cid, ref)
+        self.pending.pop(key, None)
+        self.starting.pop(key, None)
+        if msg.get("type") != "match" or "_gen" in msg or self.gave_up.pop(key, None) is None:
+            return msg
+        log.info("lobby: match %s started after its request was answered 'try again'; its "
+                 "player is told of it", msg.get("match_id"))
+        return {k: v for k, v in msg.items() if k != "ref"}
 
     def awaiting_start(self, conn: Connection, ref: Any, node: str) -> None:
         """This node leads, and a local client's request (``room_join``, ``accept``...) started
         a match on ``node``, whose ``match`` (or error) answers it. If ``node`` dies with the
         request, or its answer is lost, :meth:`expire` answers instead: every request is
         answered (docs/protocol.md)."""
-        self.starting[(self.forwarding.cid(conn), ref)] = (node, time.monotonic())
+        key = (self.forwarding.cid(conn), ref)
+        self.starting[key] = (node, time.monotonic())
+        self.gave_up.pop(key, None)
 
     def creating(self, players: tuple[str, str], node: str) -> None:
         """The router starts an agreed match on ``node``: a queue pairing's is watched
@@ -352,6 +375,10 @@ class ClusterLobby:
 
     def _unanswered(self, key: tuple[str, Any], why: str) -> None:
         """Answer a local client's request (conn id, ref) that nobody else will answer."""
+        now = time.monotonic()
+        for old in [k for k, when in self.gave_up.items() if now - when > GAVE_UP_S]:
+            del self.gave_up[old]
+        self.gave_up[key] = now
         conn = self.forwarding.local.get(key[0])
         if conn is not None and not conn.closing:
             conn.send(error_message(NotAvailable(f"{why}; try again"), key[1]))

@@ -372,8 +372,9 @@ class Router:
 
     def _dispatch(self, sender: str, epoch: int, item: Message) -> None:
         if isinstance(item, Deliver):
-            self.lobby.note_reply(item.conn, item.msg)
-            self.forwarding.received(sender, epoch, item)
+            msg = self.lobby.note_reply(item.conn, item.msg)
+            self.forwarding.received(
+                sender, epoch, item if msg is item.msg else Deliver(item.conn, msg))
         elif isinstance(item, Followed | Close | NotHere | Dropped):
             self.forwarding.received(sender, epoch, item)
         elif isinstance(item, Act | Follow | Unwatch | Detach):

@@ -233,6 +233,51 @@ async def test_a_join_whose_match_node_dies_with_the_request_is_still_answered(
         await broker.stop()
 
 
+async def test_a_join_answered_try_again_whose_match_starts_late_is_answered_once(
+    pg_url: str, broker: Broker
+) -> None:
+    """As above, but b is only paused, past the leader's patience with the match's start,
+    and then wakes (its lease is long: it still owns what it runs). ann hears "try again";
+    b then reads the request and starts the match after all. ann is told of the match, as
+    of a match started for her (``match`` without ``ref``, her seat and the events from
+    seq 1), not answered a second time; and sent again under its ``request_id``, her join
+    is answered with that match. (Before, the late ``match`` came with the join's ``ref``:
+    two answers to one request.)"""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=120_000) as (a, b):
+            await _on_bus(a, b)
+            await until(lambda: _leader_is(a, "a"), 15, "a to lead the lobby")
+            await until(lambda: _leader_is(b, "a"), 15, "b to follow a")
+            carl = await Client.hello(b.port, "carl", bot=True)
+            room = await carl.request({"type": "room_create", "pacing": "free"})
+            ann = await Client.hello(a.port, "ann")
+            os.kill(b.proc.pid, signal.SIGSTOP)
+            try:
+                join = {"type": "room_join", "code": room["code"], "request_id": "join-1"}
+                ref = await ann.send(join)
+                reply = await ann.expect(lambda m: m.get("ref") == ref, 60)
+                assert reply["type"] == "error" and reply["code"] == "not_available", reply
+            finally:
+                os.kill(b.proc.pid, signal.SIGCONT)
+            told = await ann.expect(lambda m: m.get("type") == "match", 60)
+            assert "ref" not in told and told["opponent"] == "carl", told
+            mid = told["match_id"]
+            again = await ann.request(join)
+            assert again["type"] == "match" and again["match_id"] == mid, again
+            # one answer per request: the "try again", then the retry's own
+            assert sum(1 for m in ann.seen if m.get("ref") == ref) == 1
+            await ann.request({"type": "resign", "match_id": mid})
+            fin = await carl.event(mid, "finished")
+            assert fin["winner"] == 1 - told["seat"]  # ann resigned
+            seqs = [e["seq"] for e in ann.events(mid)]
+            assert seqs == sorted(set(seqs)) and seqs[0] == 1, seqs  # each event once
+            for p in (ann, carl):
+                await p.close()
+    finally:
+        await broker.stop()
+
+
 async def test_a_restarted_leader_leads_for_everyone_at_once(
     pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
