@@ -10,7 +10,8 @@ error's tail or in the line it answered), that no process of it is left (every p
 carries a marker on its command line: /proc is scanned for it), and that no game is stuck.
 
 One server and its worker serve the whole file; the hostile bots go one at a time (each paused
-once its pairing has started), so each meets only the beacon. The worker's time per answer is
+once its pairing has started; on a busy machine the pause can land after a second pairing),
+so each meets only the beacon. The worker's time per answer is
 shorter than the ladder's 10 s (``ladder_move_time_ms``: 3 s grown by the suite's patience),
 since the sleeper and the fork bomb, whose main process never answers, lose on it twice each;
 but long enough for the CPU burner to be charged its 2 s of CPU per move first: the worker's
@@ -155,9 +156,12 @@ async def run_hostile(arena: Arena, action: str, *, during: Any = None,
         page = await viewer.request({"type": "ladder_page", "bot_id": bot_id})
     finally:
         await viewer.close()
-    # no game stuck: both games of its pairing finished, and are replayable
-    assert page["games"] == 2, page
-    assert len(page["recent"]) == 2 and all(g["opponent"] == "beacon" for g in page["recent"])
+    # no game stuck: both games of its pairing finished, and are replayable. (On a busy
+    # machine the pause, a command of its own, can land after a second pairing with the
+    # beacon has started: its two games count the same way.)
+    games = page["games"]
+    assert games >= 2 and games % 2 == 0, page
+    assert len(page["recent"]) == games and all(g["opponent"] == "beacon" for g in page["recent"])
     rc, out, err = await asyncio.to_thread(
         moo, arena.tmp, "ladder", "log", bot_id, "--url", arena.url, "--as", "mallory",
         "--json")
@@ -166,14 +170,15 @@ async def run_hostile(arena: Arena, action: str, *, during: Any = None,
 
 
 def lost_both(page: dict[str, Any], log: dict[str, Any], prefix: str) -> list[str]:
-    """It lost both games by failures of its own, logged with reasons starting ``prefix``;
-    the failures."""
+    """It lost both games of each pairing by failures of its own, logged with reasons
+    starting ``prefix``; the failures."""
     # (its row's ``forfeits`` lags a report that arrives after the game's end: a ladder bug,
     # tests/server/test_ladder_forfeit_count.py; the error log below is what its author reads)
-    assert (page["wins"], page["draws"], page["losses"]) == (0, 0, 2), page
+    assert (page["wins"], page["draws"], page["losses"]) == (0, 0, page["games"]), page
     assert all(g["result"] == "loss" and g["reason"] == "resign" for g in page["recent"])
     failures = [e["failure"] for e in log["errors"]]
-    assert len(failures) == 2 and all(f.startswith(prefix) for f in failures), failures
+    assert len(failures) == page["games"] and all(f.startswith(prefix) for f in failures), (
+        failures)
     return failures
 
 
@@ -201,7 +206,7 @@ async def test_network_probes_reach_nothing(arena: Arena) -> None:
                f"{host_address()}:{arena.port}", "127.0.0.1:5432", f"{host_address()}:5432"]
     page, log, _ = await run_hostile(arena, "net_probe", TARGETS=json.dumps(targets))
     failures = lost_both(page, log, "garbage: 'net opened 0' is not a legal guess")
-    assert len(failures) == 2
+    assert len(failures) == page["games"]
     for target in targets:  # it tried each, and each was closed to it
         assert f"probe {target} tcp closed" in log["stderr"], log["stderr"]
     with pytest.raises(BlockingIOError):  # and the test's own listener was never reached
@@ -235,7 +240,7 @@ async def test_a_sleeper_times_out(arena: Arena) -> None:
 
     page, log, _ = await run_hostile(arena, "sleeper", during=seen)
     failures = lost_both(page, log, "timeout: no answer to 'guess' within ")
-    assert len(failures) == 2
+    assert len(failures) == page["games"]
 
 
 async def test_a_flood_of_output_is_stopped(arena: Arena) -> None:
@@ -248,6 +253,6 @@ async def test_a_daemon_left_behind_is_killed_with_its_match(arena: Arena) -> No
     page, log, marker = await run_hostile(arena, "orphan")
     # it played on after starting its daemon: legal games, nothing in its error log
     assert page["forfeits"] == 0 and log["errors"] == [], (page, log)
-    assert page["wins"] + page["draws"] + page["losses"] == 2
+    assert page["wins"] + page["draws"] + page["losses"] == page["games"]
     assert all(g["reason"] in ("solved", "guess_cap") for g in page["recent"])
     assert marked(marker) == []
