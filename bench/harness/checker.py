@@ -18,6 +18,10 @@ promises checked are docs/protocol.md's, as a client sees them:
     from the log.
 ``finished``
     matches whose log does not hold exactly one ``finished``, as its last event.
+``doubled``
+    a guess in a match's log twice for one seat: applied twice. No player's plan repeats a
+    guess, and each guess is sent with its number ``n`` (docs/protocol.md, "Retrying
+    safely"), so a retry after a lost answer is answered with the first event.
 ``stalls``
     an event that a connection following the match, open from before the event until 5 s
     after it, had not received within those 5 s: silence on an open connection. Not counted:
@@ -78,6 +82,7 @@ class Verdict:
     repeats: list[str] = field(default_factory=list)
     disorder: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    doubled: list[str] = field(default_factory=list)
     stalls: list[str] = field(default_factory=list)
     forfeits: list[str] = field(default_factory=list)
     unanswered: list[str] = field(default_factory=list)
@@ -88,7 +93,7 @@ class Verdict:
 
     def ok(self) -> bool:
         return not (self.lost or self.gaps or self.repeats or self.disorder or self.finished
-                    or self.stalls or self.forfeits or self.unanswered
+                    or self.doubled or self.stalls or self.forfeits or self.unanswered
                     or self.client_errors) and self.matches > 0
 
     def counts(self) -> dict[str, Any]:
@@ -97,7 +102,8 @@ class Verdict:
             "connections": self.connections, "events": self.events,
             "acknowledged": self.acknowledged, "lost": len(self.lost), "gaps": len(self.gaps),
             "repeats": len(self.repeats), "disorder": len(self.disorder),
-            "finished_wrong": len(self.finished), "stalls": len(self.stalls),
+            "finished_wrong": len(self.finished), "doubled": len(self.doubled),
+            "stalls": len(self.stalls),
             "forfeits": len(self.forfeits), "unanswered": len(self.unanswered),
             "client_errors": len(self.client_errors),
             "reasons": self.reasons, "refusals": self.refusals, "closes": self.closes,
@@ -131,6 +137,14 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
             if e.get("reason") in FORFEITS:
                 v.forfeits.append(f"{mid}: {e.get('reason')} {e.get('winner', '')}")
         v.events += len(log)
+        played: set[tuple[Any, Any]] = set()
+        for e in log:
+            if e["kind"] == "guess":
+                key = (e.get("seat"), e.get("guess"))
+                if key in played:
+                    v.doubled.append(f"{mid}: seat {key[0]} guessed {key[1]} twice (seq "
+                                     f"{e['seq']})")
+                played.add(key)
     logged = {(mid, int(e["seat"]), int(e["n"]), str(e["guess"]))
               for mid, log in logs.items() for e in log if e["kind"] == "guess" and "n" in e}
     paused = [(f.node, f.start, f.end) for f in faults if f.kind == "stop"]

@@ -325,7 +325,10 @@ async def _act(client: DocsClient, plan: Plan) -> None:
         return
     guess = plan.guesses[min(k, len(plan.guesses) - 1)]
     sent = time.time()
-    reply = await client.request({"type": "guess", "match_id": me.match_id, "guess": guess}, 60)
+    # numbered (docs/protocol.md, "Retrying safely"): sent again after a lost answer or a
+    # "try again", a guess that landed is answered with its first event, never played twice
+    reply = await client.request(
+        {"type": "guess", "match_id": me.match_id, "guess": guess, "n": k + 1}, 60)
     if reply.get("type") == "event" and reply.get("kind") == "guess":
         me.acked.append((int(reply["seat"]), int(reply["n"]), str(reply["guess"])))
         me.ack_times.append((sent, time.time()))

@@ -6,9 +6,10 @@ least once.
 
 The clients follow docs/protocol.md and never resync on their own; the checker reads every
 stream and the database: no gap, no repeat on a connection, order kept, every acknowledged
-guess in the log, one ``finished`` per match, no open connection silent while its match goes
-on, every request answered, no forfeit. The 30-minute run is the same with ``--minutes 30``
-(figures in docs/benchmarks.md, "Fault harness").
+guess in the log, no guess played twice (each is numbered), one ``finished`` per match, no
+open connection silent while its match goes on, every request answered, no forfeit. The
+30-minute run is the same with ``--minutes 30`` (figures in docs/benchmarks.md, "Fault
+harness").
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ async def test_every_fault_kind_loses_nothing(private_postgres: PrivatePostgres,
         assert sum(report.faults.values()) == len(KINDS), report.faults  # each once
     assert v["matches"] >= 6 and v["acknowledged"] > 100, v
     assert v["ok"], (v, report.samples)
-    assert (v["lost"], v["gaps"], v["repeats"], v["stalls"], v["forfeits"]) == (0, 0, 0, 0, 0)
+    assert (v["lost"], v["gaps"], v["repeats"], v["doubled"], v["stalls"], v["forfeits"]) == (
+        0, 0, 0, 0, 0, 0)
     assert report.orphans == 0, (report.orphan_ends, report.pair_failures)
     assert report.unrecovered == 0 and report.failover_s, report.timeline
