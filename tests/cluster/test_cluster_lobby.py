@@ -193,6 +193,17 @@ async def test_challenges_and_rooms_survive_the_lobby_leaders_death(
         await broker.stop()
 
 
+async def _room_on_b_and_ann_on_a(a: Node, b: Node) -> tuple[Client, dict[str, Any], Client]:
+    """Nodes a (leading the lobby) and b on the bus; carl's room open on b, ann on a."""
+    await _on_bus(a, b)
+    await until(lambda: _leader_is(a, "a"), 15, "a to lead the lobby")
+    await until(lambda: _leader_is(b, "a"), 15, "b to follow a")
+    carl = await Client.hello(b.port, "carl", bot=True)
+    room = await carl.request({"type": "room_create", "pacing": "free"})
+    ann = await Client.hello(a.port, "ann")
+    return carl, room, ann
+
+
 async def test_a_join_whose_match_node_dies_with_the_request_is_still_answered(
     pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
@@ -205,12 +216,7 @@ async def test_a_join_whose_match_node_dies_with_the_request_is_still_answered(
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=2000) as (a, b):
-            await _on_bus(a, b)
-            await until(lambda: _leader_is(a, "a"), 15, "a to lead the lobby")
-            await until(lambda: _leader_is(b, "a"), 15, "b to follow a")
-            carl = await Client.hello(b.port, "carl", bot=True)
-            room = await carl.request({"type": "room_create", "pacing": "free"})
-            ann = await Client.hello(a.port, "ann")
+            _carl, room, ann = await _room_on_b_and_ann_on_a(a, b)
             os.kill(b.proc.pid, signal.SIGSTOP)
             ref = await ann.send({"type": "room_join", "code": room["code"]})
             # a client's requests are handled in order, and a room_create is answered by the
@@ -246,12 +252,7 @@ async def test_a_join_answered_try_again_whose_match_starts_late_is_answered_onc
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=120_000) as (a, b):
-            await _on_bus(a, b)
-            await until(lambda: _leader_is(a, "a"), 15, "a to lead the lobby")
-            await until(lambda: _leader_is(b, "a"), 15, "b to follow a")
-            carl = await Client.hello(b.port, "carl", bot=True)
-            room = await carl.request({"type": "room_create", "pacing": "free"})
-            ann = await Client.hello(a.port, "ann")
+            carl, room, ann = await _room_on_b_and_ann_on_a(a, b)
             os.kill(b.proc.pid, signal.SIGSTOP)
             try:
                 join = {"type": "room_join", "code": room["code"], "request_id": "join-1"}
