@@ -50,6 +50,8 @@ T = TypeVar("T")
 #: how many times a commit that PostgreSQL rolled back (a deadlock or serialization conflict
 #: with another node) is run again before its appends fail with ``storage_unavailable``
 ROLLBACK_RETRIES = 3
+#: a commit slower than this is logged (a slow link to the database, a lock wait)
+SLOW_COMMIT_S = 1.0
 #: how many finishing transactions (a finished match's events, its ``results`` rows and its
 #: ratings: about seven round trips) may run at once, each on a session of its own, beside the
 #: writer's one-round-trip commits of everything else
@@ -423,7 +425,11 @@ class PostgresStore(Store):
         finally:
             if watchdog is not None:
                 watchdog.cancel()
-        self.commit_seconds.append(time.perf_counter() - started)
+        took = time.perf_counter() - started
+        self.commit_seconds.append(took)
+        if took > SLOW_COMMIT_S:
+            log.warning("commit of %d appends (%d finishing) took %.1f s", len(batch),
+                        sum(op.append.finished for op in batch), took)
         if len(self.commit_seconds) > 5000:
             del self.commit_seconds[:1000]
         self.commits += 1

@@ -156,6 +156,14 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
         if fault.kind in ("stop", "cut-db"):
             for mid in fault.matches:
                 owner_paused.setdefault(mid, []).append((fault.start, fault.end))
+    # when each follower first got each event: a stall names what the match's other
+    # followers saw of the same event (late for all: the commit; late for one: its delivery)
+    first: dict[tuple[str, int], list[tuple[str, float]]] = {}
+    for f in followers:
+        for c in f.conns:
+            for r in c.events:
+                first.setdefault((f.match_id, r.seq), []).append(
+                    (f"{'spectator' if f.seat is None else f'seat {f.seat}'} on {c.node}", r.t))
     for f in followers:
         v.followers += 1
         refusals.update(f.refusals)
@@ -206,9 +214,12 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
                     continue  # logged by an owner stopped before it could pass it on
                 if got.get(seq, float("inf")) > due:
                     late = got.get(seq)
+                    others = ", ".join(f"{name} {r - t:.1f} s"
+                                       for name, r in sorted(first.get((f.match_id, seq), [])))
                     v.stalls.append(
                         f"{who} on {c.node}: seq {seq} of {t:.1f} "
-                        + (f"after {late - t:.1f} s" if late is not None else "never came"))
+                        + (f"after {late - t:.1f} s" if late is not None else "never came")
+                        + f" (each connection: {others})")
     v.refusals = dict(refusals)
     v.closes = dict(closes)
     v.reasons = dict(reasons)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +44,8 @@ __all__ = ["Serving", "StandIn"]
 
 log = logging.getLogger("moo.cluster")
 
+#: a follow served slower than this is logged (its replay read the log over a slow link)
+SLOW_FOLLOW_S = 1.0
 #: moves' ids remembered per stand-in and match (a follow's ``Followed.seen``)
 _SEEN_MAX = 64
 
@@ -271,6 +274,7 @@ class Serving:
             return
         viewer: Viewer | None = item.viewer  # type: ignore[assignment]
         s.following[item.match_id] = item.gen
+        started = time.monotonic()
         error = None
         try:
             await self.arena.follow(
@@ -290,6 +294,10 @@ class Serving:
             log.exception("bus: follow of %s for %s failed", item.match_id, s.player)
             s.following.pop(item.match_id, None)
             error = "internal"
+        took = time.monotonic() - started
+        if took > SLOW_FOLLOW_S:
+            log.warning("bus: follow of %s from %s for %s took %.1f s", item.match_id,
+                        item.cursor, s.origin, took)
         lm = self.arena.live.get(item.match_id)
         upto = lm.durable_seq if lm is not None else -1
         seen = list(s.acts.get(item.match_id, ()))
