@@ -136,6 +136,10 @@ class LiveMatch:
     retries: list[Retry] | None = None
     #: the seats' moves whose commit is in flight (see :class:`MoveInFlight`)
     moves: list[MoveInFlight] = field(default_factory=list)
+    #: while a replay reads the log (``readers`` of them): every event committed meanwhile,
+    #: so that one read is enough however slow it is (see Arena.missed); None otherwise
+    tail: list[Event] | None = None
+    readers: int = 0
 
     @property
     def id(self) -> str:
@@ -517,6 +521,8 @@ class Arena:
             # answers the actor's move, handed over with its seat).
             return
         lm.durable_seq = events[-1]["seq"]
+        if lm.tail is not None:
+            lm.tail.extend(events)
         if before_fanout is not None:
             before_fanout()
         self._fanout(lm, events, actor)
@@ -918,23 +924,40 @@ class Arena:
         """The durable events after ``last_seq``, read back from the log.
 
         Live matches keep no log in memory, so a replay reads the store. Commits go on while
-        the read is in flight, so this reads again until it has caught up with
-        ``durable_seq`` and returns only events up to it: the caller then attaches the
+        the read is in flight: the match keeps what they commit meanwhile (``tail``), and the
+        read plus that tail reach ``durable_seq`` (an event committed before the read began is
+        in the read; one committed after, in the tail). Reading again until caught up, as
+        before, chased the commits: over a slow link to the database each read took as long
+        as the next commits, and a watch waited 5 s for its replay (issue 31's ``slow-db``).
+        Only events up to ``durable_seq`` are returned: the caller then attaches the
         connection *without awaiting*, and every later event reaches it through the fan-out,
         in order, with no gap and no duplicate.
         """
         out: list[Event] = []
         seen = max(0, last_seq)
         while seen < lm.durable_seq:
-            events = await self.store.match_events(lm.id, after=seen)
+            if lm.tail is None:
+                lm.tail = []
+            lm.readers += 1
+            try:
+                events = await self.store.match_events(lm.id, after=seen)
+            finally:
+                lm.readers -= 1
+                tail = lm.tail
+                if not lm.readers:
+                    lm.tail = None
             if lm.broken:
                 raise self._left(lm.id)
             limit = lm.durable_seq
-            fresh = [e for e in events or () if seen < e["seq"] <= limit]
-            if not fresh or fresh[0]["seq"] != seen + 1:
+            before = seen
+            for e in (*(events or ()), *tail):
+                if seen < e["seq"] <= limit:
+                    if e["seq"] != seen + 1:
+                        break  # a hole (not expected): read again from what is held
+                    out.append(e)
+                    seen = e["seq"]
+            if seen == before:
                 raise StorageError(f"the log of {lm.id} cannot be read back")
-            out.extend(fresh)
-            seen = fresh[-1]["seq"]
         return out
 
     async def follow(

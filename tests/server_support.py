@@ -25,6 +25,7 @@ from clients.sdk.wire import Wire
 from moo.protocol import Codec
 from server.app import App
 from server.settings import Settings
+from server.storage import Store
 from server.storage_sqlite import SQLiteStore
 from tests.patience import patience
 
@@ -46,8 +47,8 @@ def server_settings(tmp_path: Path, **overrides: Any) -> Settings:
 
 
 @asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[App]:
-    app = App(settings)
+async def running(settings: Settings, store: Store | None = None) -> AsyncIterator[App]:
+    app = App(settings, store)
     await app.start()
     try:
         yield app
