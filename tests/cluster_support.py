@@ -18,16 +18,22 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import aiomqtt
 import asyncpg
 import pytest
 
 from bench.harness.services import TcpCut
+from server.cluster.transport import PREFIX
+from server.cluster.wire import Message, decode
+from tests.mqtt_support import Broker
 from tests.patience import patience
 from tests.server.test_server_http import http_get
 from tests.server_support import Client
+
+M = TypeVar("M", bound=Message)
 
 ROOT = Path(__file__).resolve().parent.parent
 LISTENING = re.compile(rb"listening on ws://[^:]+:(\d+)/")
@@ -197,3 +203,37 @@ async def following_a(*ns: Node) -> None:
             return bool(health["bus"] == "ok" and health["lobby_leader"] == "a")
 
         await until(up, 20, f"{n.name} on the bus, following a")
+
+
+@asynccontextmanager
+async def bus_items_to(broker: Broker, node: str, kind: type[M]) -> AsyncIterator[list[M]]:
+    """The items of ``kind`` the broker hands on to ``node`` from now on, read by a subscriber
+    of the test's own: the witness that a node's message has reached the broker. A reply the
+    sending node gave its client after publishing is none: the publish may still be in the
+    relay between that node and the broker, and a cut of the relay loses it (the node sends
+    it again only once it is back on the bus). The subscriber sees them also while ``node``
+    has no session to be given them."""
+    items: list[M] = []
+    async with aiomqtt.Client("127.0.0.1", broker.port) as client:
+        await client.subscribe(f"{PREFIX}/node/{node}", qos=1)
+
+        async def read() -> None:
+            async for message in client.messages:
+                assert isinstance(message.payload, bytes), message.payload
+                envelope, _ = decode(message.payload)
+                items.extend(i for i in envelope.items if isinstance(i, kind))
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            yield items
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+
+async def matches_of(db: str, name: str) -> list[str]:
+    """The ids of the stored matches in which ``name`` plays."""
+    rows = await query(db, "SELECT match_id FROM matches"
+                           " WHERE jsonb_exists(meta::jsonb -> 'players', $1)", name)
+    return [r[0] for r in rows]

@@ -40,7 +40,7 @@ from server.cluster.pairings import PairingWatch
 from server.cluster.records import EMPTY as _EMPTY
 from server.cluster.records import open_entries, restore_entries
 from server.cluster.serving import Serving, StandIn
-from server.cluster.wire import Deliver, LobbyCall, LobbyState, Message
+from server.cluster.wire import Create, Deliver, LobbyCall, LobbyState, Message
 from server.connection import CLOSE_REPLACED, Connection, error_message
 from server.lobby import Lobby, Waiting
 from server.matches import Follower, MatchService
@@ -58,6 +58,7 @@ START_PATIENCE_S = 3 * LOBBY_PATIENCE_S
 #: how long a request answered "try again" for want of an answer is remembered, so that its
 #: late answer is not passed on as a second one
 GAVE_UP_S = 600.0
+
 
 class ClusterLobby:
     """The :class:`~server.matches.LobbyService` of a cluster node."""
@@ -83,7 +84,7 @@ class ClusterLobby:
         self.send = send
         self.connected = connected
         #: leader side: queue pairings whose match another node was asked to start
-        self.watch = PairingWatch(node, directory, self._requeue)
+        self.watch = PairingWatch(node, directory, self._requeue, send)
         #: the lobby this node runs while it leads (its own clients' presence always)
         self.lobby = Lobby(arena, strategies, matches=matches, busy=self.busy,
                            paired=self.watch.paired)
@@ -338,10 +339,10 @@ class ClusterLobby:
         self.starting[key] = (node, time.monotonic())
         self.gave_up.pop(key, None)
 
-    def creating(self, players: tuple[str, str], node: str) -> None:
-        """The router starts an agreed match on ``node``: a queue pairing's is watched
-        (server/cluster/pairings.py)."""
-        self.watch.creating(players, node)
+    def creating(self, players: tuple[str, str], node: str, create: Create | None) -> None:
+        """The router starts an agreed match on ``node`` (``create``: the request it sends
+        there): a queue pairing's is watched (server/cluster/pairings.py)."""
+        self.watch.creating(players, node, create)
 
     def _requeue(self, entries: tuple[Waiting, Waiting], node: str) -> None:
         """A queue pairing's match node died with the request: both back in the queue."""

@@ -37,6 +37,7 @@ from server.cluster.directory import Directory
 from server.cluster.forwarding import Forwarding
 from server.cluster.leadership import ClusterLobby
 from server.cluster.leases import Leases
+from server.cluster.pairings import Creates
 from server.cluster.serving import Serving, StandIn
 from server.cluster.takeover import Takeover
 from server.cluster.transport import Transport
@@ -68,6 +69,7 @@ __all__ = ["Router"]
 log = logging.getLogger("moo.cluster")
 
 
+
 class Router:
     """One cluster node's match operations and the parts behind them."""
 
@@ -91,6 +93,8 @@ class Router:
             node, arena, strategies, self, self.directory, self.serving, self.forwarding,
             self._send, self.transport.up.is_set,
         )
+        #: the requests to start a match that reached this node (one sent again is known)
+        self.creates = Creates()
         self.takeover = Takeover(
             node, arena, store, self.directory, self.serving, self.forwarding, self.lobby,
             self.leases, self.transport.broadcast, settings.lease_ms / 10000,
@@ -286,11 +290,15 @@ class Router:
         target = first.origin if isinstance(first, StandIn) else self.node
         if not self.transport.up.is_set():
             target = self.node
-        self.lobby.creating(players, target)
         if target == self.node:
+            self.lobby.creating(players, target, None)
             self._create_here(players, conns, pacing, bots, refs, rated, rules, assist,
                               tournament, requested)
             return
+        if requested is None and tournament is None:
+            # the id fixed here, so that the request can be sent again (a queue pairing's:
+            # server/cluster/pairings.py) and never start a second match
+            requested = Requested(self.arena.new_match_id(), ())
         seats: list[Any] = []
         for c in conns:
             if c is None:
@@ -300,7 +308,7 @@ class Router:
             else:
                 assert isinstance(c, Connection)
                 seats.append([self.node, self.forwarding.cid(c), c.player])
-        self._send(target, Create(
+        create = Create(
             list(players), seats, pacing, list(bots), list(refs), rated,
             None if rules is None else rules.to_dict(), assist,
             None if tournament is None else [
@@ -308,7 +316,9 @@ class Router:
                 None if tournament.secrets is None else list(tournament.secrets),
                 tournament.ladder],
             None if requested is None else [requested.match_id, list(requested.records)],
-        ))
+        )
+        self.lobby.creating(players, target, create)
+        self._send(target, create)
         for conn, ref in zip(conns, refs, strict=True):
             if isinstance(conn, Connection) and ref is not None:
                 # a request of this node's own client: no other node tracks its answer
@@ -393,6 +403,8 @@ class Router:
             self.takeover.seated(item)
 
     def _create_from(self, sender: str, item: Create) -> None:
+        if not self.creates.fresh(item, self._epoch(), self.arena.is_live):
+            return  # sent again, and its first sending reached this node (or an earlier run)
         conns: list[Follower | None] = []
         for seat in item.seats:
             if seat is None:

@@ -203,8 +203,13 @@ class Create(Message):
     #: item for a ladder game: its ladder (server/matches.py ``TournamentGame``)
     tournament: list[Any] | None = None
     #: a match that answers requests with a ``request_id``: [match_id, records]
-    #: (server/matches.py ``Requested``)
+    #: (server/matches.py ``Requested``); a queue pairing's match sent to another node also
+    #: comes with its id fixed here (no records), so that sending it again is safe
     requested: list[Any] | None = None
+    #: 0: the first sending. Otherwise the leader sends a queue pairing's request again (it
+    #: may have been lost: server/cluster/pairings.py), to the node's epoch it names: that
+    #: node starts the match only if no request of that id reached it before
+    again: int = 0
 
 
 # -- to every node -----------------------------------------------------------------------------

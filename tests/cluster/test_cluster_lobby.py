@@ -15,8 +15,19 @@ from typing import Any
 
 import pytest
 
+from bench.harness.services import TcpCut
 from moo.variants import parse_rules_spec
-from tests.cluster_support import Node, nodes, query, start_node, until
+from server.cluster.wire import Create
+from tests.cluster_support import (
+    Node,
+    bus_items_to,
+    following_a,
+    matches_of,
+    nodes,
+    query,
+    start_node,
+    until,
+)
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -366,6 +377,65 @@ async def test_a_queue_pairing_whose_match_node_dies_with_the_request_is_queued_
             for p in (ann, carl):
                 await p.close()
     finally:
+        await broker.stop()
+
+
+async def test_a_queue_pairing_whose_request_a_node_cut_from_the_broker_lost_is_sent_again(
+    pg_url: str, broker: Broker
+) -> None:
+    """bob queues on b; then b's connection to the broker is cut (b lives: its database
+    session is there, so nobody takes it for dead). ann queues on a, the lobby leader, which
+    pairs them and asks b (bob queued first) to start the match: the broker has no session of
+    b to give the request to, and drops it. Once b is back on the bus the leader's request
+    comes again and the match starts: one ``match`` each, one match stored. Before, the two
+    had their ``queued`` and then nothing, for ever."""
+    await broker.start()
+    relay = TcpCut(broker.port)
+    await relay.up()
+    started: list[Node] = []
+    try:
+        started.append(await start_node(pg_url, "a", bus=broker.url, lease_ms=2000))
+        started.append(await start_node(pg_url, "b", bus=f"mqtt://127.0.0.1:{relay.port}",
+                                        lease_ms=2000))
+        a, b = started
+        await following_a(a, b)
+        bob = await Client.hello(b.port, "bob")
+        queued = await bob.request({"type": "queue", "pacing": "free"})
+        assert queued["type"] == "queued", queued
+        ann = await Client.hello(a.port, "ann")
+        async with bus_items_to(broker, "b", Create) as to_b:
+            await relay.down()  # b off the bus
+
+            async def b_gone() -> bool:
+                return "lost its broker connection but is alive" in a.text()
+
+            await until(b_gone, 15, "a to see b off the bus, alive")
+            mine = await ann.request({"type": "queue", "pacing": "free"})
+            assert mine["type"] == "queued", mine
+
+            async def sent() -> bool:
+                return bool(to_b)
+
+            await until(sent, 15, "the leader's request to b on the broker")
+            assert not to_b[0].again and to_b[0].requested, to_b
+        await relay.up()
+        m = await ann.expect(lambda x: x.get("type") == "match", 60)
+        assert m["opponent"] == "bob", m
+        mb = await bob.expect(lambda x: x.get("type") == "match", 60)
+        assert mb["match_id"] == m["match_id"] == to_b[0].requested[0], (m, mb)
+        for p in (ann, bob):
+            await p.request({"type": "ping"})  # anything else that came is in seen by now
+            assert [x["match_id"] for x in p.seen if x.get("type") == "match"] == [m["match_id"]]
+        assert await matches_of(pg_url, "ann") == [m["match_id"]]
+        for p in (ann, bob):
+            await p.close()
+    finally:
+        for n in started:
+            if n.proc.returncode is None:
+                n.proc.kill()
+                await n.proc.wait()
+        if relay.is_up:
+            await relay.down()
         await broker.stop()
 
 

@@ -9,6 +9,7 @@ repeated or reordered event.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -16,9 +17,11 @@ from typing import Any
 import msgpack
 import pytest
 
+from moo.rules import DEFAULT_RULES
 from server.cluster.answers import RESEND_MAX
 from server.cluster.directory import MOVING, Placement
 from server.cluster.forwarding import Forwarding
+from server.cluster.pairings import Creates, PairingWatch
 from server.cluster.transport import Transport
 from server.cluster.wire import (
     VERSION,
@@ -44,6 +47,7 @@ from server.cluster.wire import (
     encode,
     item_list,
 )
+from server.lobby import Waiting
 
 # -- the wire ---------------------------------------------------------------------------------
 
@@ -68,6 +72,9 @@ SAMPLES: list[Message] = [
     Create(["ann", "bob"], [["a", "r.1", "ann"], ["b", "r.2", "bob"]], None, [None, None],
            [None, 5], True, None, False, None,
            ["m0123456789ab", [{"player": "bob", "request_id": "j1", "body": "f" * 32}]]),
+    # a queue pairing's request sent again by the leader, to epoch 4 of its node
+    Create(["ann", "bob"], [["b", "r.2", "bob"], ["a", "r.1", "ann"]], "free", [None, None],
+           [None, None], True, None, False, None, ["m0123456789ac", []], 4),
     Adopted("b", 3, ["m1", "m2"]),
     Tick({"a": 5}),
     Gone("b", "r", 2),
@@ -663,3 +670,83 @@ async def test_a_match_announced_after_its_end_is_not_replayed_to_who_saw_it_end
     fresh = net.follows()[follows:]
     assert [f.conn for f in fresh] == [net.fw.cid(bob)], fresh  # type: ignore[arg-type]
     assert fresh[0].cursor == 0
+
+
+# -- the leader's queue pairings (server/cluster/pairings.py) -----------------------------------
+class _PairingStore:
+    """The two things the watch asks the database: a match by id, a player's matches."""
+
+    def __init__(self) -> None:
+        self.stored: set[str] = set()
+
+    async def match_end(self, match_id: str) -> tuple[bool, None] | None:
+        return (False, None) if match_id in self.stored else None
+
+    async def unfinished_of(self, player: str) -> list[Any]:
+        return []
+
+
+class _PairingDirectory:
+    def __init__(self) -> None:
+        self.store = _PairingStore()
+        self.epochs = {"b": 4}
+        self.deaths: dict[str, float] = {}
+
+    def died_since(self, node: str, when: float) -> bool:
+        return self.deaths.get(node, float("-inf")) > when
+
+
+def _waiting(player: str) -> Waiting:
+    return Waiting(None, player, False, "any", "free", True, DEFAULT_RULES)  # type: ignore[arg-type]
+
+
+async def test_a_queue_pairings_request_is_sent_again_until_its_match_is_stored() -> None:
+    """The leader paired ann and bob and asked node b (epoch 4) to start their match. While
+    the database has no such match the request goes to b again, marked for epoch 4 (b starts
+    it only if the first never reached it); once it is stored, nothing more is sent."""
+    directory = _PairingDirectory()
+    sent: list[tuple[str, Message]] = []
+    requeued: list[Any] = []
+    watch = PairingWatch("a", directory, lambda e, n: requeued.append(e),  # type: ignore[arg-type]
+                         lambda node, item: sent.append((node, item)))
+    ann, bob = _waiting("ann"), _waiting("bob")
+    create = Create(["bob", "ann"], [["b", "r.2", "bob"], ["a", "r.1", "ann"]], "free",
+                    [None, None], [None, None], True, None, False, None, ["m1", []])
+    watch.paired(bob, ann)
+    watch.creating(("bob", "ann"), "b", create)
+    (pairing,) = watch.pairings
+
+    async def check() -> None:
+        watch.check()
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    await check()
+    assert sent == []  # not due yet: the first sending is 2 s old at the earliest
+    pairing.resend_at = 0.0
+    await check()
+    assert [(n, dataclasses.replace(create, again=4) == i) for n, i in sent] == [("b", True)]
+    assert pairing.wait == 4.0  # the next, 4 s later
+    pairing.resend_at = 0.0
+    directory.store.stored.add("m1")
+    await check()
+    assert len(sent) == 1 and watch.pairings == [] and requeued == []
+
+
+def test_a_request_sent_again_starts_its_match_only_if_the_first_was_lost() -> None:
+    """At the node asked to start a queue pairing's match: the request sent again starts it
+    if the first sending never came, and never a second time, nor on another run of the
+    node; a request with no fixed id is always acted on (it is never sent again)."""
+    first = Create(["bob", "ann"], [["b", "r.2", "bob"], None], "free", [None, None],
+                   [None, None], True, None, False, None, ["m1", []])
+    again = dataclasses.replace(first, again=4)
+    creates = Creates()
+    assert creates.fresh(first, 4, lambda m: False)
+    assert not creates.fresh(again, 4, lambda m: False)  # the first came: no second match
+    lost = Creates()  # a node the first sending never reached
+    assert not lost.fresh(dataclasses.replace(first, again=3), 4, lambda m: False)  # a run ago
+    assert not lost.fresh(again, 4, lambda m: m == "m1")  # (its match runs here)
+    assert lost.fresh(again, 4, lambda m: False)  # starts it, once
+    assert not lost.fresh(again, 4, lambda m: False)
+    plain = dataclasses.replace(first, requested=None)
+    assert creates.fresh(plain, 4, lambda m: False) and creates.fresh(plain, 4, lambda m: False)

@@ -11,7 +11,6 @@ tournament), not ``unknown_room`` or a second tournament, and the database holds
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -19,12 +18,19 @@ import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiomqtt
-
 from bench.harness.services import TcpCut
-from server.cluster.transport import PREFIX
-from server.cluster.wire import LobbyCall, decode
-from tests.cluster_support import Node, database_relay, following_a, nodes, query, start_node, until
+from server.cluster.wire import LobbyCall
+from tests.cluster_support import (
+    Node,
+    bus_items_to,
+    database_relay,
+    following_a,
+    matches_of,
+    nodes,
+    query,
+    start_node,
+    until,
+)
 from tests.mqtt_support import Broker
 from tests.pg_support import pg_url
 from tests.server.test_server_http import http_get
@@ -63,38 +69,6 @@ async def _first_answer_is_no_refusal(client: Client, ref: Any, mid: str) -> Non
     assert sum(1 for m in client.seen if m.get("ref") == ref) == 1
 
 
-@contextlib.asynccontextmanager
-async def _lobby_calls_to(broker: Broker, node: str) -> AsyncIterator[list[LobbyCall]]:
-    """The lobby calls the broker hands on to ``node`` from now on, read by a subscriber of
-    the test's own: the witness that a node's message has reached the broker. A reply the
-    sending node gave its client after publishing is none: the publish may still be in the
-    relay between that node and the broker, and a cut of the relay loses it (the node sends
-    it again only once it is back on the bus)."""
-    calls: list[LobbyCall] = []
-    async with aiomqtt.Client("127.0.0.1", broker.port) as client:
-        await client.subscribe(f"{PREFIX}/node/{node}", qos=1)
-
-        async def read() -> None:
-            async for message in client.messages:
-                assert isinstance(message.payload, bytes), message.payload
-                envelope, _ = decode(message.payload)
-                calls.extend(i for i in envelope.items if isinstance(i, LobbyCall))
-
-        reader = asyncio.get_running_loop().create_task(read())
-        try:
-            yield calls
-        finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-
-
-async def _matches_of(db: str, name: str) -> list[str]:
-    rows = await query(db, "SELECT match_id FROM matches"
-                           " WHERE jsonb_exists(meta::jsonb -> 'players', $1)", name)
-    return [r[0] for r in rows]
-
-
 async def test_a_room_join_retried_after_its_node_died_gets_its_match(
     pg_url: str, broker: Broker
 ) -> None:
@@ -114,16 +88,16 @@ async def test_a_room_join_retried_after_its_node_died_gets_its_match(
             first_ref = await bob.send(join)
 
             async def committed() -> bool:
-                return len(await _matches_of(pg_url, "bob")) == 1
+                return len(await matches_of(pg_url, "bob")) == 1
 
             await until(committed, 30, "the match to be committed")
             a.proc.kill()  # whatever a had not sent yet dies with it
             await a.proc.wait()
-            (mid,) = await _matches_of(pg_url, "bob")
+            (mid,) = await matches_of(pg_url, "bob")
             reply = await _retry(bob, join)
             assert reply["type"] == "match", reply
             assert reply["match_id"] == mid and reply["opponent"] == "ann" and reply["seat"] == 1
-            assert await _matches_of(pg_url, "bob") == [mid]
+            assert await matches_of(pg_url, "bob") == [mid]
             await _first_answer_is_no_refusal(bob, first_ref, mid)
             # the seat is his: the match goes on at b, which took it over
             secret = await _retry(bob, {"type": "secret", "match_id": mid, "secret": "0123"})
@@ -199,19 +173,19 @@ async def test_a_room_join_retried_after_its_node_was_cut_from_the_database(
             first_ref = await bob.send(join)
 
             async def committed() -> bool:
-                return len(await _matches_of(pg_url, "bob")) == 1
+                return len(await matches_of(pg_url, "bob")) == 1
 
             await until(committed, 30, "the match to be committed")
             await cut.down()
-            (mid,) = await _matches_of(pg_url, "bob")
+            (mid,) = await matches_of(pg_url, "bob")
             reply = await _retry(bob, join)
             assert reply["type"] == "match", reply
             assert reply["match_id"] == mid and reply["opponent"] == "ann" and reply["seat"] == 1
-            assert await _matches_of(pg_url, "bob") == [mid]
+            assert await matches_of(pg_url, "bob") == [mid]
             await _first_answer_is_no_refusal(bob, first_ref, mid)
             secret = await _retry(bob, {"type": "secret", "match_id": mid, "secret": "0123"})
             assert secret["type"] == "event" and secret["kind"] == "secret", secret
-            assert await _matches_of(pg_url, "bob") == [mid]
+            assert await matches_of(pg_url, "bob") == [mid]
             for c in (ann, bob):
                 await c.close()
     finally:
@@ -239,7 +213,7 @@ async def test_a_room_join_its_node_sends_again_is_answered_from_the_database(
         ann = await Client.hello(a.port, "ann")
         room = await ann.request({"type": "room_create", "pacing": "free"})
         bob = await Client.hello(b.port, "bob")
-        async with _lobby_calls_to(broker, "a") as to_a:
+        async with bus_items_to(broker, "a", LobbyCall) as to_a:
             os.kill(a.proc.pid, signal.SIGSTOP)
             ref = await bob.send({"type": "room_join", "code": room["code"],
                                   "request_id": "bob-join-resent"})
@@ -253,10 +227,10 @@ async def test_a_room_join_its_node_sends_again_is_answered_from_the_database(
             os.kill(a.proc.pid, signal.SIGCONT)
 
         async def committed() -> bool:
-            return len(await _matches_of(pg_url, "bob")) == 1
+            return len(await matches_of(pg_url, "bob")) == 1
 
         await until(committed, 30, "the match to be committed")
-        (mid,) = await _matches_of(pg_url, "bob")
+        (mid,) = await matches_of(pg_url, "bob")
         await relay.up()  # b back on the bus: it sends the join again to the leader
         first = await bob.expect(lambda m: m.get("ref") == ref, 60)
         assert first["type"] == "match", first
@@ -264,7 +238,7 @@ async def test_a_room_join_its_node_sends_again_is_answered_from_the_database(
         await bob.event(mid, "created")  # the events follow from seq 1
         await bob.request({"type": "ping"})
         assert sum(1 for m in bob.seen if m.get("ref") == ref) == 1
-        assert await _matches_of(pg_url, "bob") == [mid]
+        assert await matches_of(pg_url, "bob") == [mid]
         for c in (ann, bob):
             await c.close()
     finally:
@@ -299,12 +273,12 @@ async def test_a_queue_retried_after_its_match_node_died_makes_no_second_entry(
             await p2.send(q2)
 
             async def committed() -> bool:
-                return len(await _matches_of(pg_url, "p2")) == 1
+                return len(await matches_of(pg_url, "p2")) == 1
 
             await until(committed, 30, "the match to be committed")
             a.proc.kill()
             await a.proc.wait()
-            (mid,) = await _matches_of(pg_url, "p2")
+            (mid,) = await matches_of(pg_url, "p2")
             reply = await _retry(p2, q2)
             assert reply["type"] == "queued", reply
             assert {k: reply[k] for k in ("pool", "pacing", "rated", "rules")} == {
@@ -318,7 +292,7 @@ async def test_a_queue_retried_after_its_match_node_died_makes_no_second_entry(
             await until(b_leads, 30, "b to lead the lobby")
             _, _, body = await http_get(b.port, "/healthz")
             assert json.loads(body)["queue"] == 0
-            assert await _matches_of(pg_url, "p2") == [mid]
+            assert await matches_of(pg_url, "p2") == [mid]
             await p2.close()
             assert await b.stop() == 0
     finally:
