@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +36,7 @@ from server.cluster.deferred import DeferredRequests
 from server.cluster.directory import Directory
 from server.cluster.forwarding import Forwarding
 from server.cluster.pairings import PairingWatch
+from server.cluster.pending import PendingRequests
 from server.cluster.records import EMPTY as _EMPTY
 from server.cluster.records import open_entries, restore_entries
 from server.cluster.serving import Serving, StandIn
@@ -50,14 +50,6 @@ from server.tournaments import unanswered_watch
 __all__ = ["ClusterLobby"]
 
 log = logging.getLogger("moo.cluster")
-
-#: a forwarded lobby request unanswered this long gets not_available ("try again")
-LOBBY_PATIENCE_S = 5.0
-#: a match the leader asked another node to start, unconfirmed this long: not_available
-START_PATIENCE_S = 3 * LOBBY_PATIENCE_S
-#: how long a request answered "try again" for want of an answer is remembered, so that its
-#: late answer is not passed on as a second one
-GAVE_UP_S = 600.0
 
 
 class ClusterLobby:
@@ -97,15 +89,9 @@ class ClusterLobby:
         self._early: list[tuple[str, LobbyCall]] = []
         #: client side: the leader's last record of each local client's open entries
         self.records: dict[str, dict[str, Any]] = {}
-        #: client side: forwarded requests not answered yet: (conn id, ref) -> the call, when
-        #: (client, ref) -> (call, last sent, first sent): monotonic times
-        self.pending: dict[tuple[str, Any], tuple[LobbyCall, float, float]] = {}
-        #: leader side: local clients whose request started a match on another node, until
-        #: that node's answer comes back: (conn id, ref) -> (the node, when it was asked)
-        self.starting: dict[tuple[str, Any], tuple[str, float]] = {}
-        #: client side: requests this node answered "try again" itself (nobody answered in
-        #: time): (conn id, ref) -> when; their late answers are not a second reply
-        self.gave_up: dict[tuple[str, Any], float] = {}
+        #: the requests of local clients that another node is to answer (the leader, or the
+        #: node a match starts on), answered here if nobody does in time
+        self.requests = PendingRequests(forwarding.local.get)
         #: hosted tournaments (server/tournaments.py), run where the lobby is: the leader's
         #: handler of a ``tournament_*`` request, and who is told when this node starts or
         #: stops leading (set by the app; None: no tournaments)
@@ -170,10 +156,7 @@ class ClusterLobby:
             cid = self.forwarding.cid(conn)
             self.records.pop(cid, None)
             self.watched.pop(cid, None)
-            for key in [k for k in self.pending if k[0] == cid]:
-                del self.pending[key]
-            for key in [k for k in self.starting if k[0] == cid]:
-                del self.starting[key]
+            self.requests.forget(cid)
             if not self.leading():
                 self._call(conn, "leave", {}, track=False)
 
@@ -301,43 +284,21 @@ class ClusterLobby:
         if conn.player is not None and op in _SEATING and not self.lobby.is_bot(conn.player):
             busy = self.busy(conn.player)
         call = LobbyCall(self.forwarding.cid(conn), conn.player or "", op, msg, busy, resent)
-        ref = msg.get("id")
-        if track and ref is not None:
-            now = time.monotonic()
-            self.pending[(call.conn, ref)] = (call, now, now)
-            self.gave_up.pop((call.conn, ref), None)  # the same id again: a new request
+        if track and msg.get("id") is not None:
+            self.requests.sent(call)
         self.send(leader, call)
 
     def note_reply(self, cid: str, msg: dict[str, Any]) -> dict[str, Any]:
-        """A message from another node for a local client: a reply ends a pending request
-        (forwarded to the leader, or a match this node, leading, asked another node to start).
-        Returns what the client is to be sent: ``msg``, but a ``match`` started by a request
-        that this node answered "try again" already (:meth:`expire`: its node was paused past
-        the patience, and woke) without its ``ref``: the client hears of the match as of one
-        started for it (its seat is there either way), not a second answer. (A follow's
-        marker carries ``_gen`` and is the forwarding's business; nothing else is touched:
-        ids may be used again, and an event or error with the same ``ref`` may be the answer
-        of a later request.)"""
-        ref = msg.get("ref")
-        if ref is None:
-            return msg
-        key = (cid, ref)
-        self.pending.pop(key, None)
-        self.starting.pop(key, None)
-        if msg.get("type") != "match" or "_gen" in msg or self.gave_up.pop(key, None) is None:
-            return msg
-        log.info("lobby: match %s started after its request was answered 'try again'; its "
-                 "player is told of it", msg.get("match_id"))
-        return {k: v for k, v in msg.items() if k != "ref"}
+        """A message from another node for a local client: what the client is to be sent
+        (server/cluster/pending.py)."""
+        return self.requests.reply(cid, msg)
 
     def awaiting_start(self, conn: Connection, ref: Any, node: str) -> None:
         """This node leads, and a local client's request (``room_join``, ``accept``...) started
         a match on ``node``, whose ``match`` (or error) answers it. If ``node`` dies with the
         request, or its answer is lost, :meth:`expire` answers instead: every request is
         answered (docs/protocol.md)."""
-        key = (self.forwarding.cid(conn), ref)
-        self.starting[key] = (node, time.monotonic())
-        self.gave_up.pop(key, None)
+        self.requests.awaiting_start((self.forwarding.cid(conn), ref), node)
 
     def creating(self, players: tuple[str, str], node: str, create: Create | None) -> None:
         """The router starts an agreed match on ``node`` (``create``: the request it sends
@@ -357,32 +318,10 @@ class ClusterLobby:
         self.sync()
 
     def expire(self) -> None:
-        """Requests the leader did not answer in time: the client hears "try again"; queue
-        pairings whose match node died: checked."""
+        """Requests nobody answered in time: the client hears "try again"; queue pairings
+        whose match is not stored: checked."""
         self.watch.check()
-        now = time.monotonic()
-        for key, (_call, sent, first) in list(self.pending.items()):
-            # sent again after a leader change or a reconnect, a request gets a new wait,
-            # but never more than three in all: a lobby that keeps moving still answers
-            if now - sent > LOBBY_PATIENCE_S or now - first > 3 * LOBBY_PATIENCE_S:
-                del self.pending[key]
-                self._unanswered(key, f"the lobby (node {self.leader}) did not answer")
-        for key, (node, asked) in list(self.starting.items()):
-            # the match's node persists the match before it answers: more patience than for
-            # the lobby's own answers, so that a slow commit does not read as a lost request
-            if now - asked > START_PATIENCE_S:
-                del self.starting[key]
-                self._unanswered(key, f"the match could not start: node {node} did not answer")
-
-    def _unanswered(self, key: tuple[str, Any], why: str) -> None:
-        """Answer a local client's request (conn id, ref) that nobody else will answer."""
-        now = time.monotonic()
-        for old in [k for k, when in self.gave_up.items() if now - when > GAVE_UP_S]:
-            del self.gave_up[old]
-        self.gave_up[key] = now
-        conn = self.forwarding.local.get(key[0])
-        if conn is not None and not conn.closing:
-            conn.send(error_message(NotAvailable(f"{why}; try again"), key[1]))
+        self.requests.expire(self.leader)
 
     # -- the leader's side -----------------------------------------------------------------------
     def received(self, sender: str, item: Message) -> None:
@@ -540,7 +479,7 @@ class ClusterLobby:
             conn = self.forwarding.local.get(cid)
             if conn is not None and not conn.closing:
                 self._restore(conn, state)
-        for (cid, _), (call, _, _) in list(self.pending.items()):
+        for (cid, _), (call, _, _) in list(self.requests.forwarded.items()):
             conn = self.forwarding.local.get(cid)
             if conn is not None and not conn.closing:
                 if _may_be_done(call):
@@ -550,7 +489,7 @@ class ClusterLobby:
                     self._run(conn, call.op, call.msg)
                 except MooError as exc:
                     conn.send(error_message(exc, call.msg.get("id")))
-        self.pending.clear()
+        self.requests.forwarded.clear()
         for present in list(self.lobby.online.values()):
             if isinstance(present, Connection) and not present.closing:
                 self._rewatch(present, run_here=True)
@@ -571,13 +510,13 @@ class ClusterLobby:
             if state is not None:
                 self._call(conn, "restore", state, track=False)
             self._rewatch(conn, run_here=False)
-        for key, (call, _, first) in list(self.pending.items()):
+        for key, (call, _, first) in list(self.requests.forwarded.items()):
             client = self.forwarding.local.get(key[0])
             if client is not None and _may_be_done(call):
-                del self.pending[key]  # answered by the check, or tracked again after it
+                del self.requests.forwarded[key]  # answered by the check, or tracked again
                 spawn(self._send_unless_done(client, call, first))
                 continue
-            self.pending[key] = (call, time.monotonic(), first)
+            self.requests.sent(call, first)
             self.send(leader, call)
 
     # -- seating requests sent again to a new leader ----------------------------------------
@@ -615,9 +554,8 @@ class ClusterLobby:
             await self._run_unless_done(conn, call)
             return
         call = dataclasses.replace(call, resent=True)
-        ref = call.msg.get("id")
-        if ref is not None:
-            self.pending[(call.conn, ref)] = (call, time.monotonic(), first)
+        if call.msg.get("id") is not None:
+            self.requests.sent(call, first)
         self.send(leader, call)
 
     async def _answered(self, conn: Connection, call: LobbyCall) -> bool:
