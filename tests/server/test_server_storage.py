@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
 
+from server.arena import new_match_id
 from server.storage import Db
 from server.storage_sqlite import SQLiteStore
 
@@ -47,3 +50,16 @@ def test_the_stored_json_is_exactly_what_json_dumps_makes(event: dict[str, objec
     assert json.loads(_dumps(event)) == event
     with pytest.raises(TypeError):
         _dumps({"not": object()})
+
+
+def test_match_ids_grow_with_time_and_stay_apart() -> None:
+    """The server's match ids: ``m``, the creation time in milliseconds (11 hex digits) and 8
+    random hex digits (docs/protocol.md), so that ids made later sort later and the log's
+    index takes new rows in its newest pages (bench/log_index.py)."""
+    before = int(time.time() * 1000)
+    ids = [new_match_id() for _ in range(2000)]
+    after = int(time.time() * 1000)
+    assert all(re.fullmatch(r"m[0-9a-f]{19}", i) for i in ids), ids[:3]
+    stamps = [int(i[1:12], 16) for i in ids]
+    assert stamps == sorted(stamps) and before <= stamps[0] and stamps[-1] <= after
+    assert len(set(ids)) == len(ids)
