@@ -52,7 +52,7 @@ class _Pairing:
     node: str
     asked: float
     entries: tuple[Waiting, Waiting]
-    #: the request, to send again (None: it has no fixed id, and is not sent again)
+    #: the request, to send again (only one with a fixed match id is)
     create: Create | None = None
     resend_at: float = 0.0
     wait: float = RESEND_FIRST_S
@@ -75,8 +75,6 @@ class PairingWatch:
         self.directory = directory
         self.requeue = requeue
         self.send = send
-        #: how many requests were sent again (for tests and /metrics)
-        self.resent = 0
         #: the queue entries paired last, until the router places their match
         self._just_paired: tuple[Waiting, Waiting] | None = None
         self.pairings: list[_Pairing] = []
@@ -122,8 +120,9 @@ class PairingWatch:
                         if not started:
                             self.requeue(p.entries, p.node)
                 elif now - p.asked > PAIRING_WATCH_S:
-                    self.pairings.remove(p)
-                elif p.create is not None and now >= p.resend_at:
+                    if p in self.pairings:
+                        self.pairings.remove(p)
+                elif p.match_id is not None and now >= p.resend_at:
                     await self._again(p)
         except MooError as exc:  # the database is away: asked again at the next check
             log.warning("lobby: cannot check the matches of queue pairings: %s", exc)
@@ -146,7 +145,6 @@ class PairingWatch:
                      "node %s again", p.entries[0].player, p.entries[1].player, p.match_id,
                      p.node)
             self.send(p.node, dataclasses.replace(p.create, again=epoch))
-            self.resent += 1
         p.wait = min(p.wait * 2, RESEND_LAST_S)
         p.resend_at = time.monotonic() + p.wait
 

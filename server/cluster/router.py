@@ -69,7 +69,6 @@ __all__ = ["Router"]
 log = logging.getLogger("moo.cluster")
 
 
-
 class Router:
     """One cluster node's match operations and the parts behind them."""
 
