@@ -63,7 +63,9 @@ __all__ = ["Forwarding", "Subscription"]
 log = logging.getLogger("moo.cluster")
 
 #: a forwarded move unanswered this long makes its subscription re-attach (which tells
-#: whether the owner has it)
+#: whether the owner has it); each further re-attachment for the same move waits twice as
+#: long as the one before, up to 8 times: over a slow link to the database a follow takes
+#: longer than the periodic check, and re-attaching at every check only replays again
 ACT_PATIENCE_S = 2.0
 #: a subscription that has had no owner to follow for this long closes its client with 1012
 #: (it reconnects and resumes: maybe through another node that reaches the owner)
@@ -380,9 +382,13 @@ class Forwarding:
                 late_join = sub.joining is not None and (
                     now - sub.join_sent > FOLLOW_PATIENCE_S * 2 ** min(sub.tries, 3)
                 )
-                late_act = sub.joining is None and sub.acts and (
-                    now - sub.acts[0].asked > ACT_PATIENCE_S
+                head = sub.acts[0] if sub.joining is None and sub.acts else None
+                late_act = head is not None and (
+                    now - head.asked > ACT_PATIENCE_S * 2 ** min(head.late, 3)
                 )
+                if head is not None and late_act:
+                    head.late += 1
+                    head.asked = now
                 if late_join or late_act:
                     log.info("bus: %s's %s of %s unanswered; following again from %s",
                              sub.conn.player, "follow" if late_join else "move",

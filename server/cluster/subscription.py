@@ -51,6 +51,10 @@ class PendingAct:
     asked: float = 0.0
     #: the node it was last sent to (None: not sent yet): the one whose answer counts
     node: str | None = None
+    #: how often its subscription re-attached because it was unanswered since ``asked``:
+    #: each time the move waits twice as long before the next (an owner whose commits are
+    #: slow has it and answers in time; asking again every second only re-sends the replay)
+    late: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -175,6 +179,7 @@ class Subscription:
         act.resent += 1
         act.gen = self.gen
         act.asked = now
+        act.late = 0
         self.acts.append(act)
         if act.ref in self.settled:
             self.settled.remove(act.ref)

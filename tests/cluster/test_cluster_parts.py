@@ -508,6 +508,41 @@ def test_a_move_the_owner_has_is_waited_for() -> None:
     assert ann.sent[-1]["ref"] == 8
 
 
+def test_a_move_the_owner_has_but_answers_slowly_is_not_reattached_at_every_check() -> None:
+    """A move unanswered for long makes its subscription re-attach, and the owner says it has
+    the move (its commit is slow). The next checks wait twice as long each time before asking
+    again; before, every periodic check re-attached, each replay over the slow link
+    overtaking the last, and the seats heard their events seconds late."""
+    net, ann = Net(), FakeConn()
+    cid = _attached(net, ann, cursor=5)
+    net.fw.act(ann, {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8})  # type: ignore[arg-type]
+    sub = net.fw.following(ann, "m1")  # type: ignore[arg-type]
+    assert sub is not None
+
+    def answer_follow() -> None:
+        follow = net.follows()[-1]
+        net.deliver(cid, _marker(follow.gen))
+        net.fw.received("b", 1, Followed(cid, "m1", follow.gen, 5, [8]))  # has it
+
+    def age(seconds: float) -> None:
+        sub.acts[0].asked -= seconds
+
+    before = len(net.follows())
+    age(2.5)  # unanswered past the patience: re-attaches
+    net.fw.check({"m1": ("b", 1)})
+    assert len(net.follows()) == before + 1
+    answer_follow()
+    age(2.5)  # the next check, a little later: past the first patience, not the doubled one
+    net.fw.check({"m1": ("b", 1)})
+    assert len(net.follows()) == before + 1
+    age(2.0)  # past twice the patience: asks again
+    net.fw.check({"m1": ("b", 1)})
+    assert len(net.follows()) == before + 2
+    answer_follow()
+    net.deliver(cid, _event(6, "guess", seat=0, guess="0123", ref=8))
+    assert ann.sent[-1]["ref"] == 8 and sub.acts == type(sub.acts)()
+
+
 def test_the_clients_own_resume_is_answered_even_if_overtaken() -> None:
     net, ann = Net(), FakeConn()
     net.fw.follow(ann, "m1", None, 0, announce=True, ref=3)  # type: ignore[arg-type]
