@@ -125,6 +125,11 @@ class Leases:
         limit = time.monotonic() + (self.lease_ms / 1000 if timeout_s is None else timeout_s)
         while self.store.has_pending() and time.monotonic() < limit:
             await asyncio.sleep(0.005)  # what clients sent before the drain is stored here
+        try:  # (what the log says of a drain: how many matches it moved, not just how it ended)
+            log.info("node %s: draining; %d matches to hand over", self.node,
+                     len(await self.store.owned_unfinished(self.node, self.epoch)))
+        except (StorageError, *UNAVAILABLE_ERRORS) as exc:
+            log.warning("node %s: draining; matches to hand over not known: %s", self.node, exc)
         await self.end_lease()
         left = -1
         try:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
-import time
 from functools import partial
 from pathlib import Path
 
@@ -87,16 +87,22 @@ async def test_rolling_restart_during_a_tournament(
                     again_ok = [k for k in range(len(started)) if k not in left]
                     await until(partial(live_on, left + again_ok), 60, "a match live anywhere")
                 i = chosen[-1]
-                if i in left:
-                    left.remove(i)
                 node = started[i]
-                drains.append((node.name, int(time.time() * 1000)))
                 node.proc.send_signal(signal.SIGTERM)
                 await asyncio.wait_for(node.proc.wait(), patience(60))
                 if node._drain is not None:
                     await asyncio.wait_for(node._drain, patience(10))
                 text = node.text()
                 assert "0 matches not yet taken over" in text and "stopped" in text, text
+                # The match seen live may have ended between the look and the SIGTERM (they
+                # are short): the drain counts only if it had a match to hand over, by the
+                # node's own word (a client's record and this test's clock could disagree
+                # by the time between the two: the flake of stop 39's fresh clone)
+                moved = re.findall(r"draining; (\d+) matches to hand over", text)
+                assert moved, text
+                drains.append((node.name, int(moved[-1])))
+                if int(moved[-1]) > 0 and i in left:
+                    left.remove(i)
                 again = await start_node(pg_url, node.name, bus=broker.url, lease_ms=LEASE_MS,
                                          extra=("--port", str(node.port)))
                 started[i] = again
@@ -108,10 +114,9 @@ async def test_rolling_restart_during_a_tournament(
             records = [json.loads(line) for line in await _lines(out)]
             assert len({r["key"] for r in records}) == len(records)  # each match once
             assert [r for r in records if r["reason"] in FORFEITS] == []
-            # matches were in flight at every drain, and ended normally
-            for name, at in drains:
-                spanning = [r for r in records if r["started_ms"] < at < r["finished_ms"]]
-                assert spanning, f"no match was in flight when {name} was drained"
+            # each node was drained with matches in flight (the loop above), and every match
+            # ended normally
+            assert {name for name, moved in drains if moved} == {"a", "b", "c"}, drains
             # the database agrees: each of them finished, and no match finished by a forfeit
             # (a match resigned and then replayed would not show in the records; those the
             # stopped client left open are unfinished, not forfeited, within the grace period)
