@@ -461,6 +461,13 @@ class Arena:
             if parked is not None:  # dropped again while its log was read: wait once more
                 parked.followers.append(f)
                 return
+            if isinstance(exc, Moving) and self.movers:
+                # another node runs it now (it moved while the log was read): the follower
+                # goes there from its cursor, as the followers attached here went
+                self._park(match_id, [f], moved=True)
+                for mover in self.movers:
+                    mover(match_id)
+                return
             log.warning("cannot attach %s to %s again: %s", f.conn.player, match_id, exc)
         finally:
             self.reseating.discard((match_id, f.conn))

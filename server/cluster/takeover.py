@@ -178,8 +178,16 @@ class Takeover:
                 continue
             if self.arena.is_live(match_id):
                 await self.arena.rejoin(conn, player, [{"match_id": match_id, "seat": seat}])
-            else:
-                self.forwarding.follow(conn, match_id, seat, 0, announce=True)
+                # A match that moved to another node while the rejoin read its log is given
+                # up by the rejoin (nothing was sent): followed at its new owner instead, as
+                # the router's rejoin does. Attached here, or sent to its end, it is left be.
+                if (
+                    self.arena.is_live(match_id) or conn.closing
+                    or self.forwarding.following(conn, match_id) is not None
+                    or conn.has_seen_end(match_id)
+                ):
+                    continue
+            self.forwarding.follow(conn, match_id, seat, 0, announce=True)
 
     def let_go(self, match_id: str) -> None:
         """Another node owns ``match_id`` now: this node's followers re-attach there."""

@@ -707,6 +707,43 @@ async def test_a_match_announced_after_its_end_is_not_replayed_to_who_saw_it_end
     assert fresh[0].cursor == 0
 
 
+class MovingArena(FakeArena):
+    """A match live here until a rejoin reads its log, during which it moves away: the
+    rejoin gives it up (``Moving``, swallowed, nothing sent), as :meth:`Arena.rejoin` does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = {"m1"}
+
+    def is_live(self, match_id: str) -> bool:
+        return match_id in self.live
+
+    async def rejoin(self, conn: Any, player: str, listed: list[dict[str, Any]]) -> None:
+        await super().rejoin(conn, player, listed)
+        self.live.clear()
+
+
+async def test_a_player_a_takeover_announced_follows_its_match_that_moved_during_the_read() -> None:
+    """A takeover's ``Seated`` announces a match this node runs: its player connected here is
+    given its seat back by the arena, which reads the log first. When the match moves to
+    another node meanwhile, the arena gives it up; the player is followed at the new owner
+    (before, it was attached nowhere and lost the match by its grace window)."""
+    from server.cluster.takeover import Takeover
+    from server.cluster.wire import Seated
+
+    net, ann = Net(), FakeConn("ann")
+    arena = MovingArena()
+    takeover = Takeover("a", arena, None, None, None, net.fw,  # type: ignore[arg-type]
+                        FakeLobby({"ann": ann}), None, lambda m: None, 1.0)  # type: ignore[arg-type]
+    takeover.seated(Seated("a", 2, {"m1": ["ann", None]}))
+    await asyncio.gather(*(t for t in asyncio.all_tasks() if t is not asyncio.current_task()))
+    assert arena.rejoined == ["m1"]
+    follows = net.follows()
+    assert [(f.conn, f.match_id, f.cursor, f.announce) for f in follows] == [
+        (net.fw.cid(ann), "m1", 0, True)  # type: ignore[arg-type]
+    ]
+
+
 # -- the leader's queue pairings (server/cluster/pairings.py) -----------------------------------
 class _PairingStore:
     """The two things the watch asks the database: a match by id, a player's matches."""

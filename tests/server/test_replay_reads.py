@@ -80,3 +80,46 @@ async def test_a_watch_whose_read_is_slow_gets_what_was_played_meanwhile_from_on
         for c in (ann, bob, carl):
             await c.close()
 
+
+
+async def test_a_follower_attached_again_whose_match_moves_during_the_read_goes_to_the_movers(
+    tmp_path: Path,
+) -> None:
+    """A follower attached again from its cursor (a match back here after a failed write) is
+    given the events it missed from the log first. When the match moves to another node while
+    that read is in flight, the follower is parked as moved and the movers are told (on a
+    cluster, the router then follows the match at its new owner from the follower's cursor);
+    before, it was dropped with a warning and heard nothing more of the match."""
+    from server.arena import FollowerAt
+    from server.matches import SPECTATOR
+
+    settings = server_settings(tmp_path)
+    store = HeldReads(settings)
+    async with running(settings, store) as app:
+        arena = app.arena
+        ann, bob, mid = await free_match(app.port)
+        await ann.request({"type": "guess", "match_id": mid, "guess": "5678", "n": 1})
+        carl = await Client.hello(app.port, "carl")
+        watching = await carl.request({"type": "watch", "match_id": mid, "last_seq": 0})
+        assert watching["type"] == "watching", watching
+        (conn,) = arena.live[mid].spectators
+        cursor = arena.live[mid].durable_seq
+        arena.unwatch(conn, mid)  # (as if its match had been dropped here with it)
+        moved: list[str] = []
+        arena.movers.append(moved.append)
+        follower = FollowerAt(conn, SPECTATOR, cursor - 1)
+        store.hold = asyncio.Event()
+        arena.reseat(mid, [follower])
+        await store.read_done.wait()
+        # another node runs it now: the seats attached here go (carl is not attached yet)
+        assert [f.viewer for f in arena.let_go(mid)] == [0, 1]
+        store.hold.set()
+        for _ in range(100):  # the reseat's task ends as soon as it runs again
+            if not arena.reseating:
+                break
+            await asyncio.sleep(0)
+        assert not arena.reseating
+        assert moved == [mid]
+        assert arena.unpark(mid) == [follower]  # for the router, with its cursor
+        for c in (ann, bob, carl):
+            await c.close()
