@@ -17,19 +17,20 @@ name came back):
 A new leader is told both by every node (presence, the records, the unanswered requests sent
 again), and a former leader hands its own clients' entries back the same way. Matches the
 lobby agrees on start on the node of the first seated player (:class:`~server.cluster.wire.
-Create`), which checks once more that none of its people already sits in a match. The
-leader's requests that finish later (rematches, challenges held for a player not seen online
-yet) are server/cluster/deferred.py's.
+Create`), which checks once more that none of its people already sits in a match. Beside
+this module: the records (records.py), requests the leader answers later (deferred.py), those
+other nodes answer (pending.py) or a new leader gets again (resent.py), queue pairings
+(pairings.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from moo.errors import InMatch, MooError, NotAvailable, UnknownMatch, UnknownRoom
+from moo.errors import MooError, NotAvailable
 from server.arena import Arena
 from server.background import spawn
 from server.cluster.deferred import DeferredRequests
@@ -37,14 +38,14 @@ from server.cluster.directory import Directory
 from server.cluster.forwarding import Forwarding
 from server.cluster.pairings import PairingWatch
 from server.cluster.pending import PendingRequests
-from server.cluster.records import EMPTY as _EMPTY
-from server.cluster.records import open_entries, restore_entries
-from server.cluster.serving import Serving, StandIn
-from server.cluster.wire import Create, Deliver, LobbyCall, LobbyState, Message
+from server.cluster.records import Records, restore_entries
+from server.cluster.resent import Resent, after_move, may_be_done, refusal
+from server.cluster.serving import Serving
+from server.cluster.wire import Create, LobbyCall, LobbyState, Message
 from server.connection import CLOSE_REPLACED, Connection, error_message
 from server.lobby import Lobby, Waiting
 from server.matches import Follower, MatchService
-from server.requests import MATCH_REQUESTS, answer_from_log
+from server.requests import answer_from_log
 from server.tournaments import unanswered_watch
 
 __all__ = ["ClusterLobby"]
@@ -83,15 +84,19 @@ class ClusterLobby:
         #: leader side: rematches, held challenges, and the busy hints of forwarded requests
         self.deferred = DeferredRequests(arena, self.lobby, self.sync)
         self.leader: str | None = None
-        #: leader side: what each client was last told it has open (by (node, conn id))
-        self._synced: dict[tuple[str, str], dict[str, Any]] = {}
+        #: the records of what clients have open at the leader (server/cluster/records.py)
+        self.records = Records(node, self.lobby, forwarding.cid, send)
         #: (sender, call) of arrivals, departures and records sent here before this node led
         self._early: list[tuple[str, LobbyCall]] = []
-        #: client side: the leader's last record of each local client's open entries
-        self.records: dict[str, dict[str, Any]] = {}
         #: the requests of local clients that another node is to answer (the leader, or the
         #: node a match starts on), answered here if nobody does in time
         self.requests = PendingRequests(forwarding.local.get)
+        #: seating requests sent again after a leader change unless done (resent.py)
+        self.resent = Resent(
+            node, lambda: self.leader,
+            partial(answer_from_log, arena.store, matches, arena.match_message),
+            self._run, partial(self._call, resent=True), self.sync, self.requests.sent, send,
+        )
         #: hosted tournaments (server/tournaments.py), run where the lobby is: the leader's
         #: handler of a ``tournament_*`` request, and who is told when this node starts or
         #: stops leading (set by the app; None: no tournaments)
@@ -154,7 +159,7 @@ class ClusterLobby:
         self.lobby.leave(conn)
         if isinstance(conn, Connection):
             cid = self.forwarding.cid(conn)
-            self.records.pop(cid, None)
+            self.records.mine.pop(cid, None)
             self.watched.pop(cid, None)
             self.requests.forget(cid)
             if not self.leading():
@@ -326,10 +331,7 @@ class ClusterLobby:
     # -- the leader's side -----------------------------------------------------------------------
     def received(self, sender: str, item: Message) -> None:
         if isinstance(item, LobbyState):
-            if item.state == _EMPTY or not any(item.state.values()):
-                self.records.pop(item.conn, None)
-            else:
-                self.records[item.conn] = item.state
+            self.records.told(item)
             return
         if not isinstance(item, LobbyCall):
             return
@@ -344,7 +346,7 @@ class ClusterLobby:
                 del self._early[:-_EARLY_MAX]
             # not (or no longer) the leader: the caller's node re-sends when it learns who is
             elif item.msg.get("id") is not None:
-                self.send(sender, _refusal(item))
+                self.send(sender, refusal(item))
             return
         conn = self.serving.standin(sender, item.conn, item.player)
         if item.op == "leave":
@@ -366,7 +368,7 @@ class ClusterLobby:
             else:
                 self._run(conn, item.op, item.msg)
         except MooError as exc:
-            conn.send(error_message(_after_move(exc) if item.resent else exc,
+            conn.send(error_message(after_move(exc) if item.resent else exc,
                                     item.msg.get("id")))
         finally:
             self.deferred.forget_busy(item.player)
@@ -400,34 +402,10 @@ class ClusterLobby:
             self.on_ladder(conn, msg)
 
     # -- records of open entries -----------------------------------------------------------------
-    def _entries(self) -> dict[tuple[str, str], dict[str, Any]]:
-        """What each client has open at this (leading) node, by (node, conn id)."""
-
-        def key(conn: Follower) -> tuple[str, str] | None:
-            if isinstance(conn, StandIn):
-                return (conn.origin, conn.cid)
-            if isinstance(conn, Connection):
-                return (self.node, self.forwarding.cid(conn))
-            return None
-
-        return open_entries(self.lobby, key)
-
     def sync(self) -> None:
         """Leader: tell each node what its clients have open here, when it changed."""
-        if not self.leading():
-            return
-        state = self._entries()
-        for key in set(state) | set(self._synced):
-            now = state.get(key, _EMPTY)
-            if now != self._synced.get(key, _EMPTY):
-                if key[0] == self.node:
-                    if now == _EMPTY:
-                        self.records.pop(key[1], None)
-                    else:
-                        self.records[key[1]] = now
-                else:
-                    self.send(key[0], LobbyState(key[1], now))
-        self._synced = state
+        if self.leading():
+            self.records.sync()
 
     def _restore(self, conn: Follower, state: dict[str, Any]) -> None:
         restore_entries(self.lobby, conn, state)
@@ -455,35 +433,28 @@ class ClusterLobby:
     def _hand_over(self) -> None:
         """This node stops leading: its own clients' entries become records to re-announce;
         the state of other nodes' clients is dropped (their nodes re-announce it)."""
-        self.sync_records()
+        self.records.keep()
         lobby = self.lobby
         lobby.queue.clear()
         lobby.challenges.clear()
         lobby.rooms.clear()
         lobby.wishes.clear()
-        for _name, conn in list(lobby.online.items()):
-            if not isinstance(conn, Connection):
-                lobby.leave(conn)
-        self._synced.clear()
+        for conn in [c for c in lobby.online.values() if not isinstance(c, Connection)]:
+            lobby.leave(conn)
         self.deferred.drop_held()
         self.watch.clear()
 
-    def sync_records(self) -> None:
-        for key, state in self._entries().items():
-            if key[0] == self.node:
-                self.records[key[1]] = state
-
     def _take_over(self) -> None:
         """This node leads now: its own clients' entries at the former leader come back."""
-        for cid, state in list(self.records.items()):
+        for cid, state in list(self.records.mine.items()):
             conn = self.forwarding.local.get(cid)
             if conn is not None and not conn.closing:
                 self._restore(conn, state)
         for (cid, _), (call, _, _) in list(self.requests.forwarded.items()):
             conn = self.forwarding.local.get(cid)
             if conn is not None and not conn.closing:
-                if _may_be_done(call):
-                    spawn(self._run_unless_done(conn, call))
+                if may_be_done(call):
+                    spawn(self.resent.run_unless_done(conn, call))
                     continue
                 try:
                     self._run(conn, call.op, call.msg)
@@ -506,61 +477,18 @@ class ClusterLobby:
             if not isinstance(conn, Connection) or conn.player is None or conn.closing:
                 continue
             self._call(conn, "arrive", {"bot": self.lobby.is_bot(conn.player)}, track=False)
-            state = self.records.get(self.forwarding.cid(conn))
+            state = self.records.mine.get(self.forwarding.cid(conn))
             if state is not None:
                 self._call(conn, "restore", state, track=False)
             self._rewatch(conn, run_here=False)
         for key, (call, _, first) in list(self.requests.forwarded.items()):
             client = self.forwarding.local.get(key[0])
-            if client is not None and _may_be_done(call):
+            if client is not None and may_be_done(call):
                 del self.requests.forwarded[key]  # answered by the check, or tracked again
-                spawn(self._send_unless_done(client, call, first))
+                spawn(self.resent.send_unless_done(client, call, first))
                 continue
             self.requests.sent(call, first)
             self.send(leader, call)
-
-    # -- seating requests sent again to a new leader ----------------------------------------
-    # The old leader may have started the request's match (committed on some node) and died
-    # before answering: done again, the request would be refused (the room or challenge is
-    # used) or, for a program, start a second match. One with a request_id is looked up in
-    # the database first (server/requests.py), and answered from there if it was done.
-    async def _run_unless_done(self, conn: Connection, call: LobbyCall) -> None:
-        """As this node takes the leadership over: run ``call`` here unless it was done."""
-        try:
-            if await self._answered(conn, call) or conn.closing:
-                return
-            if self.leading():
-                try:
-                    self._run(conn, call.op, call.msg)
-                except MooError as exc:
-                    raise _after_move(exc) from None
-                finally:
-                    self.sync()
-            else:
-                self._call(conn, call.op, call.msg, resent=True)
-        except MooError as exc:
-            conn.send(error_message(exc, call.msg.get("id")))
-
-    async def _send_unless_done(self, conn: Connection, call: LobbyCall, first: float) -> None:
-        """After a leader change: send ``call`` to the leader unless it was done."""
-        try:
-            if await self._answered(conn, call) or conn.closing:
-                return
-        except MooError as exc:
-            conn.send(error_message(exc, call.msg.get("id")))
-            return
-        leader = self.leader
-        if leader is None or leader == self.node:
-            await self._run_unless_done(conn, call)
-            return
-        call = dataclasses.replace(call, resent=True)
-        if call.msg.get("id") is not None:
-            self.requests.sent(call, first)
-        self.send(leader, call)
-
-    async def _answered(self, conn: Connection, call: LobbyCall) -> bool:
-        return await answer_from_log(self.arena.store, self.matches, self.arena.match_message,
-                                     conn, call.msg)
 
 
 #: arrivals, departures and restored records kept while this node is not yet the leader
@@ -569,30 +497,3 @@ _EARLY_MAX = 10_000
 
 #: lobby requests that would seat the player in a match
 _SEATING = frozenset({"queue", "challenge", "answer", "room_create", "room_join", "rematch"})
-
-
-def _may_be_done(call: LobbyCall) -> bool:
-    """A request that may have started its match already, and can be found by its
-    ``request_id`` (server/requests.py)."""
-    return call.msg.get("request_id") is not None and call.msg.get("type") in MATCH_REQUESTS
-
-
-def _after_move(exc: MooError) -> MooError:
-    """A refusal of a seating request sent again to a new leader that its first sending,
-    done by the old leader, would explain (the room or challenge it used is gone, the match it
-    rematched is taken, its player now sits in that match): "try again", so that the client
-    sends it again under its ``request_id`` and is answered from the database once the match
-    is there, instead of being told that what happened did not."""
-    if isinstance(exc, UnknownRoom | InMatch | UnknownMatch | NotAvailable) and (
-        "try again" not in exc.message
-    ):
-        return NotAvailable(
-            f"the lobby moved to another node while this request was being done ({exc.message});"
-            " try again")
-    return exc
-
-
-def _refusal(call: LobbyCall) -> Message:
-    return Deliver(call.conn, error_message(
-        NotAvailable("the lobby is moving to another node; try again"), call.msg.get("id")
-    ))

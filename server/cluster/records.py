@@ -4,7 +4,8 @@ The leader sends each node, after every change, the record of what its clients h
 the leader: challenges and rooms (with the ids and codes the players were told), the queue
 entry and the rematch wishes. A new leader is given these records back by the clients' nodes
 and puts everything back under the same ids, telling nobody anything again
-(docs/cluster.md, "Lobby"). Pure functions over a :class:`~server.lobby.Lobby`.
+(docs/cluster.md, "Lobby"). Pure functions over a :class:`~server.lobby.Lobby`, and
+:class:`Records`, which keeps both ends: what the leader last sent, and what a node was sent.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from moo.variants import rules_from_dict
+from server.cluster.serving import StandIn
+from server.cluster.wire import LobbyState, Message
+from server.connection import Connection
 from server.lobby import Challenge, Lobby, Room, Waiting
 from server.matches import Follower
 
-__all__ = ["EMPTY", "open_entries", "restore_entries"]
+__all__ = ["EMPTY", "Records", "open_entries", "restore_entries"]
 
 #: the record of a client with nothing open
 EMPTY: dict[str, Any] = {"challenges": [], "rooms": [], "queue": None, "wishes": []}
@@ -91,3 +95,64 @@ def restore_entries(lobby: Lobby, conn: Follower, state: dict[str, Any]) -> None
     for match_id in state.get("wishes", ()):
         lobby.restore_wish(match_id, conn)
     lobby.pair_waiting()
+
+
+class Records:
+    """Both ends of the records, for one node's :class:`~server.cluster.leadership.ClusterLobby`.
+
+    As leader it sends each node the records of that node's clients when they change (its
+    own clients' it keeps, as any node keeps what it was sent); as any node it keeps the
+    last records of its own clients, to give them back to the next leader.
+    """
+
+    def __init__(self, node: str, lobby: Lobby, cid: Callable[[Connection], str],
+                 send: Callable[[str, Message], None]) -> None:
+        self.node = node
+        self.lobby = lobby
+        self._cid = cid
+        self._send = send
+        #: the leader's last record of each local client's open entries, by connection id
+        self.mine: dict[str, dict[str, Any]] = {}
+        #: leader side: what each client was last told it has open, by (node, conn id)
+        self._synced: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _key(self, conn: Follower) -> tuple[str, str] | None:
+        if isinstance(conn, StandIn):
+            return (conn.origin, conn.cid)
+        if isinstance(conn, Connection):
+            return (self.node, self._cid(conn))
+        return None
+
+    def entries(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """What each client has open at this (leading) node, by (node, conn id)."""
+        return open_entries(self.lobby, self._key)
+
+    def told(self, item: LobbyState) -> None:
+        """The leader sent the record of a client of this node."""
+        if item.state == EMPTY or not any(item.state.values()):
+            self.mine.pop(item.conn, None)
+        else:
+            self.mine[item.conn] = item.state
+
+    def sync(self) -> None:
+        """Leader: tell each node what its clients have open here, where it changed."""
+        state = self.entries()
+        for key in set(state) | set(self._synced):
+            now = state.get(key, EMPTY)
+            if now != self._synced.get(key, EMPTY):
+                if key[0] == self.node:
+                    if now == EMPTY:
+                        self.mine.pop(key[1], None)
+                    else:
+                        self.mine[key[1]] = now
+                else:
+                    self._send(key[0], LobbyState(key[1], now))
+        self._synced = state
+
+    def keep(self) -> None:
+        """This node stops leading: its own clients' entries become its records, to give
+        to the next leader, and what it sent the others is forgotten (they keep theirs)."""
+        for key, state in self.entries().items():
+            if key[0] == self.node:
+                self.mine[key[1]] = state
+        self._synced.clear()
