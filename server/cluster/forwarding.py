@@ -382,13 +382,13 @@ class Forwarding:
                 late_join = sub.joining is not None and (
                     now - sub.join_sent > FOLLOW_PATIENCE_S * 2 ** min(sub.tries, 3)
                 )
-                head = sub.acts[0] if sub.joining is None and sub.acts else None
-                late_act = head is not None and (
-                    now - head.asked > ACT_PATIENCE_S * 2 ** min(head.late, 3)
-                )
-                if head is not None and late_act:
-                    head.late += 1
-                    head.asked = now
+                late_act = False
+                if sub.joining is None and sub.acts:
+                    head = sub.acts[0]
+                    if now - head.asked > ACT_PATIENCE_S * 2 ** min(head.late, 3):
+                        late_act = True
+                        head.late += 1
+                        head.asked = now
                 if late_join or late_act:
                     log.info("bus: %s's %s of %s unanswered; following again from %s",
                              sub.conn.player, "follow" if late_join else "move",
