@@ -490,6 +490,109 @@ MIGRATIONS: tuple[Migration, ...] = (
             ){without_rowid}""",
         ),
     ),
+    Migration(
+        9,
+        "one-round-trip finishing commit function (PostgreSQL)",
+        (
+            # A commit that finishes matches also writes their ``results`` rows and ratings.
+            # As separate statements in one transaction that was seven round trips, over 5 s on
+            # a slow link to the database, and every player of the match waited that long for
+            # its end (the fault harness's ``slow-db`` stalls). ``moo_finish`` does it in one
+            # call: ``moo_commit``, then the results rows (a refused one is left out, with the
+            # reason in ``skipped``, never failing the finish), then the ratings. The caller
+            # computed those from the rows as it read them a moment before, so they are
+            # written only if every row is still as read (``rt_seen_*``); if one is not,
+            # the function raises serialization_failure (40001) and nothing is written: the
+            # caller then rates the matches under the rows' locks (server/storage_pg.py). A
+            # deadlock is raised too (the caller runs the call again); any other failure of a
+            # part leaves that part out and says why in ``skipped``.
+            Only(
+                "postgresql",
+                """CREATE OR REPLACE FUNCTION moo_finish(
+                    fence_node TEXT, fence_epoch BIGINT,
+                    new_ids TEXT[], new_metas TEXT[], new_created BIGINT[],
+                    ev_ids TEXT[], ev_seqs INTEGER[], ev_bodies TEXT[],
+                    done_ids TEXT[],
+                    st_players TEXT[], st_wins INTEGER[], st_draws INTEGER[],
+                    st_losses INTEGER[], st_solved INTEGER[], st_guesses BIGINT[],
+                    st_time BIGINT[],
+                    rs_players TEXT[], rs_ended BIGINT[], rs_ids TEXT[], rs_seats INTEGER[],
+                    rs_guesses INTEGER[], rs_solved INTEGER[], rs_summaries TEXT[],
+                    rt_variants TEXT[], rt_names TEXT[],
+                    rt_seen_mu FLOAT8[], rt_seen_sigma FLOAT8[], rt_seen_games INTEGER[],
+                    rt_mu FLOAT8[], rt_sigma FLOAT8[], rt_games INTEGER[], rt_wins INTEGER[],
+                    rt_draws INTEGER[], rt_losses INTEGER[], rt_solved INTEGER[],
+                    rt_guesses BIGINT[], rt_time BIGINT[],
+                    OUT lost TEXT[], OUT skipped TEXT
+                ) LANGUAGE plpgsql AS $moo$
+                DECLARE
+                    changed INTEGER;
+                BEGIN
+                    skipped := NULL;
+                    lost := moo_commit(fence_node, fence_epoch, new_ids, new_metas,
+                                       new_created, ev_ids, ev_seqs, ev_bodies, done_ids,
+                                       st_players, st_wins, st_draws, st_losses, st_solved,
+                                       st_guesses, st_time);
+                    IF cardinality(lost) > 0 THEN
+                        RETURN;
+                    END IF;
+                    BEGIN
+                        INSERT INTO results(player, ended_ms, match_id, seat, guesses, solved,
+                                            summary)
+                            SELECT * FROM unnest(rs_players, rs_ended, rs_ids, rs_seats,
+                                                 rs_guesses, rs_solved, rs_summaries)
+                            ON CONFLICT (player, ended_ms, match_id, seat) DO UPDATE SET
+                                guesses = excluded.guesses, solved = excluded.solved,
+                                summary = excluded.summary;
+                    EXCEPTION
+                        WHEN transaction_rollback THEN
+                            RAISE;  -- a deadlock: the caller runs the call again
+                        WHEN OTHERS THEN
+                            skipped := 'results: ' || SQLERRM;
+                    END;
+                    IF coalesce(cardinality(rt_names), 0) = 0 THEN
+                        RETURN;
+                    END IF;
+                    BEGIN
+                        -- the rows as read (a missing one was read as fresh), locked in the
+                        -- caller's order: the one lock order of every node
+                        INSERT INTO player_ratings AS r (variant, name, mu, sigma, games, wins,
+                                draws, losses, solved, guesses, time_ms)
+                            SELECT v, n, mu, sigma, 0, 0, 0, 0, 0, 0, 0
+                            FROM unnest(rt_variants, rt_names, rt_seen_mu, rt_seen_sigma)
+                                WITH ORDINALITY AS t(v, n, mu, sigma, i) ORDER BY i
+                            ON CONFLICT (variant, name) DO UPDATE SET mu = r.mu;
+                        SELECT count(*) INTO changed FROM player_ratings r
+                            JOIN unnest(rt_variants, rt_names, rt_seen_mu, rt_seen_sigma,
+                                        rt_seen_games) AS t(v, n, mu, sigma, games)
+                            ON r.variant = t.v AND r.name = t.n
+                            WHERE (r.mu, r.sigma, r.games)
+                                IS DISTINCT FROM (t.mu, t.sigma, t.games);
+                        IF changed > 0 THEN
+                            RAISE EXCEPTION 'moo_finish: % ratings changed since they were read',
+                                changed USING ERRCODE = 'serialization_failure';
+                        END IF;
+                        UPDATE player_ratings r SET mu = t.mu, sigma = t.sigma,
+                                games = t.games, wins = t.wins, draws = t.draws,
+                                losses = t.losses, solved = t.solved, guesses = t.guesses,
+                                time_ms = t.time_ms
+                            FROM unnest(rt_variants, rt_names, rt_mu, rt_sigma, rt_games,
+                                        rt_wins, rt_draws, rt_losses, rt_solved, rt_guesses,
+                                        rt_time)
+                                AS t(v, n, mu, sigma, games, wins, draws, losses, solved,
+                                     guesses, time_ms)
+                            WHERE r.variant = t.v AND r.name = t.n;
+                    EXCEPTION
+                        WHEN transaction_rollback THEN
+                            RAISE;
+                        WHEN OTHERS THEN
+                            skipped := concat_ws('; ', skipped, 'ratings: ' || SQLERRM);
+                    END;
+                END
+                $moo$""",
+            ),
+        ),
+    ),
 )
 
 #: the version a database has once every migration here is applied

@@ -134,6 +134,11 @@ ADD_STATS = Query(
 #: PostgreSQL's whole group commit in one round trip (schema migration 4): the fence, then
 #: the batch's matches, events, finishes and statistics as arrays
 COMMIT_BATCH = Query("SELECT moo_commit(" + ", ".join(["?"] * 16) + ")", only="postgresql")
+#: ``moo_commit``'s 16 arguments, the ``results`` rows (7 arrays) and the ratings as read and as
+#: rated (14 arrays): one finishing commit in one call (server/schema.py, migration 9)
+FINISH_BATCH = Query(
+    "SELECT lost, skipped FROM moo_finish(" + ", ".join(["?"] * 37) + ")", only="postgresql"
+)
 
 UNFINISHED = Query("SELECT match_id, meta FROM matches WHERE finished = 0 ORDER BY created_ms")
 UNFINISHED_AMONG = Query(
@@ -302,6 +307,13 @@ RATING_BOARD = {
     ),
 }
 RATING_OF = Query(f"SELECT {RATING_COLUMNS} FROM player_ratings WHERE variant = ? AND name = ?")
+#: the rows of (variants, names) that exist, unlocked: a finish rates from them and ``moo_finish``
+#: writes the new values only if the rows are still so (server/ratings_pg.py)
+RATINGS_OF = Query(
+    f"SELECT r.variant, r.{RATING_COLUMNS.replace(', ', ', r.')} FROM player_ratings r"
+    " JOIN unnest(?::text[], ?::text[]) AS t(v, n) ON r.variant = t.v AND r.name = t.n",
+    only="postgresql",
+)
 
 # -- the cluster's directory and leases (server/storage_cluster.py) -------------------------------
 #: the database's clock in ms: every lease is judged by it, never by a node's own clock

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from moo.errors import NameTaken
 from server import sql
-from server.schema import result_rows
+from server.schema import ResultRow, result_rows
 from server.sql import Query
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "Store",
     "StoredMatch",
     "describe_db",
+    "finished_results",
     "index_results",
     "is_postgres_url",
     "read_stored",
@@ -704,16 +705,24 @@ async def index_results(db: Db, done: Sequence[Append]) -> dict[str, str | None]
                 m: (meta, first)
                 for m, meta, first in await db.rows(sql.MATCH_HEADS, [a.match_id for a in done])
             }
-            rows = []
-            for a in done:
-                meta, first = heads.get(a.match_id, (None, None))
-                rows.extend(result_rows(a.match_id, first, a.rows[-1][2] if a.rows else None,
-                                        meta))
+            rows = finished_results(done, heads)
             if rows:
                 await db.run_many(sql.RESULTS_UPSERT, rows)
     except db.refused:
         log.exception("cannot index the results of %d finished matches", len(done))
     return {m: first for m, (_, first) in heads.items()}
+
+
+def finished_results(
+    done: Sequence[Append], heads: dict[str, tuple[str | None, str | None]]
+) -> list[ResultRow]:
+    """The ``results`` rows of the matches ``done`` finishes, given each one's ``(meta, event
+    1)`` in ``heads`` (a match missing there gets none)."""
+    rows: list[ResultRow] = []
+    for a in done:
+        meta, first = heads.get(a.match_id, (None, None))
+        rows.extend(result_rows(a.match_id, first, a.rows[-1][2] if a.rows else None, meta))
+    return rows
 
 
 def is_postgres_url(db: str) -> bool:

@@ -31,7 +31,8 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
@@ -39,9 +40,18 @@ from moo.errors import NameTaken, StorageError
 from server import sql
 from server.schema import upgrade_postgres
 from server.sql import Query
-from server.storage import Append, Db, Done, FinishedMatch, Store, describe_db, index_results
+from server.storage import (
+    Append,
+    Db,
+    Done,
+    FinishedMatch,
+    Store,
+    describe_db,
+    finished_results,
+    index_results,
+)
 
-__all__ = ["DB_NOW_MS", "UNAVAILABLE_ERRORS", "LeaseLost", "PostgresStore"]
+__all__ = ["DB_NOW_MS", "UNAVAILABLE_ERRORS", "LeaseLost", "PostgresStore", "Rater", "RatingPlan"]
 
 log = logging.getLogger("moo.storage")
 
@@ -52,9 +62,10 @@ T = TypeVar("T")
 ROLLBACK_RETRIES = 3
 #: a commit slower than this is logged (a slow link to the database, a lock wait)
 SLOW_COMMIT_S = 1.0
-#: how many finishing transactions (a finished match's events, its ``results`` rows and its
-#: ratings: about seven round trips) may run at once, each on a session of its own, beside the
-#: writer's one-round-trip commits of everything else
+#: how many finishing commits (a finished match's events, its ``results`` rows and its
+#: ratings: two or three round trips, seven when the ratings changed under them) may run at
+#: once, each on a session of its own, beside the writer's one-round-trip commits of
+#: everything else
 FINISHERS = 3
 #: errors that mean "this row is refused", not "the database is gone"
 _DATA_ERRORS = (asyncpg.IntegrityConstraintViolationError, asyncpg.DataError)
@@ -151,10 +162,15 @@ class PostgresStore(Store):
         self.ops = 0
         #: seconds each recent commit took (BEGIN to COMMIT acknowledged)
         self.commit_seconds: list[float] = []
+        #: rates the matches a commit finishes (the cluster's ratings, server/ratings_pg.py)
+        self.rater: Rater | None = None
         #: called inside the transaction that finishes matches, after their ``finished``
-        #: events and ``results`` rows: ``hook(db, [(match id, event 1, stat deltas)])``
-        #: (the cluster's ratings, server/ratings_pg.py)
+        #: events, ``results`` rows and ratings: ``hook(db, [(match id, event 1, stat
+        #: deltas)])``. With any, every finish takes the transaction of several round trips.
         self.finish_hooks: list[Callable[[Db, list[FinishedMatch]], Awaitable[None]]] = []
+        #: finishing calls refused because a rating changed after it was read (then rated
+        #: again under the rows' locks)
+        self.stale_ratings = 0
 
     # -- lifecycle ------------------------------------------------------------------------
     async def open(self) -> None:
@@ -484,13 +500,17 @@ class PostgresStore(Store):
             done = [op.append for op in ops if op.append.finished]
             if done:
                 # A batch that finishes matches also writes their history rows and ratings, in
-                # the same transaction; first without a savepoint around each (two round trips
+                # the same transaction: with one ``moo_finish`` call when it can; else
+                # (a rating changed since it was read, or extra hooks) as a transaction of
+                # statements, first without a savepoint around each part (two round trips
                 # fewer per part: this runs over slow links too), and only if one of those
                 # parts fails, again with them, so that the part is left out, not the finish.
-                try:
-                    lost = await self._finishing_call(conn, node, epoch, ops, done, False)
-                except _Redo:
-                    lost = await self._finishing_call(conn, node, epoch, ops, done, True)
+                lost = await self._finish_in_one_call(conn, node, epoch, ops, done)
+                if lost is None:
+                    try:
+                        lost = await self._finishing_call(conn, node, epoch, ops, done, False)
+                    except _Redo:
+                        lost = await self._finishing_call(conn, node, epoch, ops, done, True)
             else:
                 lost = await conn.fetchval(_COMMIT_BATCH, node, epoch, *_commit_args(ops))
             if not lost:
@@ -504,6 +524,50 @@ class PostgresStore(Store):
             self.fenced += len(gone)
             ops = [op for op in ops if op.append.match_id not in gone]
 
+    async def _finish_in_one_call(
+        self, conn: Any, node: str | None, epoch: int | None, ops: list[_PgOp],
+        done: list[Append],
+    ) -> Any:
+        """Commit ``ops`` and what finishing ``done`` writes with one ``moo_finish`` call;
+        the matches the fence refused, or None when it must be done as a transaction instead.
+
+        Round trips: the heads of matches created in an earlier batch, the ratings' rows
+        (rated matches only), the call. The ratings are computed from the rows as read, without
+        a lock; the call writes them only if no row changed since, else it raises
+        serialization_failure having written nothing, and the caller's transaction rates the
+        matches under the rows' locks.
+        """
+        if self.finish_hooks:
+            return None
+        heads = _heads_in(ops)
+        missing = [a.match_id for a in done if a.match_id not in heads]
+        if missing:
+            for match_id, meta, first in await conn.fetch(_MATCH_HEADS, missing):
+                heads[match_id] = (meta, first)
+        rows = finished_results(done, heads)
+        plan = None
+        if self.rater is not None:
+            finished = [(a.match_id, heads.get(a.match_id, (None, None))[1], list(a.stats))
+                        for a in done]
+            try:
+                plan = await self.rater.plan(_PgDb(conn), finished)
+            except (asyncpg.PostgresError, ValueError, KeyError, TypeError):
+                log.exception("cannot rate %d finished matches from their rows as read",
+                              len(done))
+                return None  # the transaction rates them, or logs why it cannot
+        columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 7
+        try:
+            lost, skipped = await conn.fetchrow(
+                _FINISH_BATCH, node, epoch, *_commit_args(ops), *columns,
+                *(plan.args() if plan is not None else [[]] * 14),
+            )
+        except asyncpg.SerializationError:
+            self.stale_ratings += 1
+            return None
+        if skipped:
+            log.error("finishing %d matches left out %s", len(done), skipped)
+        return lost
+
     async def _finishing_call(
         self, conn: Any, node: str | None, epoch: int | None, ops: list[_PgOp],
         done: list[Append], savepoints: bool,
@@ -515,13 +579,16 @@ class PostgresStore(Store):
         return lost
 
     async def _finish(self, db: Db, done: list[Append]) -> None:
-        """The ``results`` rows of the matches this transaction finishes (history), then the
-        finish hooks (ratings), in the same transaction."""
+        """The ``results`` rows of the matches this transaction finishes (history), then
+        their ratings and the finish hooks, in the same transaction."""
         firsts = await index_results(db, done)
-        if not self.finish_hooks:
+        hooks = list(self.finish_hooks)
+        if self.rater is not None:
+            hooks.insert(0, self.rater.rate_in_tx)
+        if not hooks:
             return
         finished = [(a.match_id, firsts.get(a.match_id), list(a.stats)) for a in done]
-        for hook in self.finish_hooks:
+        for hook in hooks:
             try:
                 await hook(db, finished)
             except (*_OUTAGE, asyncpg.InterfaceError):
@@ -601,6 +668,49 @@ class PostgresStore(Store):
 
 
 _COMMIT_BATCH = sql.COMMIT_BATCH.postgresql
+_FINISH_BATCH = sql.FINISH_BATCH.postgresql
+_MATCH_HEADS = sql.MATCH_HEADS.postgresql
+
+
+@dataclass(frozen=True)
+class RatingPlan:
+    """The ratings a finishing commit writes: the rows of ``(variants[i], names[i])`` as they
+    were read (``seen``: mu, sigma, games; a missing row as a fresh one) and as rated (``rated``:
+    mu, sigma, games, wins, draws, losses, solved, guesses, time_ms), in the one lock order."""
+
+    variants: list[str]
+    names: list[str]
+    seen: list[tuple[float, float, int]]
+    rated: list[tuple[float, float, int, int, int, int, int, int, int]]
+
+    def args(self) -> list[list[Any]]:
+        """``moo_finish``'s 14 ratings arrays."""
+        seen = [list(c) for c in zip(*self.seen, strict=True)] or [[]] * 3
+        rated = [list(c) for c in zip(*self.rated, strict=True)] or [[]] * 9
+        return [self.variants, self.names, *seen, *rated]
+
+
+class Rater(Protocol):
+    """Rates the matches a commit finishes, in either of the store's two ways."""
+
+    async def plan(self, db: Db, finished: list[FinishedMatch]) -> RatingPlan | None:
+        """Read the rows the rated matches among ``finished`` change (no lock) and rate
+        them; None when none of them is rated."""
+
+    async def rate_in_tx(self, db: Db, finished: list[FinishedMatch]) -> None:
+        """Rate them on ``db``, in its open transaction, under the rows' locks."""
+
+
+def _heads_in(ops: list[_PgOp]) -> dict[str, tuple[str | None, str | None]]:
+    """``(meta, event 1)`` of the matches whose first append is in ``ops``."""
+    heads: dict[str, tuple[str | None, str | None]] = {}
+    for op in ops:
+        a = op.append
+        if a.meta is not None:
+            first = next((body for _, seq, body in a.rows if seq == 1), None)
+            if first is not None:
+                heads[a.match_id] = (a.meta, first)
+    return heads
 
 
 def _commit_args(ops: list[_PgOp]) -> list[Any]:

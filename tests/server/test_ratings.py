@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
+
+import asyncpg
 
 from moo.mastermind import MastermindRules
 from moo.match import Match, MatchConfig
-from server.ratings import Ratings, ratings_path
+from server.ratings import PlayerRating, Ratings, ratings_path
 from server.ratings_pg import PgRatings
-from server.storage import StatDelta
-from server.storage_pg import PostgresStore
+from server.storage import Db, FinishedMatch, StatDelta
+from server.storage_pg import PostgresStore, RatingPlan
 from tests.pg_support import pg_url
 from tests.server_support import Client, running, server_settings
 
@@ -196,6 +199,90 @@ async def test_a_cluster_rates_as_a_single_node_does(pg_url: str) -> None:
         assert await cluster.board(variant=mastermind) == single.leaderboard(variant=mastermind)
         assert await cluster.lookup("CARL") == single.players["carl"]
         assert await cluster.lookup("nobody") is None
+    finally:
+        await cluster.stop()
+        await store.close()
+
+
+class _QueryCountingStore(PostgresStore):
+    """A PostgreSQL store that notes every statement its sessions send, by session."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.sent: list[tuple[str, str]] = []
+
+    async def _connect(self, name: str) -> Any:
+        conn = await super()._connect(name)
+        conn.add_query_logger(lambda q: self.sent.append((name, q.query)))
+        return conn
+
+
+async def _finish(store: PostgresStore, m: Match) -> None:
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    store.append(m.match_id, m.events, done.set_result, finished=True, stats=_deltas(m),
+                 meta={"players": list(m.players), "bots": [None, None]})
+    assert await done is None
+
+
+async def test_a_cluster_rates_a_finish_with_one_call_after_reading_the_rows(
+        pg_url: str) -> None:
+    """Finishing a rated match on PostgreSQL reads the players' rating rows, then commits the
+    events, the ``results`` rows and the new ratings with one ``moo_finish`` call: two round
+    trips on the finishing session, where a transaction of statements took seven (over a
+    slow link to the database, seconds that both players waited for the match's end)."""
+    store = _QueryCountingStore(pg_url)
+    await store.open()
+    cluster = PgRatings(store)
+    await cluster.start()
+    try:
+        # (a new session first asks the server about the array types, once)
+        await _finish(store, finished_match(0, match_id="q0"))
+        store.sent.clear()
+        await _finish(store, finished_match(0, match_id="q1"))
+        finishing = [q for name, q in store.sent if name == "moo-finisher"]
+        assert len(finishing) == 2, finishing
+        assert "player_ratings" in finishing[0] and "moo_finish" in finishing[1]
+        ann = await cluster.lookup("ann")
+        assert ann is not None and ann.games == 2 and ann.wins == 2
+        assert [r.match_id for r in await store.history("bob", None, 5)] == ["q1", "q0"]
+        assert store.stale_ratings == 0
+    finally:
+        await cluster.stop()
+        await store.close()
+
+
+async def test_a_rating_changed_after_it_was_read_is_rated_again_under_the_locks(
+        pg_url: str) -> None:
+    """Another node finishing a match of the same player between the read of the rows and
+    the ``moo_finish`` call: the call writes nothing, the match is then rated from the row as
+    it is now, under its lock, and what is announced is what is stored."""
+    store = PostgresStore(pg_url)
+    await store.open()
+    announced: list[PlayerRating] = []
+
+    class Meddled(PgRatings):
+        async def plan(self, db: Db, finished: list[FinishedMatch]) -> RatingPlan | None:
+            plan = await super().plan(db, finished)
+            other = await asyncpg.connect(pg_url)
+            try:  # another node's finish of a match of ann's lands now
+                await other.execute(
+                    "INSERT INTO player_ratings VALUES ('', 'ann', 40, 8, 1, 1, 0, 0, 1, 3, 9)"
+                    " ON CONFLICT (variant, name) DO UPDATE SET mu = 40, games = 1")
+            finally:
+                await other.close()
+            return plan
+
+    cluster = Meddled(store, on_change=lambda change, player: announced.append(player))
+    await cluster.start()
+    try:
+        m = finished_match(0, match_id="q2")
+        await _finish(store, m)
+        cluster(m, m.events)
+        assert store.stale_ratings == 1
+        ann = await cluster.lookup("ann")
+        assert ann is not None and ann.games == 2 and ann.mu > 40
+        assert [p for p in announced if p.name == "ann"] == [ann]
+        assert [r.match_id for r in await store.history("ann", None, 5)] == ["q2"]
     finally:
         await cluster.stop()
         await store.close()
