@@ -256,7 +256,9 @@ class App:
 
         A failed write drops its match from memory (nothing unacknowledged is shown); its
         durable prefix is in the database, so once the database answers again the match is
-        replayed exactly as at a restart, clocks given back, and its players ``resume``.
+        replayed exactly as at a restart, clocks given back, and its players ``resume``. A
+        match whose failed write had in fact landed and finished it is not replayed: its
+        parked followers are sent its end (:meth:`Arena.end_parked`).
         """
         if self._stopped.is_set():
             return
@@ -268,10 +270,14 @@ class App:
                 restored = len(self.arena.restore(
                     [sm for sm in stored if sm.match_id not in self.arena.live]
                 ))
+            ended = await self.arena.end_parked()
         except StorageError:
             return  # down again: the next recovery retries
         if restored:
             log.info("re-adopted %d matches after the database outage", restored)
+        if ended:
+            log.info("%d matches had finished in a commit whose answer was lost: their "
+                     "followers are sent the end", len(ended))
 
     # -- hooks -----------------------------------------------------------------------------------
     async def _handler(self, ws: ServerConnection) -> None:

@@ -629,6 +629,33 @@ class Arena:
         parked = self.parked.get(match_id)
         return parked is not None and not parked.moved
 
+    async def end_parked(self) -> list[str]:
+        """Attach again, each from its cursor, the parked followers of matches whose failed
+        write had in fact landed and finished them; returns those matches' ids.
+
+        A commit whose answer was lost (the session cut just after the database committed)
+        drops its match here as failed though it is durable, and when that commit was the
+        match's last, no replay brings the match back (only unfinished ones come back): its
+        followers, players and spectators alike, never heard its end. Called after the
+        store is back, once the unfinished matches are restored; a match still unfinished
+        in the log stays parked for them.
+        """
+        ended = []
+        for match_id in self.restoring_parked():
+            if match_id in self.live:
+                continue
+            try:
+                await self.finished_match(match_id)
+            except MooError:
+                continue  # not finished (comes back by replay), or not in the log
+            parked = self.parked.get(match_id)
+            if parked is None or parked.moved or match_id in self.live:
+                continue  # changed while the log was read
+            del self.parked[match_id]
+            self.reseat(match_id, parked.followers)
+            ended.append(match_id)
+        return ended
+
     def restoring_parked(self) -> list[str]:
         """Ids of matches parked after a failed write, waiting to come back here by replay."""
         return [m for m, p in self.parked.items() if not p.moved]

@@ -81,9 +81,15 @@ class Node:
                 os.kill(self.proc.pid, signal.SIGCONT)  # a paused node must be able to exit
             self.proc.send_signal(sig)
         rc = await asyncio.wait_for(self.proc.wait(), patience(30))
+        await self.drained()
+        return rc
+
+    async def drained(self) -> None:
+        """Wait for the exited node's standard error to be read to its end, so its pipe is
+        closed on this event loop (a transport left open is closed by the garbage collector
+        after the loop is gone: "Event loop is closed" in whatever test runs then)."""
         if self._drain is not None:
             await asyncio.wait_for(self._drain, patience(10))
-        return rc
 
 
 async def start_node(
@@ -135,6 +141,7 @@ async def nodes(db: str, *names: str, **kwargs: Any) -> AsyncIterator[list[Node]
                     os.kill(node.proc.pid, signal.SIGCONT)
                 node.proc.kill()
                 await node.proc.wait()
+            await node.drained()
 
 
 @asynccontextmanager

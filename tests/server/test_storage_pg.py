@@ -573,6 +573,48 @@ async def test_a_failed_commit_with_the_database_up_brings_its_match_back(
 
 
 
+async def test_a_finish_that_landed_though_its_answer_was_lost_reaches_every_follower(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The commit that finishes a match lands, but its session is cut before the answer comes
+    back (here the watchdog cuts it while a trigger holds the commit; in the fault harness, a
+    reset link to the database). The node drops the match as failed and parks its followers;
+    once the database answers, only unfinished matches come back by replay, so this one's
+    players and spectator, never told its end, would wait forever. They are sent the rest
+    of the log from their cursors."""
+    admin = await asyncpg.connect(pg_url)
+    try:
+        async with running(server_settings(tmp_path, db=pg_url, pacing="free")) as app:
+            store = cast(PostgresStore, app.store)
+            # the commit is held 1.5 s, the watchdog cuts its session at 0.5 s, and the probe
+            # asks again 3 s after that: the commit has landed long before it is back
+            store.op_timeout_s, store.probe_interval_s = 0.5, 3.0
+            await admin.execute(
+                "CREATE FUNCTION hold_finish() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN IF NEW.body LIKE '%\"kind\":\"finished\"%' THEN"
+                " PERFORM pg_sleep(1.5); END IF; RETURN NEW; END $$;"
+                "CREATE TRIGGER hold_finish BEFORE INSERT ON events FOR EACH ROW"
+                " EXECUTE FUNCTION hold_finish();"
+            )
+            ann, bob, mid = await free_match(app.port)
+            cat = await Client.hello(app.port, "cat")
+            await cat.request({"type": "watch", "match_id": mid})
+            await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            solved = await bob.request({"type": "guess", "match_id": mid, "guess": "0123"})
+            assert solved["type"] == "error" and solved["code"] == "storage_unavailable"
+            ends = [await c.event(mid, "finished") for c in (ann, bob, cat)]
+            logged = await app.store.match_events(mid)
+            assert logged is not None and logged[-1]["kind"] == "finished"  # it did land
+            for c, end in zip((ann, bob, cat), ends, strict=True):
+                assert end["seq"] == logged[-1]["seq"] and end["winner"] == 1
+                seqs = [e["seq"] for e in c.events(mid)]
+                assert len(seqs) == len(set(seqs))  # each event once
+            for c in (ann, bob, cat):
+                await c.close()
+    finally:
+        await admin.close()
+
+
 # -- restart on PostgreSQL: SIGKILL / SIGTERM of a real `moo serve` mid-match ----------------------
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
 async def test_restart_on_postgres_loses_no_acknowledged_guess(
