@@ -82,7 +82,7 @@ class PgRatings(Ratings):
             return None
         order, keys = _lock_order(todo)
         rows = await db.rows(sql.RATINGS_OF, [k[0] for k in order], [keys[k] for k in order])
-        held = {(row[0], row[1].casefold()): PlayerRating(*tuple(row)[1:]) for row in rows}
+        held = _held(rows)
         fresh = self.model.rating()
         for k in order:
             held.setdefault(k, PlayerRating(keys[k], float(fresh.mu), float(fresh.sigma)))
@@ -106,7 +106,7 @@ class PgRatings(Ratings):
                 sql.HOLD_RATINGS, float(fresh.mu), float(fresh.sigma),
                 [k[0] for k in order], [keys[k] for k in order],
             )
-            held = {(row[0], row[1].casefold()): PlayerRating(*tuple(row)[1:]) for row in rows}
+            held = _held(rows)
             made = self._rate(todo, held)
             touched = list(held.items())
             # one array per column, in PlayerRating's (and RATING_COLUMNS') order
@@ -185,6 +185,11 @@ class PgRatings(Ratings):
 
         row = await self.store.with_db(read)
         return None if row is None else PlayerRating(*tuple(row))
+
+
+def _held(rows: list[Any]) -> dict[tuple[str, str], PlayerRating]:
+    """``player_ratings`` rows (variant, then RATING_COLUMNS) by (variant, casefolded name)."""
+    return {(row[0], row[1].casefold()): PlayerRating(*tuple(row)[1:]) for row in rows}
 
 
 def _lock_order(

@@ -169,6 +169,13 @@ def _deltas(m: Match) -> list[StatDelta]:
     ]
 
 
+async def _finish(store: PostgresStore, m: Match) -> None:
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    store.append(m.match_id, m.events, done.set_result, finished=True, stats=_deltas(m),
+                 meta={"players": list(m.players), "bots": [None, None]})
+    assert await done is None
+
+
 async def test_a_cluster_rates_as_a_single_node_does(pg_url: str) -> None:
     """The same finished matches give the same ratings and leaderboards in a single node's
     memory as in a cluster's ``player_ratings`` rows, rated inside each finishing commit."""
@@ -188,10 +195,7 @@ async def test_a_cluster_rates_as_a_single_node_does(pg_url: str) -> None:
     try:
         for m in games:
             single(m, m.events)
-            done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-            store.append(m.match_id, m.events, done.set_result, finished=True, stats=_deltas(m),
-                         meta={"players": list(m.players), "bots": [None, None]})
-            assert await done is None
+            await _finish(store, m)
         for by in ("rating", "average"):
             board = await cluster.board(by)
             assert board == single.leaderboard(by) and len(board) == 4
@@ -215,13 +219,6 @@ class _QueryCountingStore(PostgresStore):
         conn = await super()._connect(name)
         conn.add_query_logger(lambda q: self.sent.append((name, q.query)))
         return conn
-
-
-async def _finish(store: PostgresStore, m: Match) -> None:
-    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    store.append(m.match_id, m.events, done.set_result, finished=True, stats=_deltas(m),
-                 meta={"players": list(m.players), "bots": [None, None]})
-    assert await done is None
 
 
 async def test_a_cluster_rates_a_finish_with_one_call_after_reading_the_rows(
