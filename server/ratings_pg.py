@@ -10,9 +10,9 @@ cluster's matches finish on many nodes, so there the ratings are the ``player_ra
   - *Read, rate, write if unchanged* (:meth:`PgRatings.plan`): the store reads the two
     players' rows without a lock, this computes their new values, and the store's one
     ``moo_finish`` call commits the match's events, its ``results`` rows and the new values,
-    the last only if every row is still as read (else that call writes nothing). Three round
-    trips in all instead of seven: over a slow link to the database each one counts, and the
-    players wait for the commit to see their match end.
+    the last only if every row is still as read (else that call writes nothing). Two or
+    three round trips in all instead of seven: over a slow link to the database each one
+    counts, and the players wait for the commit to see their match end.
   - *Under the rows' locks* (:meth:`PgRatings.rate_in_tx`), when a row changed since it was
     read (the same players finishing another match on another node at that moment): after
     ``moo_commit`` and the ``results`` rows, on the same connection, before ``COMMIT``, the
