@@ -48,6 +48,9 @@ log = logging.getLogger("moo.cluster")
 SLOW_FOLLOW_S = 1.0
 #: moves' ids remembered per stand-in and match (a follow's ``Followed.seen``)
 _SEEN_MAX = 64
+#: stand-ins dropped because their node looked dead whose received moves are kept for the
+#: client's return (oldest forgotten first)
+_KEPT_MAX = 10_000
 
 
 class _Turn:
@@ -120,6 +123,9 @@ class Serving:
         self.standins: dict[tuple[str, str], StandIn] = {}
         #: matches claimed here whose replay is not done yet -> requests waiting for it
         self.adopting: dict[str, list[tuple[str, Message]]] = {}
+        #: (node, client) -> (player, its moves received here) of stand-ins dropped because
+        #: that node looked dead: a stand-in made again for the client takes them over
+        self.kept: dict[tuple[str, str], tuple[str | None, dict[str, deque[Any]]]] = {}
         #: counters for /metrics
         self.served = 0
 
@@ -133,6 +139,13 @@ class Serving:
             s = None
         if s is None:
             s = self.standins[key] = StandIn(origin, cid, player or None, self.send)
+            kept = self.kept.pop(key, None)
+            if kept is not None and kept[0] == s.player:
+                # The moves its predecessor received: the client's node, re-attaching, asks
+                # which moves arrived here, and resends the others as never applied. A move
+                # received but still committing (its event not yet durable, so in no replay)
+                # would be played a second time (issue 33's test_cluster_moving, fenced).
+                s.acts = kept[1]
         return s
 
     def drop(self, key: tuple[str, str], *, notify: bool = False) -> StandIn | None:
@@ -143,8 +156,19 @@ class Serving:
             self.arena.detach(s)
             s.closing = True
             if notify:
+                self._keep(key, s)
                 self.send(key[0], Dropped(key[1]))
         return s
+
+    def _keep(self, key: tuple[str, str], s: StandIn) -> None:
+        """Remember what ``s`` received: its node only looked dead, and its client may come
+        back through a new stand-in (:meth:`standin`)."""
+        if not s.acts:
+            return
+        if len(self.kept) >= _KEPT_MAX:
+            for old in list(self.kept)[: _KEPT_MAX // 2]:
+                del self.kept[old]
+        self.kept[key] = (s.player, s.acts)
 
     def origin_gone(self, node: str) -> list[StandIn]:
         """``node`` is dead (or its lease ran out): its clients' seats here start their
@@ -174,6 +198,7 @@ class Serving:
                     gone.closing = True
             else:
                 self.drop((sender, item.conn))
+            self.kept.pop((sender, item.conn), None)  # the client is gone from its node
             return
         if isinstance(item, Unwatch):
             s = self.standins.get((sender, item.conn))

@@ -18,7 +18,7 @@ from typing import Any
 
 from server.cluster.forwarding import Forwarding
 from server.cluster.serving import Serving
-from server.cluster.wire import Deliver, Follow, Followed, Message
+from server.cluster.wire import Act, Deliver, Detach, Dropped, Follow, Followed, Message
 
 
 class ReadingArena:
@@ -113,3 +113,68 @@ def test_a_late_untagged_match_message_for_a_match_seen_to_its_end_is_dropped() 
     # a match it has not seen is a new match, as before: followed from its start
     fw.received("c", 1, Deliver(cid, {**marker, "match_id": "m2"}))
     assert bob.sent[-1]["match_id"] == "m2" and fw.following(bob, "m2") is not None  # type: ignore[arg-type]
+
+
+class CommittingArena:
+    """An arena that takes moves and never finishes committing them (their events are in no
+    replay yet), and answers follows at once."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, Any] = {}
+        self.moves: list[dict[str, Any]] = []
+
+    def is_live(self, match_id: str) -> bool:
+        return True
+
+    def act(self, conn: Any, msg: dict[str, Any]) -> None:
+        self.moves.append(msg)
+
+    def detach(self, conn: Any) -> None:
+        pass
+
+    async def follow(self, conn: Any, match_id: str, viewer: Any, cursor: int, *,
+                     announce: bool, ref: Any = None) -> None:
+        conn.send({"type": "match", "match_id": match_id, "seat": 0, "ref": ref})
+
+
+async def test_moves_received_from_a_node_that_only_looked_dead_are_still_seen() -> None:
+    """ann's node a lost its lease for a moment: this node took her match over, received her
+    guess (its commit still in flight), then dropped her stand-in as a's lease ran out. When a
+    re-attaches her, the follow's answer still lists that guess as received, so a does not
+    send it again as never applied. Before, the new stand-in listed nothing, a resent the
+    guess, and it was played twice (tests/cluster/test_cluster_moving.py, ``fenced``, once
+    in ~100 runs on a busy machine)."""
+    arena = CommittingArena()
+    out: list[tuple[str, Message]] = []
+    serving = Serving("b", arena, lambda node, item: out.append((node, item)))  # type: ignore[arg-type]
+    guess = {"type": "guess", "match_id": "m1", "guess": "6789", "id": 8}
+    serving.handle("a", Act("r.1", "ann", guess))
+    assert arena.moves == [guess]
+    serving.origin_gone("a")
+    assert ("a", Dropped("r.1")) in out and ("a", "r.1") not in serving.standins
+
+    serving.handle("a", Follow("r.1", "ann", "m1", 0, 6, False, None, 3))  # a re-attaches her
+    await _settle()
+    assert [i.seen for _, i in out if isinstance(i, Followed) and i.gen == 3] == [[8]]
+    assert arena.moves == [guess]  # nothing played again here either
+
+
+async def test_a_client_gone_from_its_node_or_another_player_inherits_no_moves() -> None:
+    """What a dropped stand-in received is kept only for the same client of the same node:
+    once that client is gone (its node's detach), or the id names another player, a new
+    stand-in starts with nothing received."""
+    out: list[tuple[str, Message]] = []
+    serving = Serving("b", CommittingArena(), lambda node, item: out.append((node, item)))  # type: ignore[arg-type]
+
+    async def seen(player: str, gen: int) -> list[Any]:
+        serving.handle("a", Follow("r.1", player, "m1", 0, 6, False, None, gen))
+        await _settle()
+        return next(i.seen for _, i in out if isinstance(i, Followed) and i.gen == gen)
+
+    serving.handle("a", Act("r.1", "ann", {"type": "guess", "match_id": "m1", "id": 8}))
+    serving.origin_gone("a")
+    assert await seen("cat", 1) == []  # another player: not hers
+    serving.handle("a", Act("r.1", "ann", {"type": "guess", "match_id": "m1", "id": 9}))
+    serving.origin_gone("a")
+    serving.handle("a", Detach("r.1", False))
+    assert await seen("ann", 2) == []
