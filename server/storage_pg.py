@@ -136,6 +136,10 @@ class PostgresStore(Store):
         #: the finishers' sessions not in use (FINISHERS at most, made when first needed)
         self._finisher_conns: list[Any] = []
         self._finisher_slots = asyncio.Semaphore(FINISHERS)
+        #: finishers' sessions in use by a finishing commit now
+        self._finishers_busy = 0
+        #: the task opening finishers' sessions ahead of need (:meth:`_warm_finishers`)
+        self._warming: asyncio.Task[None] | None = None
         #: matches whose finishing appends a finisher has (queued or in flight), and its task
         self._finishing: dict[str, asyncio.Task[None]] = {}
         self._pool: Any = None
@@ -197,6 +201,7 @@ class PostgresStore(Store):
         await self._pool
         self._available = True
         self._task = asyncio.get_running_loop().create_task(self._write_loop())
+        self._warm_soon()
 
     async def close(self) -> None:
         """Commit everything queued, then close the connections."""
@@ -211,7 +216,7 @@ class PostgresStore(Store):
             with contextlib.suppress(StorageError, *_UNAVAILABLE):
                 await hook()
         self._closed = True
-        for task in (self._probe, self._heal):
+        for task in (self._probe, self._heal, self._warming):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -285,6 +290,7 @@ class PostgresStore(Store):
         self._available = True
         log.warning("database %s is back", self.where)
         self._recover()
+        self._warm_soon()
 
     def _recover(self) -> None:
         """Run the :meth:`on_recovered` callbacks: dropped matches come back by replay."""
@@ -303,6 +309,7 @@ class PostgresStore(Store):
             await asyncio.sleep(self.probe_interval_s)
             if self._available and not self._closing:  # (else the outage's probe does it)
                 self._recover()
+                self._warm_soon()
         finally:
             self._heal = None
 
@@ -318,11 +325,51 @@ class PostgresStore(Store):
             conn.terminate()
 
     async def _finisher(self) -> Any:
+        """An open finisher's session: one opened ahead if there is one (and the missing
+        ones opened ahead again for the next finishes), else a new one."""
         while self._finisher_conns:
             conn = self._finisher_conns.pop()
             if not conn.is_closed():
                 return conn
+        self._warm_soon()
         return await self._connect("moo-finisher")
+
+    def _warm_soon(self) -> None:
+        """Open the finishers' missing sessions in the background (:meth:`_warm_finishers`)."""
+        if self._warming is None and not self._closing:
+            self._warming = asyncio.get_running_loop().create_task(self._warm_finishers())
+
+    async def _warm_finishers(self) -> None:
+        """Have :data:`FINISHERS` sessions open for finishing commits, each with the
+        statements of a finish prepared, before a finish needs one.
+
+        A session made when a match ended had to connect and prepare the finishing call's
+        three statements (the match's head, the rating rows, ``moo_finish``) before it could
+        run them: five round trips more than the finish's own. Over a slow link to the
+        database (the harness's ``slow-db`` just after a database restart had closed every
+        session) that match's end took 5 s (issue 31, a 30-minute run of 2026-11-29). Run
+        when the store opens, when the database is back, and when a finisher's session was
+        dropped; a failure leaves the rest to the next of those (or to the finish itself).
+        """
+        try:
+            while not self._closing and self._available:
+                self._finisher_conns = [c for c in self._finisher_conns if not c.is_closed()]
+                if len(self._finisher_conns) + self._finishers_busy >= FINISHERS:
+                    return
+                conn = await self._connect("moo-finisher")
+                try:
+                    await _prepare_finish(conn)
+                except BaseException:
+                    conn.terminate()
+                    raise
+                if self._closing:
+                    conn.terminate()
+                    return
+                self._finisher_conns.append(conn)
+        except _UNAVAILABLE as exc:
+            log.info("finishers' sessions not opened ahead: %s", _reason(exc))
+        finally:
+            self._warming = None
 
     # -- the writer -------------------------------------------------------------------------
     def _enqueue(self, append: Append, done: Done) -> None:
@@ -377,6 +424,7 @@ class PostgresStore(Store):
                 await asyncio.gather(*before, return_exceptions=True)
             async with self._finisher_slots:
                 held: Any = None
+                self._finishers_busy += 1
 
                 async def get() -> Any:
                     nonlocal held
@@ -385,13 +433,18 @@ class PostgresStore(Store):
 
                 def drop(conn: Any) -> None:
                     nonlocal held
-                    held = None  # not handed back: the next batch makes a fresh session
+                    held = None  # not handed back: a fresh session is opened ahead
                     if conn is not None:
                         conn.terminate()
 
-                outcomes = await self._commit(ops, get, drop)
+                try:
+                    outcomes = await self._commit(ops, get, drop)
+                finally:
+                    self._finishers_busy -= 1
                 if held is not None and not held.is_closed():
                     self._finisher_conns.append(held)
+                else:
+                    self._warm_soon()
             _settle(outcomes)
         finally:
             me = asyncio.current_task()
@@ -670,6 +723,7 @@ class PostgresStore(Store):
 _COMMIT_BATCH = sql.COMMIT_BATCH.postgresql
 _FINISH_BATCH = sql.FINISH_BATCH.postgresql
 _MATCH_HEADS = sql.MATCH_HEADS.postgresql
+_RATINGS_OF = sql.RATINGS_OF.postgresql
 
 
 @dataclass(frozen=True)
@@ -711,6 +765,17 @@ def _heads_in(ops: list[_PgOp]) -> dict[str, tuple[str | None, str | None]]:
             if first is not None:
                 heads[a.match_id] = (a.meta, first)
     return heads
+
+
+async def _prepare_finish(conn: Any) -> None:
+    """Run the statements of a finishing commit on ``conn`` once, on nothing: asyncpg
+    prepares each on its first use and keeps it for the session, so a finish later sends only
+    its own round trips. The ratings' read is :class:`server.ratings_pg.PgRatings`'s
+    (the same text, so the same prepared statement); ``moo_finish`` on no matches, without
+    a fence, writes nothing."""
+    await conn.fetch(_MATCH_HEADS, [])
+    await conn.fetch(_RATINGS_OF, [], [])
+    await conn.fetchrow(_FINISH_BATCH, None, None, *_commit_args([]), *[[]] * 7, *[[]] * 14)
 
 
 def _commit_args(ops: list[_PgOp]) -> list[Any]:

@@ -13,7 +13,8 @@ from moo.match import Match, MatchConfig
 from server.ratings import PlayerRating, Ratings, ratings_path
 from server.ratings_pg import PgRatings
 from server.storage import Db, FinishedMatch, StatDelta
-from server.storage_pg import PostgresStore, RatingPlan
+from server.storage_pg import FINISHERS, PostgresStore, RatingPlan
+from tests.cluster_support import until
 from tests.pg_support import pg_url
 from tests.server_support import Client, running, server_settings
 
@@ -214,11 +215,36 @@ class _QueryCountingStore(PostgresStore):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.sent: list[tuple[str, str]] = []
+        self.opened: list[str] = []  # the sessions' names, in the order they were opened
+        self.by_session: dict[int, list[str]] = {}
 
     async def _connect(self, name: str) -> Any:
         conn = await super()._connect(name)
+        self.opened.append(name)
         conn.add_query_logger(lambda q: self.sent.append((name, q.query)))
+        conn.add_query_logger(lambda q: self.by_session.setdefault(id(conn), []).append(q.query))
         return conn
+
+    def ready_finishers(self) -> int:
+        """Finishers' sessions that have run ``moo_finish`` (opened ahead, or used)."""
+        return sum(1 for qs in self.by_session.values() if any("moo_finish" in q for q in qs))
+
+
+async def _finish_sends_two(store: _QueryCountingStore, match_id: str) -> None:
+    """Once the finishers' sessions are opened ahead, finish a rated match: its finisher's
+    session sends the rating rows' read and the ``moo_finish`` call, and no session is
+    opened for it."""
+
+    async def ready() -> bool:
+        return store.ready_finishers() >= FINISHERS
+
+    await until(ready, 30, "the finishers' sessions opened ahead")
+    opened, store.sent[:] = len(store.opened), []
+    await _finish(store, finished_match(0, match_id=match_id))
+    finishing = [q for name, q in store.sent if name == "moo-finisher"]
+    assert len(finishing) == 2, finishing
+    assert "player_ratings" in finishing[0] and "moo_finish" in finishing[1]
+    assert "moo-finisher" not in store.opened[opened:]
 
 
 async def test_a_cluster_rates_a_finish_with_one_call_after_reading_the_rows(
@@ -232,17 +258,46 @@ async def test_a_cluster_rates_a_finish_with_one_call_after_reading_the_rows(
     cluster = PgRatings(store)
     await cluster.start()
     try:
-        # (a new session first asks the server about the array types, once)
-        await _finish(store, finished_match(0, match_id="q0"))
-        store.sent.clear()
-        await _finish(store, finished_match(0, match_id="q1"))
-        finishing = [q for name, q in store.sent if name == "moo-finisher"]
-        assert len(finishing) == 2, finishing
-        assert "player_ratings" in finishing[0] and "moo_finish" in finishing[1]
+        await _finish_sends_two(store, "q0")
+        await _finish_sends_two(store, "q1")
         ann = await cluster.lookup("ann")
         assert ann is not None and ann.games == 2 and ann.wins == 2
         assert [r.match_id for r in await store.history("bob", None, 5)] == ["q1", "q0"]
         assert store.stale_ratings == 0
+    finally:
+        await cluster.stop()
+        await store.close()
+
+
+async def test_finishers_sessions_are_opened_and_prepared_before_a_finish_needs_one(
+        pg_url: str) -> None:
+    """The finishers' sessions are opened, and a finish's statements prepared on them, when
+    the store opens and again once the database is back after the sessions were lost: a
+    finish then opens no session and sends only its own two statements. Before, the first
+    finish on a new session connected and prepared first (and asked about the array types):
+    over a slow link right after a database restart, a 5 s wait for one match's end (issue
+    31's fault harness, ``database`` then ``slow-db``)."""
+    store = _QueryCountingStore(pg_url)
+    await store.open()
+    cluster = PgRatings(store)
+    await cluster.start()
+    try:
+        await _finish_sends_two(store, "w0")
+        # every session of the store is cut (as by a database restart)
+        store.by_session.clear()
+        killer = await asyncpg.connect(pg_url)
+        try:
+            await killer.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        finally:
+            await killer.close()
+        m = finished_match(0, match_id="w1")  # its finish meets the cut: it fails, or not
+        done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        store.append(m.match_id, m.events, done.set_result, finished=True, stats=_deltas(m),
+                     meta={"players": list(m.players), "bots": [None, None]})
+        await done
+        await _finish_sends_two(store, "w2")
     finally:
         await cluster.stop()
         await store.close()
