@@ -332,7 +332,16 @@ class PostgresStore(Store):
             if not conn.is_closed():
                 return conn
         self._warm_soon()
-        return await self._connect("moo-finisher")
+        return self._watched(await self._connect("moo-finisher"))
+
+    def _watched(self, conn: Any) -> Any:
+        """``conn``, a finisher's session, whose loss (a database restart closes every
+        session, an idle one included) opens its replacement ahead at once."""
+        conn.add_termination_listener(self._finisher_lost)
+        return conn
+
+    def _finisher_lost(self, conn: Any) -> None:
+        self._warm_soon()
 
     def _warm_soon(self) -> None:
         """Open the finishers' missing sessions in the background (:meth:`_warm_finishers`)."""
@@ -349,25 +358,33 @@ class PostgresStore(Store):
         database (the harness's ``slow-db`` just after a database restart had closed every
         session) that match's end took 5 s (issue 31, a 30-minute run of 2026-11-29). Run
         when the store opens, when the database is back, and when a finisher's session was
-        dropped; a failure leaves the rest to the next of those (or to the finish itself).
+        lost (also idle: a database restart closes every session). While the database
+        refuses (restarting), it tries again every probe interval for as long as the store
+        counts it available; after an outage, the database's return starts it again.
         """
         try:
             while not self._closing and self._available:
                 self._finisher_conns = [c for c in self._finisher_conns if not c.is_closed()]
                 if len(self._finisher_conns) + self._finishers_busy >= FINISHERS:
                     return
-                conn = await self._connect("moo-finisher")
                 try:
-                    await _prepare_finish(conn)
-                except BaseException:
-                    conn.terminate()
-                    raise
+                    conn = await self._connect("moo-finisher")
+                    try:
+                        await _prepare_finish(conn)
+                    except BaseException:
+                        conn.terminate()
+                        raise
+                except _OUTAGE as exc:
+                    log.info("a finisher's session not opened ahead: %s", _reason(exc))
+                    await asyncio.sleep(self.probe_interval_s)
+                    continue
+                except _UNAVAILABLE as exc:  # not the database's absence: no use insisting
+                    log.warning("a finisher's session not opened ahead: %s", _reason(exc))
+                    return
                 if self._closing:
                     conn.terminate()
                     return
-                self._finisher_conns.append(conn)
-        except _UNAVAILABLE as exc:
-            log.info("finishers' sessions not opened ahead: %s", _reason(exc))
+                self._finisher_conns.append(self._watched(conn))
         finally:
             self._warming = None
 
