@@ -60,7 +60,13 @@ async def test_a_paused_owner_is_fenced_off_and_lets_go(pg_url: str) -> None:
         # a stale write, queued on the paused owner's socket, goes through when it wakes
         stale_ref = await ann.send({"type": "guess", "match_id": mid, "guess": "7890"})
         os.kill(a.proc.pid, signal.SIGCONT)
-        refused = await ann.expect(lambda m: m.get("ref") == stale_ref)
+        try:
+            refused = await ann.expect(lambda m: m.get("ref") == stale_ref)
+        except TimeoutError:  # (seen once in a fresh clone's run, 2026-11-30; not reproduced)
+            raise AssertionError(
+                f"no answer to the stale guess; node a said:\n{a.text()[-6000:]}\n"
+                f"node b said:\n{b.text()[-3000:]}"
+            ) from None
         assert refused["type"] == "error", refused
         # fenced at a's commit (storage_unavailable), or a let go first and then could not
         # forward it to b (no broker in these tests: not_available); never applied on a
