@@ -309,7 +309,6 @@ class PostgresStore(Store):
             await asyncio.sleep(self.probe_interval_s)
             if self._available and not self._closing:  # (else the outage's probe does it)
                 self._recover()
-                self._warm_soon()
         finally:
             self._heal = None
 
@@ -460,8 +459,6 @@ class PostgresStore(Store):
                     self._finishers_busy -= 1
                 if held is not None and not held.is_closed():
                     self._finisher_conns.append(held)
-                else:
-                    self._warm_soon()
             _settle(outcomes)
         finally:
             me = asyncio.current_task()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -190,10 +192,7 @@ async def test_a_cluster_rates_as_a_single_node_does(pg_url: str) -> None:
     ]
     single = Ratings()
     store = PostgresStore(pg_url)
-    await store.open()
-    cluster = PgRatings(store)
-    await cluster.start()
-    try:
+    async with _rated(store) as cluster:
         for m in games:
             single(m, m.events)
             await _finish(store, m)
@@ -204,9 +203,6 @@ async def test_a_cluster_rates_as_a_single_node_does(pg_url: str) -> None:
         assert await cluster.board(variant=mastermind) == single.leaderboard(variant=mastermind)
         assert await cluster.lookup("CARL") == single.players["carl"]
         assert await cluster.lookup("nobody") is None
-    finally:
-        await cluster.stop()
-        await store.close()
 
 
 class _QueryCountingStore(PostgresStore):
@@ -233,6 +229,19 @@ class _QueryCountingStore(PostgresStore):
                    if any("FROM moo_finish(" in q for q in qs))
 
 
+@asynccontextmanager
+async def _rated(store: PostgresStore) -> AsyncIterator[PgRatings]:
+    """``store`` opened, with the cluster's ratings rating its finishes; both closed after."""
+    await store.open()
+    cluster = PgRatings(store)
+    await cluster.start()
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+        await store.close()
+
+
 async def _finish_sends_two(store: _QueryCountingStore, match_id: str) -> None:
     """Once the finishers' sessions are opened ahead, finish a rated match: its finisher's
     session sends the rating rows' read and the ``moo_finish`` call, and no session is
@@ -257,19 +266,13 @@ async def test_a_cluster_rates_a_finish_with_one_call_after_reading_the_rows(
     trips on the finishing session, where a transaction of statements took seven (over a
     slow link to the database, seconds that both players waited for the match's end)."""
     store = _QueryCountingStore(pg_url)
-    await store.open()
-    cluster = PgRatings(store)
-    await cluster.start()
-    try:
+    async with _rated(store) as cluster:
         await _finish_sends_two(store, "q0")
         await _finish_sends_two(store, "q1")
         ann = await cluster.lookup("ann")
         assert ann is not None and ann.games == 2 and ann.wins == 2
         assert [r.match_id for r in await store.history("bob", None, 5)] == ["q1", "q0"]
         assert store.stale_ratings == 0
-    finally:
-        await cluster.stop()
-        await store.close()
 
 
 async def test_finishers_sessions_are_opened_and_prepared_before_a_finish_needs_one(
@@ -281,10 +284,7 @@ async def test_finishers_sessions_are_opened_and_prepared_before_a_finish_needs_
     (and asked about the array types): over a slow link right after a database restart, a
     5 s wait for one match's end (issue 31's fault harness, ``database`` then ``slow-db``)."""
     store = _QueryCountingStore(pg_url)
-    await store.open()
-    cluster = PgRatings(store)
-    await cluster.start()
-    try:
+    async with _rated(store):
         await _finish_sends_two(store, "w0")
         # every session of the store is cut (as by a database restart)
         store.by_session.clear()
@@ -297,9 +297,6 @@ async def test_finishers_sessions_are_opened_and_prepared_before_a_finish_needs_
             await killer.close()
         # nothing failed (no commit ran): the lost sessions alone are opened again ahead
         await _finish_sends_two(store, "w1")
-    finally:
-        await cluster.stop()
-        await store.close()
 
 
 async def test_a_rating_changed_after_it_was_read_is_rated_again_under_the_locks(
