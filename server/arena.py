@@ -222,6 +222,12 @@ class Arena:
         #: told the id of a match dropped because another node owns it now (a lost lease):
         #: the cluster's router re-seats its parked followers at the new owner
         self.movers: list[Callable[[str], None]] = []
+        #: asked ``(follower, match id, ref)`` about a move handed over with its seat
+        #: (:meth:`hand_over`) whose commit the fence then refused, so that it was applied
+        #: nowhere: True if the one asked withdrew it before passing it on (the cluster's bus
+        #: was down), and then this node answers it with the refusal, as it would have
+        #: without the hand-over; else the move's answer stays the new owner's
+        self.recallers: list[Callable[[Follower, str, Any], bool]] = []
         self.live: dict[str, LiveMatch] = {}
         #: finished matches kept briefly for rematch offers: match_id -> (players, pacing, bots)
         self.recent: dict[str, LiveMatch] = {}
@@ -523,7 +529,9 @@ class Arena:
     ) -> None:
         if move is not None:
             lm.moves.remove(move)
-            if move.handed:
+            if move.handed and not (
+                exc is not None and getattr(exc, "moved", False) and self._recalled(lm, move)
+            ):
                 actor = None  # it left with its seat: the match's new owner answers it
             elif exc is not None or not lm.broken:
                 move.settled = True  # answered below: refused, or acknowledged
@@ -553,6 +561,12 @@ class Arena:
             self._retire(lm)
         else:
             self._after_change(lm)
+
+    def _recalled(self, lm: LiveMatch, move: MoveInFlight) -> bool:
+        """Whether a handed-over move, refused by the fence, was withdrawn from its
+        hand-over: answered here then (the refusal), never by the new owner too."""
+        ref = move.request.get("id")
+        return any(recall(move.conn, lm.id, ref) for recall in self.recallers)
 
     def _failed(
         self,

@@ -120,9 +120,12 @@ class Forwarding:
     def cid(self, conn: Connection) -> str:
         """A connection's id in the cluster: this process's run id and the object's id (which
         alone would repeat across restarts of this node)."""
-        key = f"{self.run}.{id(conn):x}"
+        key = self._key(conn)
         self.local[key] = conn
         return key
+
+    def _key(self, conn: object) -> str:
+        return f"{self.run}.{id(conn):x}"
 
     def following(self, conn: Connection, match_id: str) -> Subscription | None:
         return self.subs.get(self.cid(conn), {}).get(match_id)
@@ -178,6 +181,19 @@ class Forwarding:
         for node in nodes | self.contacted.pop(cid, set()):
             self._send(node, Detach(cid, replaced))
         self.local.pop(cid, None)
+
+    def recall(self, conn: Any, match_id: str, ref: Any) -> bool:
+        """A move of ``conn``'s handed over to this subscription when its match left this
+        node (:meth:`follow`'s ``pending``) was refused by the fence at this node's commit,
+        so it was applied nowhere. While the bus is down it cannot reach the new owner (and
+        with a broker that never comes back, the client would wait for ever): withdrawn here
+        if it was not passed on yet, and the caller answers it with the refusal ("try
+        again"). With the bus up it stays, and goes to the new owner once its answer to the
+        follow shows that it does not have it."""
+        if self._up():
+            return False
+        sub = self.subs.get(self._key(conn), {}).get(match_id)
+        return sub is not None and sub.withdraw(ref)
 
     def _check_up(self) -> None:
         if not self._up():

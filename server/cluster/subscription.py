@@ -138,6 +138,16 @@ class Subscription:
                 return act
         return None
 
+    def withdraw(self, ref: Any) -> bool:
+        """The move ``ref``, not sent to any node yet, is no longer pending (it was refused
+        where it came from): True if it was pending and unsent, and is withdrawn now."""
+        for act in self.acts:
+            if act.ref == ref and act.node is None:
+                self.acts.remove(act)
+                self.settled.append(ref)
+                return True
+        return False
+
     def forwarded(self, ref: Any, node: str) -> None:
         """The move ``ref`` goes out to ``node`` now: after every follow sent so far, so only
         a later follow's answer can tell whether it arrived; ``node``'s answer is its answer."""

@@ -65,6 +65,7 @@ class Takeover:
         self.broadcast = broadcast
         self.check_s = check_s
         arena.movers.append(self._moved)
+        arena.recallers.append(forwarding.recall)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
 

@@ -278,7 +278,9 @@ class Net:
     def __init__(self, placement: Placement = ("b", 1)) -> None:
         self.out: list[tuple[str, Message]] = []
         self.placement = placement
-        self.fw = Forwarding("a", "run", lambda: 1, self.send, self.locate, lambda: True)
+        #: whether the bus is up, as the forwarding asks it
+        self.up = True
+        self.fw = Forwarding("a", "run", lambda: 1, self.send, self.locate, lambda: self.up)
 
     def send(self, node: str, item: Message) -> None:
         self.out.append((node, item))
@@ -434,6 +436,43 @@ def test_a_move_the_new_owner_never_saw_is_refused_as_try_again() -> None:
     # the dead owner's answer, had it come: not a second one
     net.deliver(cid, {**refusal, "code": "storage_unavailable"}, sender="b")
     assert len(_answers(ann, 8)) == 1
+
+
+def test_a_handed_over_move_refused_where_it_was_is_withdrawn_only_while_the_bus_is_down(
+) -> None:
+    """ann's guess 8 was in flight on this node when the match left it: her seat follows the
+    match at b with the guess pending, for b's answer to settle. The commit here is then
+    refused by the fence, so the guess was applied nowhere. With the bus up, b's answer
+    settles it (b plays it); with the bus down nothing reaches b, so it is withdrawn and this
+    node refuses it -- unless it went to b already, whose answer then counts."""
+    net, ann = Net(), FakeConn()
+    guess = {"type": "guess", "match_id": "m1", "guess": "0123", "id": 8}
+    net.fw.follow(ann, "m1", 0, 5, announce=False, pending=[guess])  # type: ignore[arg-type]
+    cid = net.fw.cid(ann)  # type: ignore[arg-type]
+    assert not net.fw.recall(ann, "m1", 8)  # the bus is up: it stays for b
+    net.up = False
+    assert not net.fw.recall(ann, "m1", 9)  # not a move of hers
+    assert not net.fw.recall(ann, "m2", 8)  # not a match she follows
+    assert net.fw.recall(ann, "m1", 8)
+    assert not net.fw.recall(ann, "m1", 8)  # once
+    # b's answer to the follow, when the bus is back, finds nothing to send it again
+    net.up = True
+    follow = net.follows()[-1]
+    net.deliver(cid, _marker(follow.gen))
+    net.fw.received("b", 1, Followed(cid, "m1", follow.gen, 5, []))
+    assert _acts(net, "b") == [] and ann.sent == []
+
+    # passed on to b already (b's answer showed it did not have it): b's answer counts
+    net2, bob = Net(), FakeConn()
+    net2.fw.follow(bob, "m1", 1, 5, announce=False, pending=[guess])  # type: ignore[arg-type]
+    cid2 = net2.fw.cid(bob)  # type: ignore[arg-type]
+    follow = net2.follows()[-1]
+    net2.deliver(cid2, _marker(follow.gen))
+    net2.fw.received("b", 1, Followed(cid2, "m1", follow.gen, 5, []))
+    assert _acts(net2, "b") == [guess]
+    net2.up = False
+    assert not net2.fw.recall(bob, "m1", 8)
+    assert [a.ref for a in net2.fw.following(bob, "m1").acts] == [8]  # type: ignore[arg-type, union-attr]
 
 
 def _answers(conn: FakeConn, ref: Any) -> list[dict[str, Any]]:
@@ -665,6 +704,7 @@ class FakeArena:
 
     def __init__(self) -> None:
         self.movers: list[Callable[[str], None]] = []
+        self.recallers: list[Callable[[Any, str, Any], bool]] = []
         self.rejoined: list[str] = []
 
     def is_live(self, match_id: str) -> bool:
