@@ -47,6 +47,7 @@ from typing import Any
 
 from bench.harness.checker import Fault, Verdict, check, parse_log
 from bench.harness.cluster import Cluster, Node
+from bench.harness.pauses import Pauses
 from bench.harness.player import RETRYABLE, DocsClient, Ended, Follower, Plan, play, watch
 from bench.harness.services import PrivatePostgres
 from moo.rules import DEFAULT_RULES
@@ -98,6 +99,8 @@ class Report:
     pair_failures: dict[str, int] = field(default_factory=dict)
     started: float = 0.0  # time.time() at the start: the timeline counts from it
     timeline: list[dict[str, Any]] = field(default_factory=list)
+    #: the harness's own pauses (bench/harness/pauses.py): a long one stalls every link
+    pauses: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -117,7 +120,8 @@ class Report:
             f"{v['unanswered']}, client errors "
             f"{v['client_errors']}, orphans {self.orphans}; reasons {v['reasons']}; "
             f"kill failover (s): {[round(x, 2) for x in fo]} p99 {p99}; "
-            f"unrecovered {self.unrecovered}; {self.seconds:.0f} s"
+            f"unrecovered {self.unrecovered}; harness paused at most "
+            f"{self.pauses.get('loop_max_s')} s; {self.seconds:.0f} s"
         )
 
 
@@ -448,6 +452,8 @@ class Harness:
     async def run(self) -> Report:
         self.t0 = time.time()
         self.measures: list[asyncio.Task[None]] = []
+        pauses = Pauses(self.t0)
+        pauses.start()
         try:
             self.say(f"cluster of {self.o.nodes} nodes (lease {self.o.lease_ms} ms)...")
             await self.cluster.open()
@@ -474,6 +480,7 @@ class Harness:
                 if fault.kind == "kill":
                     fault.breakdown["server"] = self._server_phases(fault)
         finally:
+            await pauses.stop()
             await self.cluster.close()
         kills = [f for f in self.faults if f.kind == "kill"]
         return Report(
@@ -485,4 +492,5 @@ class Harness:
             started=self.t0, orphan_ends=orphan_ends, pair_failures=dict(self.pair_failures),
             timeline=[{**asdict(f), "start": round(f.start - self.t0, 2),
                        "end": round(f.end - self.t0, 2)} for f in self.faults],
+            pauses=pauses.report(),
         )
