@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from server.app import App
 from server.settings import Settings
 from server.storage import Done, Event, StatDelta
 from server.storage_pg import LeaseLost
 from server.storage_sqlite import SQLiteStore
-from tests.server_support import free_match, running, server_settings
+from tests.server_support import Client, free_match, running, server_settings
 
 
 class HeldCommits(SQLiteStore):
@@ -70,14 +71,7 @@ async def test_a_handed_over_move_refused_by_the_fence_and_recalled_is_answered_
             return True
 
         app.arena.recallers.append(recall)
-        store.hold = True
-        ref = await ann.send({"type": "guess", "match_id": mid, "guess": "5678", "n": 1})
-        await store.holding.wait()
-        followers = app.arena.let_go(mid)  # another node runs the match now
-        handed = [app.arena.hand_over(f) for f in followers]
-        assert [m["guess"] for moves in handed for m in moves] == ["5678"]
-        assert store.held is not None
-        store.held(LeaseLost("this node no longer owns the match; reconnect and resume it"))
+        ref = await _let_go_mid_commit_then_fenced(app, store, ann, mid)
         reply = await ann.expect(lambda m: m.get("ref") == ref)
         assert reply["type"] == "error" and reply["code"] == "storage_unavailable", reply
         assert reply["match_id"] == mid
@@ -97,15 +91,24 @@ async def test_a_handed_over_move_not_recalled_is_left_to_the_new_owner(tmp_path
     async with running(settings, store) as app:
         ann, bob, mid = await free_match(app.port)
         app.arena.recallers.append(lambda conn, match_id, ref: False)
-        store.hold = True
-        ref = await ann.send({"type": "guess", "match_id": mid, "guess": "5678", "n": 1})
-        await store.holding.wait()
-        for f in app.arena.let_go(mid):
-            app.arena.hand_over(f)
-        assert store.held is not None
-        store.held(LeaseLost("this node no longer owns the match; reconnect and resume it"))
+        ref = await _let_go_mid_commit_then_fenced(app, store, ann, mid)
         later = await ann.request({"type": "ping"})
         assert later["type"] == "pong" and later.get("ref") != ref
         assert [m for m in ann.seen if m.get("ref") == ref] == []
         for c in (ann, bob):
             await c.close()
+
+
+async def _let_go_mid_commit_then_fenced(app: App, store: HeldCommits, ann: Client,
+                                         mid: str) -> Any:
+    """ann guesses; while its commit is held, the match is let go (another node runs it) and
+    its followers handed over, her guess with her seat; then the fence refuses the commit.
+    Returns the guess's ``ref``."""
+    store.hold = True
+    ref = await ann.send({"type": "guess", "match_id": mid, "guess": "5678", "n": 1})
+    await store.holding.wait()
+    handed = [app.arena.hand_over(f) for f in app.arena.let_go(mid)]
+    assert [m["guess"] for moves in handed for m in moves] == ["5678"]
+    assert store.held is not None
+    store.held(LeaseLost("this node no longer owns the match; reconnect and resume it"))
+    return ref
