@@ -64,7 +64,9 @@ class Fault:
     owned: int = 0  # live matches the node owned when it struck (kill, term, stop)
     recovered_s: float | None = None  # kill: until each of them accepted a move again
     slowest: str = ""  # kill: the match that took longest to accept a move again
-    matches: list[str] = field(default_factory=list)  # kill, term, stop: the live ones it owned
+    #: kill, term, stop, cut-db: the live matches it owned (stop, cut-db: also any it owned
+    #: once struck, read from the database then)
+    matches: list[str] = field(default_factory=list)
     reset: int = 0  # drop-broker, drop-db: the connections reset
     #: kill: what each player of the slowest match did after the signal (seconds after it)
     breakdown: dict[str, Any] = field(default_factory=dict)

@@ -219,6 +219,14 @@ class Cluster:
             "SELECT match_id, node FROM owners WHERE match_id = ANY($1::text[])", match_ids)
         return {r[0]: r[1] for r in rows}
 
+    async def unfinished_of(self, node: str) -> set[str]:
+        """Every unfinished match ``node`` owns now (by the database), whether or not the
+        harness has heard of it yet."""
+        rows = await self.query(
+            "SELECT o.match_id FROM owners o JOIN matches m ON m.match_id = o.match_id"
+            " WHERE o.node = $1 AND m.finished = 0", node)
+        return {r[0] for r in rows}
+
     def errors(self) -> list[str]:
         return [f"{n.name}: {line}" for n in self.nodes for line in n.errors()]
 

@@ -277,6 +277,16 @@ class Harness:
         return {m for m, owner in (await self.cluster.owners(sorted(self.live))).items()
                 if owner == node.name}
 
+    async def _owned_at_strike(self, fault: Fault) -> None:
+        """Add to a stop's or a database cut's ``matches`` what its node owned once struck.
+
+        The snapshot taken before the strike is of the matches the slots know: a match seated
+        on that node in the moment between the snapshot and the signal (or the cut) is missing
+        from it, although its events logged then wait for a takeover like the others' (the
+        checker's rule for a stopped owner, bench/harness/checker.py). Once the node is
+        stopped or cut it can seat no new match, so the database's list is complete."""
+        fault.matches = sorted(set(fault.matches) | await self.cluster.unfinished_of(fault.node))
+
     async def strike(self, kind: str) -> Fault:
         c = self.cluster
         lease = self.o.lease_ms / 1000
@@ -295,6 +305,7 @@ class Harness:
                 await node.start()
             else:
                 node.signal(signal.SIGSTOP)
+                await self._owned_at_strike(fault)
                 await asyncio.sleep(lease + 2.0)
                 node.signal(signal.SIGCONT)
             fault.end = time.time()
@@ -307,6 +318,8 @@ class Harness:
                           matches=sorted(owned))
             self.faults.append(fault)
             await relay.down()
+            if kind == "cut-db":
+                await self._owned_at_strike(fault)
             await asyncio.sleep(2.0 if kind == "cut-broker" else lease + 2.0)
             await relay.up()
             fault.end = time.time()
