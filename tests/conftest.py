@@ -19,8 +19,9 @@ it, never a skip. ``--quick`` (``./dev test --quick``) leaves out every test tha
 service and every end-to-end test (mark ``e2e``, set by hand on the files that run the ``moo``
 command, sandboxes or bots in processes of their own), and says how many of each: what is left
 is the in-process suite, a couple of minutes on two cores. ``slow`` is set by hand on the tests
-that take tens of seconds; they are scheduled first, so that the parallel workers (``-n``)
-finish together.
+that take tens of seconds, with their seconds on an idle machine; they are dealt to the heads
+of the parallel workers' (``-n``) shares, so that the workers finish together
+(tests/schedule.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tests.mqtt_support import broker, mosquitto
 from tests.patience import FACTOR, factor_for
 from tests.pg_server import private_postgres
 from tests.pg_support import pg_url, postgres
+from tests.schedule import deal, slow_of, workers_here
 
 __all__ = ["broker", "haproxy", "mosquitto", "pg_url", "postgres", "private_postgres",
            "pytest_runtest_protocol"]
@@ -108,8 +110,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             counts = Counter(m for it in left_out for m in _needs(it))
             counts["total"] = len(left_out)
             config.stash[_QUICK_KEY] = counts
-    # the longest first: parallel workers then end together instead of one finishing alone
-    items.sort(key=lambda it: it.get_closest_marker("slow") is None)
+    # the slow tests dealt to the heads of the workers' first shares, so that they end together
+    items[:] = deal(items, workers_here(), slow_of)
 
 
 def _needs(item: pytest.Item) -> list[str]:

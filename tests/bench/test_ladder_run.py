@@ -20,7 +20,7 @@ from tests.patience import patience
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.slow
+@pytest.mark.slow(31)
 def test_a_short_ladder_run_reports_and_checks_its_games() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.ladder_run", "--minutes", "0.25", "--workers", "2",
@@ -40,7 +40,7 @@ def test_a_short_ladder_run_reports_and_checks_its_games() -> None:
     assert all(check["equal"] for check in result["exact"]), result["exact"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(31, nodes=True)
 @pytest.mark.pg
 @pytest.mark.mqtt
 def test_a_short_ladder_run_on_a_cluster_with_the_leader_killed() -> None:

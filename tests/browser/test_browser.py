@@ -123,7 +123,7 @@ def test_two_pages_play_a_match_with_a_spectator_and_a_rematch(
         assert page.moo_errors == []
 
 
-@pytest.mark.slow
+@pytest.mark.slow(15)
 def test_one_page_plays_a_bot_to_the_end(browser: Any, shared_server: MooServer) -> None:
     server = shared_server
     page = new_page(browser, server.url)
@@ -210,7 +210,7 @@ def test_reload_and_server_restart_resume_the_match(browser: Any, server: MooSer
     assert page.moo_errors == []
 
 
-@pytest.mark.slow
+@pytest.mark.slow(20)
 def test_a_server_crash_mid_match_is_ridden_out(browser: Any, server: MooServer) -> None:
     """The stand-in for a cluster node's death behind a proxy: the server is killed with
     SIGKILL (the socket just breaks, no 1012) and started again on the same port (the same
@@ -240,7 +240,7 @@ def test_a_server_crash_mid_match_is_ridden_out(browser: Any, server: MooServer)
     assert page.moo_errors == []
 
 
-@pytest.mark.slow
+@pytest.mark.slow(25)
 def test_quick_match_free_race_with_clocks_challenges_and_resign(
     browser: Any, tmp_path: Path
 ) -> None:

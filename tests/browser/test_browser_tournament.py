@@ -75,7 +75,7 @@ def play_game(pages: list[Any], secrets: list[str], match_id: str) -> None:
     raise AssertionError("the game did not end within 12 rounds")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(20)
 @pytest.mark.parametrize("size", SIZES)
 def test_two_people_join_a_tournament_play_their_games_and_see_the_final_table(
     browser: Any, shared_server: MooServer, size: str

@@ -58,7 +58,7 @@ def tap(page: Any, code: str) -> None:
     page.click("#code-submit")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(15)
 def test_two_players_play_mastermind_from_the_lobby(browser: Any, server: MooServer) -> None:
     ann = new_page(browser, server.url)
     bob = new_page(browser, server.url)

@@ -44,7 +44,7 @@ async def _unfinished_match(url: str) -> str:
         await ws.close()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(15)
 def test_analyse_match_id_from_server_and_db(tmp_path: Path) -> None:
     db = tmp_path / "serve.sqlite3"
     with moo_serve(tmp_path, env={"MOO_TREE_CACHE": str(tmp_path / "trees")}) as url:

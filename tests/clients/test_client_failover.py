@@ -115,7 +115,7 @@ async def test_moo_bot_with_a_dead_first_url_rides_a_sigkill(tmp_path: Path) -> 
         await server.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(25, nodes=True)
 async def test_tournament_across_two_cluster_nodes_when_one_dies(
     pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
@@ -152,7 +152,7 @@ async def test_tournament_across_two_cluster_nodes_when_one_dies(
         await broker.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(25, nodes=True)
 async def test_moo_bot_across_two_cluster_nodes_when_one_dies(
     pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:

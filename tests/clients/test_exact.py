@@ -108,7 +108,7 @@ SEEDED_PER_RUN = (LADDER / "first.py").read_text().replace(
     '            self.memo = {(): codes}')
 
 
-@pytest.mark.slow
+@pytest.mark.slow(15)
 async def test_a_program_seeded_per_run_is_caught_by_the_fresh_session() -> None:
     assert "SystemRandom().shuffle" in SEEDED_PER_RUN
     result = await exact_result(SEEDED_PER_RUN.encode())

@@ -103,7 +103,7 @@ def test_moo_ladder_check_accepts_one_of_them(tmp_path: Path) -> None:
 
 
 if EVERY:  # ./dev verify's (the suite's checks of the same: the comment on EVERY)
-    @pytest.mark.slow
+    @pytest.mark.slow(20)
     @pytest.mark.parametrize("name", sorted(SHIPPED_FIXED))
     async def test_a_shipped_strategy_as_a_script_scores_exactly_what_moo_eval_gives(
             name: str) -> None:
@@ -114,7 +114,7 @@ if EVERY:  # ./dev verify's (the suite's checks of the same: the comment on EVER
         if name == "minimum.py":  # Tanaka's optimum (1996)
             assert result.scores is not None and result.scores.total_guesses == 26274
 
-    @pytest.mark.slow
+    @pytest.mark.slow(20)
     @pytest.mark.parametrize("name", sorted(NOT_FIXED))
     async def test_the_random_and_the_adaptive_bot_have_no_exact_score(name: str) -> None:
         result = await exact_result((LADDER / name).read_bytes())
@@ -153,7 +153,7 @@ def load_script(name: str) -> ModuleType:
 
 if EVERY:  # ./dev verify only: one more whole tree (not collected in the suite: no skip)
 
-    @pytest.mark.slow
+    @pytest.mark.slow(20)
     async def test_hopeful_scores_in_the_sandbox_what_it_plays_in_process() -> None:
         """Our own fixed design has no ``moo eval`` name: its tree played in-process (the script's
         bot object, through bots.playout as ``moo eval`` plays) must give the same figures."""

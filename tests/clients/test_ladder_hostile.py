@@ -182,7 +182,7 @@ def lost_both(page: dict[str, Any], log: dict[str, Any], prefix: str) -> list[st
     return failures
 
 
-@pytest.mark.slow
+@pytest.mark.slow(21)
 async def test_a_fork_bomb_loses_on_the_process_limit(arena: Arena) -> None:
     page, log, _ = await run_hostile(arena, "fork_bomb")
     lost_both(page, log, "processes: process limit (16) reached")
@@ -229,7 +229,7 @@ async def test_a_spy_reads_no_other_program_no_database_and_no_process(arena: Ar
     assert all(int(p) < 100 for p in pids.split()[1:]), pids
 
 
-@pytest.mark.slow
+@pytest.mark.slow(21)
 async def test_a_sleeper_times_out(arena: Arena) -> None:
     async def seen(marker: str) -> None:
         # while it sleeps, the scan that finds leftovers does find its processes

@@ -112,7 +112,7 @@ async def test_submit_refused_fixed_then_rated_from_the_command_line(tmp_path: P
             await worker
 
 
-@pytest.mark.slow
+@pytest.mark.slow(20)
 async def test_a_worker_stopped_mid_game_leaves_no_game_stuck(tmp_path: Path) -> None:
     async with running(server_settings(tmp_path, ladder_worker_key=KEY,
                                        grace_ms=300)) as app:
@@ -161,7 +161,7 @@ async def test_a_worker_stopped_mid_game_leaves_no_game_stuck(tmp_path: Path) ->
             await again
 
 
-@pytest.mark.slow
+@pytest.mark.slow(25)
 async def test_a_deterministic_bot_gets_the_exact_scores_of_moo_eval(tmp_path: Path) -> None:
     """examples/ladder/minimum.py plays the shipped minimum tree: against minimum it scores
     exactly 1/2, against strongest what moo eval gives, and its average is minimum's 26274

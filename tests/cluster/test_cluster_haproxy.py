@@ -28,7 +28,7 @@ __all__ = ["pg_url"]  # the fixture, re-exported so pytest finds it here
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(31)
 def test_tournament_through_haproxy_over_tls(
     haproxy: str, pg_url: str, tmp_path: Path
 ) -> None:

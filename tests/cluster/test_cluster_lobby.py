@@ -439,7 +439,7 @@ async def test_a_queue_pairing_whose_request_a_node_cut_from_the_broker_lost_is_
         await broker.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(20)
 async def test_a_challenge_right_after_the_targets_hello_on_another_node(
     pg_url: str, broker: Broker, tmp_path: Path
 ) -> None:
@@ -514,7 +514,7 @@ def _listed(reply: dict[str, Any], mid: str) -> dict[str, Any] | None:
     return next((m for m in reply["matches"] if m["match_id"] == mid), None)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(20)
 async def test_matches_listing_and_rematch_across_nodes(
     pg_url: str, broker: Broker, tmp_path: Path,
 ) -> None:

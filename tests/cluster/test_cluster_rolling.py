@@ -44,7 +44,7 @@ async def _on_bus(node: Node) -> bool:
     return bool(json.loads(body).get("bus") == "ok")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(45)
 async def test_rolling_restart_during_a_tournament(
     pg_url: str, broker: Broker, tmp_path: Path,
 ) -> None:

@@ -57,7 +57,7 @@ async def _tournament(client: Client, tid: str, pred: Any) -> dict[str, Any]:
             await client.receive()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(45)
 async def test_arena_of_bots_loses_no_game_to_a_node_kill(
         private_postgres: PrivatePostgres, mosquitto: str, tmp_path: Path) -> None:
     env = dict(os.environ, MOO_TOKENS=str(tmp_path / "tokens.json"), PYTHONUNBUFFERED="1")

@@ -26,7 +26,7 @@ from tests.pg_server import PrivatePostgres
 LONG = os.environ.get("MOO_VERIFY_ALL") == "1"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(70)
 async def test_every_fault_kind_loses_nothing(private_postgres: PrivatePostgres,
                                               mosquitto: str) -> None:
     options = Options(

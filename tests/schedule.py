@@ -1,0 +1,128 @@
+"""The order the suite's tests are handed to pytest-xdist's workers in, so that they end together.
+
+``./dev test`` runs ``--dist worksteal``. That scheduler splits the collection into one
+contiguous run per worker, in order (worker *k* gets the *k*-th ``len // workers`` slice), and
+a worker that runs out takes the second half of the longest queue left. A test at the head of
+a slice is therefore run first by its worker and is never taken away; a test near its end is
+what an idle worker takes.
+
+Putting every ``slow`` test first (as the suite did until 2026-11-30) put them all at the head
+of the first worker's slice: that worker ran them one after another, and the others took the
+rest of them only once their own slices were done, late, so the suite ended with one worker
+still in a one- or two-minute test while the others waited.
+
+:func:`deal` instead spreads the slow tests over the heads of all the slices, heaviest first,
+each to the worker whose slow tests end first (longest processing time first, the classic
+greedy), with every other test after them in collection order. A slow test's mark carries its
+seconds on an idle machine (``@pytest.mark.slow(60)``); the estimate only orders the dealing,
+so it need not be precise. Tests that start a cluster of server nodes (the ``tests/cluster``
+folder, or ``slow(..., nodes=True)``) load the machine most (three nodes, a broker and bots
+each; two workers per core once made a node miss its lease renewals): for them, each second
+they would run beside another worker's such test counts as a second more, so that they are
+spread out rather than started together.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import pytest
+
+__all__ = ["DEFAULT_SECONDS", "Slow", "deal", "slices", "slow_of", "workers_here"]
+
+#: a slow test whose mark gives no seconds
+DEFAULT_SECONDS = 20.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Slow:
+    """What the dealing needs to know of a slow test."""
+
+    seconds: float
+    nodes: bool
+
+
+def slow_of(item: pytest.Item) -> Slow | None:
+    """The slow mark of ``item`` read (None: not slow)."""
+    mark = item.get_closest_marker("slow")
+    if mark is None:
+        return None
+    seconds = float(mark.args[0]) if mark.args else DEFAULT_SECONDS
+    nodes = bool(mark.kwargs.get("nodes", False)) or item.nodeid.startswith("tests/cluster/")
+    return Slow(seconds, nodes)
+
+
+def workers_here() -> int:
+    """How many xdist workers this session has (1 without xdist, as in the controller)."""
+    try:
+        return max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        return 1
+
+
+def slices(total: int, workers: int) -> list[int]:
+    """The sizes of worksteal's first split of ``total`` tests over ``workers`` (in order)."""
+    sizes = []
+    left = total
+    for k in range(workers):
+        size = left // (workers - k)
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+@dataclass
+class _Worker:
+    size: int
+    #: the indexes of the slow tests dealt to the head of its slice
+    head: list[int] = field(default_factory=list)
+    ends: float = 0.0
+    #: (start, end) of its tests that start server nodes, in estimated seconds
+    clusters: list[tuple[float, float]] = field(default_factory=list)
+
+
+def _overlap(start: float, end: float, spans: Sequence[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in spans)
+
+
+def deal(items: Sequence[T], workers: int, slow: Callable[[T], Slow | None]) -> list[T]:
+    """``items`` reordered: the slow ones dealt to the heads of worksteal's slices for
+    ``workers`` workers, the rest after them in their order. With one worker: the slow tests
+    first, heaviest first."""
+    marks = {i: m for i, it in enumerate(items) if (m := slow(it)) is not None}
+    heavy = sorted(marks, key=lambda i: -marks[i].seconds)  # stable: ties keep their order
+    rest = [i for i in range(len(items)) if i not in marks]
+    if workers <= 1:
+        return [items[i] for i in (*heavy, *rest)]
+    pool = [_Worker(size) for size in slices(len(items), workers)]
+    for i in heavy:
+        mark = marks[i]
+        best: float | None = None
+        chosen = pool[0]
+        for k, w in enumerate(pool):
+            if len(w.head) >= w.size:
+                continue
+            # when it would end, plus, for a test that starts nodes, how long it would run
+            # beside the other workers' such tests: crowding costs as much as waiting
+            cost = w.ends + mark.seconds
+            if mark.nodes:
+                others = [s for j, o in enumerate(pool) if j != k for s in o.clusters]
+                cost += _overlap(w.ends, w.ends + mark.seconds, others)
+            if best is None or cost < best:
+                best, chosen = cost, w
+        if mark.nodes:
+            chosen.clusters.append((chosen.ends, chosen.ends + mark.seconds))
+        chosen.ends += mark.seconds
+        chosen.head.append(i)
+    order: list[int] = []
+    taken = 0
+    for w in pool:
+        fill = w.size - len(w.head)
+        order += [*w.head, *rest[taken:taken + fill]]
+        taken += fill
+    return [items[i] for i in order]

@@ -1,0 +1,112 @@
+"""The suite's dealing of slow tests, checked against pytest-xdist's own work-stealing scheduler:
+the dealing relies on how that scheduler first splits the collection, which an upgrade of
+pytest-xdist could change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdist.scheduler.worksteal import WorkStealingScheduling
+
+from tests.schedule import Slow, deal, slices
+
+
+class _Config:
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def getvalue(self, name: str) -> Any:
+        assert name == "tx"
+        return [f"{self.workers}*popen"]
+
+
+class _Node:
+    """A worker as the scheduler sees it: what it was sent, in order."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.shutting_down = False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent += indices
+
+    def send_steal(self, indices: list[int]) -> None:  # pragma: no cover - not reached here
+        pass
+
+    def shutdown(self) -> None:  # pragma: no cover - not reached here
+        self.shutting_down = True
+
+
+def _first_split(collection: list[str], workers: int) -> list[list[str]]:
+    """What xdist's worksteal scheduler hands each worker first."""
+    sched = WorkStealingScheduling(_Config(workers))  # type: ignore[arg-type]
+    nodes = [_Node(f"gw{k}") for k in range(workers)]
+    for node in nodes:
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in nodes:
+        sched.add_node_collection(node, collection)  # type: ignore[arg-type]
+    sched.schedule()
+    return [[collection[i] for i in node.sent] for node in nodes]
+
+
+#: 8 slow tests among 40 (name -> seconds, starts nodes), the rest fast
+SLOW = {"harness": (70, True), "rolling": (45, True), "arena": (45, True), "ladder": (31, False),
+        "tls": (31, True), "fork": (21, False), "page": (20, False), "lobby": (20, True)}
+ITEMS = [f"fast{i}" for i in range(16)] + list(SLOW) + [f"fast{i}" for i in range(16, 32)]
+
+
+def _slow(name: str) -> Slow | None:
+    if name not in SLOW:
+        return None
+    seconds, nodes = SLOW[name]
+    return Slow(seconds, nodes)
+
+
+def test_slices_are_worksteals_first_split() -> None:
+    for workers in (2, 3, 4):
+        for total in (1, 7, 40, 1869):
+            got = _first_split([f"t{i}" for i in range(total)], workers)
+            assert [len(share) for share in got] == slices(total, workers)
+
+
+def test_every_worker_starts_with_slow_tests_that_end_about_together() -> None:
+    for workers in (2, 3, 4):
+        order = deal(ITEMS, workers, _slow)
+        assert sorted(order) == sorted(ITEMS)  # nothing lost or repeated
+        shares = _first_split(order, workers)
+        heads = [[t for t in share if t in SLOW] for share in shares]
+        # the slow tests lead their shares, none after a fast one
+        for share, head in zip(shares, heads, strict=True):
+            assert share[:len(head)] == head
+        assert all(heads)  # each worker has some
+        loads = [sum(SLOW[t][0] for t in head) for head in heads]
+        # the greedy's bound: no worker's slow tests run past the others' by more than the
+        # longest slow test
+        assert max(loads) - min(loads) <= max(s for s, _ in SLOW.values())
+        # and the heaviest is never queued behind another test
+        assert "harness" in {head[0] for head in heads}
+
+
+def test_three_workers_keep_cluster_tests_apart_where_they_can() -> None:
+    order = deal(ITEMS, 3, _slow)
+    shares = _first_split(order, 3)
+    # times each worker's slow tests run, from their estimates
+    spans: list[tuple[float, float, str]] = []
+    for share in shares:
+        clock = 0.0
+        for t in share:
+            if t in SLOW:
+                spans.append((clock, clock + SLOW[t][0], t))
+                clock += SLOW[t][0]
+    cluster = [(a, b) for a, b, t in spans if SLOW[t][1]]
+    # never all three workers in a cluster test at once
+    for a, _b in cluster:
+        at_once = sum(1 for c, d in cluster if c <= a < d)
+        assert at_once <= 2, spans
+
+
+def test_one_worker_gets_the_heaviest_first() -> None:
+    order = deal(ITEMS, 1, _slow)
+    assert order[:len(SLOW)] == sorted(SLOW, key=lambda t: -SLOW[t][0])
+    assert [t for t in order if t not in SLOW] == [t for t in ITEMS if t not in SLOW]
