@@ -81,3 +81,8 @@ class Server:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
+        # its standard error read to the end, so that its pipe is closed on this event loop,
+        # not by the garbage collector after the loop is gone ("Event loop is closed")
+        if self._drain is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._drain, patience(10))
