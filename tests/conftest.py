@@ -26,7 +26,11 @@ of the parallel workers' (``-n``) shares, so that the workers finish together
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +42,7 @@ from tests.mqtt_support import broker, mosquitto
 from tests.patience import FACTOR, factor_for
 from tests.pg_server import private_postgres
 from tests.pg_support import pg_url, postgres
-from tests.schedule import deal, slow_of, workers_here
+from tests.schedule import NODE_SLOTS, NodeSlots, deal, slow_of, starts_nodes, workers_here
 
 __all__ = ["broker", "haproxy", "mosquitto", "pg_url", "postgres", "private_postgres",
            "pytest_runtest_protocol"]
@@ -112,6 +116,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.stash[_QUICK_KEY] = counts
     # the slow tests dealt to the heads of the workers' first shares, so that they end together
     items[:] = deal(items, workers_here(), slow_of)
+
+
+@pytest.fixture(autouse=True)
+def _node_slot(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that starts server nodes waits, before its other fixtures, until fewer than
+    :data:`~tests.schedule.NODE_SLOTS` such tests run in the other workers (tests/schedule.py)."""
+    if workers_here() <= NODE_SLOTS or not starts_nodes(request.node):
+        yield
+        return
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "solo")
+    slots = NodeSlots(Path(tempfile.gettempdir()) / f"moo-test-node-slots-{run}")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    slots.acquire(prefer=int(worker.removeprefix("gw") or 0))
+    try:
+        yield
+    finally:
+        slots.release()
 
 
 def _needs(item: pytest.Item) -> list[str]:

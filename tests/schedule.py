@@ -24,14 +24,17 @@ spread out rather than started together.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
-__all__ = ["DEFAULT_SECONDS", "Slow", "deal", "slices", "slow_of", "workers_here"]
+__all__ = ["DEFAULT_SECONDS", "NODE_SLOTS", "NodeSlots", "Slow", "deal", "slices", "slow_of",
+           "starts_nodes", "workers_here"]
 
 #: a slow test whose mark gives no seconds
 DEFAULT_SECONDS = 20.0
@@ -126,3 +129,59 @@ def deal(items: Sequence[T], workers: int, slow: Callable[[T], Slow | None]) -> 
         order += [*w.head, *rest[taken:taken + fill]]
         taken += fill
     return [items[i] for i in order]
+
+
+#: how many tests that start server nodes may run at once across the workers: two such tests
+#: at once are the most an idle 2-core machine has carried without a node missing its lease
+#: renewals (docs/benchmarks.md, "The test suite")
+NODE_SLOTS = 2
+
+
+def starts_nodes(item: pytest.Item) -> bool:
+    """Whether ``item`` starts server nodes of its own: a cluster test with a database (the
+    nodes need one), or a slow test marked ``nodes``."""
+    mark = slow_of(item)
+    if mark is not None and mark.nodes:
+        return True
+    names = getattr(item, "fixturenames", ())
+    return item.nodeid.startswith("tests/cluster/") and any(
+        name in names for name in ("pg_url", "private_postgres", "haproxy"))
+
+
+class NodeSlots:
+    """A semaphore of :data:`NODE_SLOTS` across the worker processes of one run: one lock file
+    per slot, held with ``flock`` (the kernel lets it go if the worker dies)."""
+
+    def __init__(self, folder: Path, slots: int = NODE_SLOTS) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.paths = [folder / f"slot{k}" for k in range(slots)]
+        self.held: int | None = None
+
+    def try_acquire(self) -> bool:
+        """Take a free slot if there is one."""
+        assert self.held is None
+        for path in self.paths:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.held = fd
+            return True
+        return False
+
+    def acquire(self, prefer: int = 0) -> None:
+        """Take a free slot, or wait for the slot ``prefer`` picks (blocks: the worker has
+        nothing else to do meanwhile, its next tests being taken by the others)."""
+        if self.try_acquire():
+            return
+        fd = os.open(self.paths[prefer % len(self.paths)], os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.held = fd
+
+    def release(self) -> None:
+        if self.held is not None:
+            fcntl.flock(self.held, fcntl.LOCK_UN)
+            os.close(self.held)
+            self.held = None

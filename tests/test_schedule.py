@@ -4,11 +4,12 @@ pytest-xdist could change."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from xdist.scheduler.worksteal import WorkStealingScheduling
 
-from tests.schedule import Slow, deal, slices
+from tests.schedule import NodeSlots, Slow, deal, slices
 
 
 class _Config:
@@ -110,3 +111,17 @@ def test_one_worker_gets_the_heaviest_first() -> None:
     order = deal(ITEMS, 1, _slow)
     assert order[:len(SLOW)] == sorted(SLOW, key=lambda t: -SLOW[t][0])
     assert [t for t in order if t not in SLOW] == [t for t in ITEMS if t not in SLOW]
+
+
+def test_node_slots_let_two_in_and_a_third_only_once_one_leaves(tmp_path: Path) -> None:
+    first, second, third = (NodeSlots(tmp_path, 2) for _ in range(3))
+    assert first.try_acquire() and second.try_acquire()
+    assert first.held is not None and second.held is not None
+    assert not third.try_acquire()  # both lock files are held
+    first.release()
+    assert third.try_acquire()  # the freed one
+    assert not first.try_acquire()
+    second.release()
+    third.release()
+    assert first.try_acquire()
+    first.release()
