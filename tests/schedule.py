@@ -17,9 +17,10 @@ greedy), with every other test after them in collection order. A slow test's mar
 seconds on an idle machine (``@pytest.mark.slow(60)``); the estimate only orders the dealing,
 so it need not be precise. Tests that start a cluster of server nodes (the ``tests/cluster``
 folder, or ``slow(..., nodes=True)``) load the machine most (three nodes, a broker and bots
-each; two workers per core once made a node miss its lease renewals): for them, each second
-they would run beside another worker's such test counts as a second more, so that they are
-spread out rather than started together.
+each; two workers per core once made a node miss its lease renewals): at most
+:data:`NODE_SLOTS` of them run at once (:class:`NodeSlots`, a worker waits for a slot), and
+the dealing counts that wait, so that such tests are spread out rather than queued behind one
+another.
 """
 
 from __future__ import annotations
@@ -89,8 +90,18 @@ class _Worker:
     clusters: list[tuple[float, float]] = field(default_factory=list)
 
 
-def _overlap(start: float, end: float, spans: Sequence[tuple[float, float]]) -> float:
-    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in spans)
+def _crowd(start: float, end: float, spans: Sequence[tuple[float, float]]) -> int:
+    """The most of ``spans`` running at once at some time in ``[start, end)``."""
+    points = [start, *(a for a, _b in spans if start < a < end)]
+    return max(sum(1 for a, b in spans if a <= x < b) for x in points)
+
+
+def _slot_free(start: float, seconds: float, spans: Sequence[tuple[float, float]]) -> float:
+    """When a test that starts nodes, ready at ``start``, gets a slot (:data:`NODE_SLOTS`)
+    for all of its ``seconds``, with the other workers' such tests running in ``spans``."""
+    while _crowd(start, start + seconds, spans) >= NODE_SLOTS:
+        start = min(b for a, b in spans if b > start and a < start + seconds)
+    return start
 
 
 def deal(items: Sequence[T], workers: int, slow: Callable[[T], Slow | None]) -> list[T]:
@@ -105,22 +116,22 @@ def deal(items: Sequence[T], workers: int, slow: Callable[[T], Slow | None]) -> 
     pool = [_Worker(size) for size in slices(len(items), workers)]
     for i in heavy:
         mark = marks[i]
-        best: float | None = None
+        best: tuple[float, float] | None = None
         chosen = pool[0]
         for k, w in enumerate(pool):
             if len(w.head) >= w.size:
                 continue
-            # when it would end, plus, for a test that starts nodes, how long it would run
-            # beside the other workers' such tests: crowding costs as much as waiting
-            cost = w.ends + mark.seconds
-            if mark.nodes:
+            start = w.ends
+            if mark.nodes:  # it waits for a slot (the worker idle meanwhile)
                 others = [s for j, o in enumerate(pool) if j != k for s in o.clusters]
-                cost += _overlap(w.ends, w.ends + mark.seconds, others)
-            if best is None or cost < best:
-                best, chosen = cost, w
+                start = _slot_free(start, mark.seconds, others)
+            if best is None or (start + mark.seconds, start) < best:
+                best, chosen = (start + mark.seconds, start), w
+        assert best is not None
+        start = best[1]
         if mark.nodes:
-            chosen.clusters.append((chosen.ends, chosen.ends + mark.seconds))
-        chosen.ends += mark.seconds
+            chosen.clusters.append((start, start + mark.seconds))
+        chosen.ends = start + mark.seconds
         chosen.head.append(i)
     order: list[int] = []
     taken = 0
