@@ -20,8 +20,8 @@ service and every end-to-end test (mark ``e2e``, set by hand on the files that r
 command, sandboxes or bots in processes of their own), and says how many of each: what is left
 is the in-process suite, a couple of minutes on two cores. ``slow`` is set by hand on the tests
 that take tens of seconds, with their seconds on an idle machine; they are dealt to the heads
-of the parallel workers' (``-n``) shares, so that the workers finish together
-(tests/schedule.py).
+of the parallel workers' (``-n``) shares, so that the workers finish together, and at most
+two tests that start server nodes run at once (tests/schedule.py).
 """
 
 from __future__ import annotations
