@@ -82,6 +82,8 @@ class Verdict:
     lost: list[str] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
     repeats: list[str] = field(default_factory=list)
+    #: for each connection with a repeat, what it was sent and when (not counted)
+    repeat_stories: list[str] = field(default_factory=list)
     disorder: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
     doubled: list[str] = field(default_factory=list)
@@ -113,9 +115,9 @@ class Verdict:
         }
 
     def samples(self, k: int = 10) -> dict[str, list[str]]:
-        return {name: values[:k] for name in ("lost", "gaps", "repeats", "disorder", "finished",
-                                              "stalls", "forfeits", "unanswered",
-                                              "client_errors")
+        return {name: values[:k] for name in ("lost", "gaps", "repeats", "repeat_stories",
+                                              "disorder", "finished", "stalls", "forfeits",
+                                              "unanswered", "client_errors")
                 if (values := getattr(self, name))}
 
 
@@ -189,12 +191,16 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
             v.connections += 1
             closes[str(c.code) if c.closed is not None else "open"] += 1
             seen: set[int] = set()
+            explained = False
             top = 0
             got: dict[int, float] = {}
             for r in c.events:
                 if r.seq in seen:
                     v.repeats.append(f"{who} on {c.node}: seq {r.seq} again; the connection "
                                      f"got {[x.seq for x in c.events]}")
+                    if not explained:
+                        explained = True
+                        v.repeat_stories.append(_story(who, c))
                 elif r.seq < top:
                     v.disorder.append(f"{who} on {c.node}: seq {r.seq} after {top}")
                 seen.add(r.seq)
@@ -226,6 +232,20 @@ def check(followers: list[Follower], logs: dict[str, list[dict[str, Any]]],
     v.closes = dict(closes)
     v.reasons = dict(reasons)
     return v
+
+
+def _story(who: str, c: Any) -> str:
+    """A connection's life, to find a repeat's cause: when it opened, was welcomed, began to
+    follow and closed, each event by seq with its arrival, and every other message it got
+    (type, match, ref), all in seconds since it opened."""
+    def rel(t: float | None) -> str:
+        return "-" if t is None else f"{t - c.opened:.3f}"
+
+    got = sorted([(r.t, f"{r.seq}") for r in c.events]
+                 + [(t, f"<{kind} {mid or ''} ref={ref}>") for t, kind, mid, ref in c.notes])
+    return (f"{who} on {c.node}: opened at {c.opened:.3f}, welcomed {rel(c.welcomed)}, "
+            f"following {rel(c.following_since)}, closed {rel(c.closed)} ({c.code}); got "
+            + " ".join(f"{rel(t)}:{what}" for t, what in got))
 
 
 def parse_log(rows: list[Any]) -> dict[str, list[dict[str, Any]]]:

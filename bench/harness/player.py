@@ -58,6 +58,8 @@ class Conn:
     closed: float | None = None
     code: int | None = None
     events: list[Received] = field(default_factory=list)
+    #: every other message it was sent: (time, type, match_id, ref), to explain a repeat
+    notes: list[tuple[float, str, Any, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -198,7 +200,9 @@ class DocsClient:
                 self.events.append(msg)
                 if msg["kind"] == "finished":
                     self.me.finished = msg
-        elif kind == "match" and not mid:
+        else:
+            conn.notes.append((time.time(), str(kind), msg.get("match_id"), msg.get("ref")))
+        if kind == "match" and not mid:
             # the room's match: announced to its owner, the reply to the joiner's room_join
             self.me.match_id = str(msg["match_id"])
             conn.following_since = time.time()

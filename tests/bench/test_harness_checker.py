@@ -24,3 +24,22 @@ def test_a_guess_in_the_log_twice_for_one_seat_is_doubled() -> None:
     v = check([], logs, [])
     assert v.doubled == ["m2: seat 0 guessed 0123 twice (seq 3)"]
     assert v.counts()["doubled"] == 1 and not v.ok()
+
+
+def test_a_repeat_is_counted_once_per_event_and_told_once_per_connection() -> None:
+    from bench.harness.player import Conn, Follower, Received
+
+    log = [{**e, "at": 100_000} for e in _log((0, "0123"), (1, "4567"))]
+    conn = Conn(node="b", opened=100.0, welcomed=100.01, following_since=100.02)
+    for t, seq in ((100.1, 1), (100.2, 2), (100.3, 1), (100.4, 2), (100.5, 3), (100.6, 4)):
+        conn.events.append(Received(seq, log[seq - 1]["kind"], t))
+    conn.notes.append((100.25, "match", "m1", None))
+    follower = Follower("p1", 0, "m1", [conn], applied=[1, 2, 3, 4])
+    v = check([follower], {"m1": log}, [])
+    assert v.counts()["repeats"] == 2  # seqs 1 and 2, each a second time
+    assert len(v.repeat_stories) == 1 and not v.ok()
+    story = v.repeat_stories[0]
+    # in order of arrival, in seconds since the connection opened: the match announced again
+    # between the two copies
+    assert "welcomed 0.010, following 0.020" in story
+    assert "0.100:1 0.200:2 0.250:<match m1 ref=None> 0.300:1 0.400:2" in story
