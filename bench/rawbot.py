@@ -399,13 +399,19 @@ class Bot:
                             )
                             st.apply(reply)
             except (Gone, TimeoutError):
-                self.record.reconnects += 1
-                await self.reconnect()
-                cursor = 0  # a new connection starts a new message list
-                self._forget_listed(st.match_id)
-                reply = await c.request(
-                    {"type": "resume", "match_id": st.match_id, "last_seq": st.last_seq}, 30
-                )
+                while True:  # the new connection may be lost too (the next fault), at once
+                    self.record.reconnects += 1
+                    await self.reconnect()
+                    cursor = 0  # a new connection starts a new message list
+                    self._forget_listed(st.match_id)
+                    try:
+                        reply = await c.request(
+                            {"type": "resume", "match_id": st.match_id,
+                             "last_seq": st.last_seq}, 30
+                        )
+                    except (Gone, TimeoutError):
+                        continue
+                    break
                 if reply.get("type") == "error":
                     self._ended_away(st, reply)
                     return

@@ -35,7 +35,7 @@ WITH_FLOATS = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
     max_leaves=20,
 )
-CI = settings(max_examples=300, derandomize=True, deadline=None,
+CI = settings(max_examples=100, derandomize=True, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
 
 
