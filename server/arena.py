@@ -818,7 +818,9 @@ class Arena:
         return lm is not None and not lm.broken
 
     def follows(self, conn: Follower, match_id: str) -> bool:
-        return match_id in conn.matches
+        return match_id in conn.matches or (
+            isinstance(conn, Connection) and conn.has_seen_end(match_id)
+        )
 
     def match_message(self, stored: StoredMatch, player: str, ref: Any) -> dict[str, Any]:
         """The ``match`` message of ``player``'s seat in a stored match, as its start sent it

@@ -158,8 +158,9 @@ class MatchService(Protocol):
         """Whether ``match_id`` is being played (here or, on a cluster, known elsewhere)."""
 
     def follows(self, conn: Follower, match_id: str) -> bool:
-        """Whether ``conn`` already follows ``match_id`` in its seat (a retried request that
-        started the match is then answered without replaying the match to it again)."""
+        """Whether ``conn`` already follows ``match_id`` in its seat, or was sent it to its
+        end (within :data:`~server.connection.ENDED_MEMORY_S`): a retried request that started
+        the match is then answered without replaying the match to it again."""
 
 
 class LobbyService(Protocol):

@@ -150,12 +150,14 @@ async def answer_from_log(
     """Answer a request sent again whose first sending started a match, from the database,
     on whichever node it arrives (docs/protocol.md, "Retrying safely"): its first reply
     (``queued``) if it had one before the match, then the ``match`` message with the retry's
-    ``ref``, and the match's events from seq 1 unless ``conn`` follows the match already.
-    False when no match answers it (the lobby then does the request, or answers it from what
-    it remembers). A database that cannot be read is ``storage_unavailable``, which the client
-    retries. Used for a client's request (server/session.py) and for one a cluster node sends
-    again to a new lobby leader (server/cluster/leadership.py), whose first sending may have
-    started its match as the old leader died."""
+    ``ref``, and the match's events from seq 1 unless ``conn`` follows the match already or
+    was sent it to its end (:meth:`MatchService.follows`). False when no match answers it (the
+    lobby then does the request, or answers it from what it remembers). A database that cannot
+    be read is ``storage_unavailable``, which the client retries. Used for a client's request
+    (server/session.py) and for one a cluster node sends again to a new lobby leader
+    (server/cluster/leadership.py), whose first sending may have started its match as the old
+    leader died.
+    """
     player = conn.player
     if player is None or msg.get("request_id") is None or msg["type"] not in MATCH_REQUESTS:
         return False

@@ -96,6 +96,31 @@ async def test_a_retried_room_join_gets_its_match_not_unknown_room(
         await ann.event(reply["match_id"], "secret", seat=1)
 
 
+async def test_a_retry_answered_after_its_match_ended_replays_nothing_again(
+    tmp_path: Path,
+) -> None:
+    """The join's answer comes late (its first sending went unanswered, the lobby leader
+    gone), and bob plays the match he was told of, to its end, on the same connection; then
+    the retry of the join is answered: with its ``match`` and ``ref``, and not with the whole
+    match a second time (the 2-hour fault harness run of 2026-11-30: one connection got a
+    finished match's seqs 1-25 twice)."""
+    settings = server_settings(tmp_path)
+    async with running(settings) as app:
+        ann = await Client.hello(app.port, "ann")
+        bob = await Client.hello(app.port, "bob")
+        room = await ann.request({"type": "room_create"})
+        join = {"type": "room_join", "code": room["code"], "request_id": "join-9"}
+        first = await bob.request(join)
+        mid = first["match_id"]
+        await ann.request({"type": "resign", "match_id": mid})
+        await bob.event(mid, "finished")
+        played = [e["seq"] for e in bob.events(mid)]
+        reply = await bob.request(join)
+        assert reply["type"] == "match" and reply["match_id"] == mid, reply
+        await bob.request({"type": "ping"})  # anything the retry sent has come before this
+        assert [e["seq"] for e in bob.events(mid)] == played  # nothing twice
+
+
 async def test_a_retried_accept_after_a_restart_gets_its_match(tmp_path: Path) -> None:
     """The server restarts after the accept was stored (the lobby's memory is gone): the
     retry is answered from the match's log, events from seq 1 included."""
