@@ -297,3 +297,35 @@ async def test_a_queue_retried_after_its_match_node_died_makes_no_second_entry(
             assert await b.stop() == 0
     finally:
         await broker.stop()
+
+
+async def test_a_join_retried_after_its_match_ended_on_another_node_replays_nothing(
+    pg_url: str, broker: Broker
+) -> None:
+    """bob (on b) joins ann's room; the match runs on a, the room owner's node, and reaches
+    bob through b. It ends, and then bob's join comes again (its first answer late, as in
+    the 2-hour fault harness run of 2026-11-30, where a connection got a finished match's
+    seqs 1-25 twice): answered with the match, nothing replayed a second time."""
+    await broker.start()
+    try:
+        async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
+            await following_a(a, b)
+            ann = await Client.hello(a.port, "ann")
+            room = await ann.request({"type": "room_create", "pacing": "free"})
+            bob = await Client.hello(b.port, "bob")
+            join = {"type": "room_join", "code": room["code"], "request_id": "bob-join-end"}
+            first = await _retry(bob, join)
+            assert first["type"] == "match", first
+            mid = first["match_id"]
+            await _retry(ann, {"type": "resign", "match_id": mid})
+            await bob.event(mid, "finished")
+            played = [e["seq"] for e in bob.events(mid)]
+            assert played == sorted(set(played))
+            reply = await _retry(bob, join)
+            assert reply["type"] == "match" and reply["match_id"] == mid, reply
+            await bob.request({"type": "ping"})
+            assert [e["seq"] for e in bob.events(mid)] == played  # nothing twice
+            for p in (ann, bob):
+                await p.close()
+    finally:
+        await broker.stop()
