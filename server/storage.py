@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
-import msgspec
-
 from moo.errors import NameTaken
+from moo.protocol import compact_json
 from server import sql
 from server.schema import ResultRow, result_rows
 from server.sql import Query
@@ -263,8 +262,8 @@ class Store(ABC):
         self._enqueue(
             Append(
                 match_id,
-                [(match_id, int(e["seq"]), _dumps(e)) for e in events],
-                _dumps(meta) if meta is not None else None,
+                [(match_id, int(e["seq"]), compact_json(e)) for e in events],
+                compact_json(meta) if meta is not None else None,
                 int(time.time() * 1000),
                 finished,
                 tuple(stats),
@@ -740,34 +739,4 @@ def describe_db(db: str) -> str:
     host = parts.hostname or "localhost"
     port = f":{parts.port}" if parts.port else ""
     return f"postgresql://{host}{port}{parts.path}"
-
-
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-
-def _not_json(obj: Any) -> Any:
-    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
-
-
-# msgspec's encoder, built once: four times as fast as the standard library's C encoder (which
-# was itself built once: JSONEncoder.encode() builds a new one on every call), and every guess
-# logs one or two events.
-_JSON = msgspec.json.Encoder()
-_FALLBACK = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-    None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True
-) if json.encoder.c_make_encoder is not None else None  # type: ignore[attr-defined]
-
-
-def _dumps(obj: Any) -> str:
-    """Compact JSON, as ``json.dumps(obj, separators=(",", ":"), ensure_ascii=False)``, but for
-    floats in exponent form (``1e-7``: the same number) and NaN or an infinity (``null``: JSON
-    has no such numbers, and PostgreSQL's ``jsonb`` refuses them). What msgspec cannot encode
-    (an integer beyond 64 bits, a key that is not a string or number) goes the standard
-    library's way."""
-    try:
-        return _JSON.encode(obj).decode()
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
-        if _FALLBACK is not None:
-            return "".join(_FALLBACK(obj, 0))
-        return _ENCODER.encode(obj)
 

@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moo.protocol import JSON_SUBPROTOCOL, MSGPACK_SUBPROTOCOL, Codec
-from server.storage import _dumps
+from moo.protocol import JSON_SUBPROTOCOL, MSGPACK_SUBPROTOCOL, Codec, compact_json
 
 #: every string, unprintable and astral ones too, but no lone surrogate (nothing that can be
 #: written as UTF-8 ever holds one: the decoder refuses them)
@@ -48,14 +47,14 @@ def _stdlib(value: Any) -> str:
 def test_without_floats_both_encodings_are_the_old_ones_exactly(message: dict[str, Any]) -> None:
     assert Codec(MSGPACK_SUBPROTOCOL).encode(message) == msgpack.packb(message, use_bin_type=True)
     assert Codec(JSON_SUBPROTOCOL).encode(message) == _stdlib(message)
-    assert _dumps(message) == _stdlib(message)
+    assert compact_json(message) == _stdlib(message)
 
 
 @CI
 @given(st.dictionaries(TEXT, WITH_FLOATS, max_size=6))
 def test_with_floats_the_values_are_the_same(message: dict[str, Any]) -> None:
     assert Codec(MSGPACK_SUBPROTOCOL).encode(message) == msgpack.packb(message, use_bin_type=True)
-    for text in (Codec(JSON_SUBPROTOCOL).encode(message), _dumps(message)):
+    for text in (Codec(JSON_SUBPROTOCOL).encode(message), compact_json(message)):
         assert isinstance(text, str)
         assert json.loads(text) == json.loads(_stdlib(message))
 
@@ -70,7 +69,7 @@ def test_a_guess_event_is_encoded_as_before() -> None:
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 def test_json_has_no_nan_so_it_is_null(value: float) -> None:
-    assert json.loads(_dumps({"x": value})) == {"x": None}
+    assert json.loads(compact_json({"x": value})) == {"x": None}
     assert json.loads(Codec(JSON_SUBPROTOCOL).encode({"x": value})) == {"x": None}
     decoded = msgpack.unpackb(Codec(MSGPACK_SUBPROTOCOL).encode({"x": value}))
     assert math.isnan(decoded["x"]) if math.isnan(value) else decoded["x"] == value
@@ -81,13 +80,13 @@ def test_json_has_no_nan_so_it_is_null(value: float) -> None:
     {"keys": {True: 1, None: 2}},   # keys msgspec will not write: json.dumps's words for them
 ])
 def test_what_msgspec_cannot_encode_goes_the_old_way(message: dict[str, Any]) -> None:
-    assert _dumps(message) == _stdlib(message)
+    assert compact_json(message) == _stdlib(message)
     assert Codec(JSON_SUBPROTOCOL).encode(message) == _stdlib(message)
 
 
 def test_what_neither_can_encode_fails_as_before() -> None:
     with pytest.raises(TypeError):
-        _dumps({"x": object()})
+        compact_json({"x": object()})
     with pytest.raises(TypeError):
         Codec(JSON_SUBPROTOCOL).encode({"x": object()})
     with pytest.raises(OverflowError):

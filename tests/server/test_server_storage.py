@@ -44,12 +44,12 @@ async def test_an_operation_that_waits_is_refused_on_the_writer_thread(tmp_path:
     ],
 )
 def test_the_stored_json_is_exactly_what_json_dumps_makes(event: dict[str, object]) -> None:
-    from server.storage import _dumps
+    from moo.protocol import compact_json  # what the store writes each event with
 
-    assert _dumps(event) == json.dumps(event, separators=(",", ":"), ensure_ascii=False)
-    assert json.loads(_dumps(event)) == event
+    assert compact_json(event) == json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    assert json.loads(compact_json(event)) == event
     with pytest.raises(TypeError):
-        _dumps({"not": object()})
+        compact_json({"not": object()})
 
 
 def test_match_ids_grow_with_time_and_stay_apart() -> None:
