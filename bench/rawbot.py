@@ -327,25 +327,11 @@ class Bot:
     async def _play(self, st: MatchState) -> None:
         c = self.client
         cursor = 0
-        pacing = self.pacing
-        resumed = False
-        while not resumed:
-            # Resume first: a match found in ``welcome`` has no events here yet, and a queued
-            # one may have produced events before this state existed; duplicates are ignored.
-            try:
-                reply = await c.request(
-                    {"type": "resume", "match_id": st.match_id, "last_seq": st.last_seq}, 30
-                )
-                if reply.get("type") == "error":
-                    self._ended_away(st, reply)
-                    return
-                pacing = reply.get("config", {}).get("pacing", pacing)
-                self._check_seat(st, reply)
-                resumed = True
-            except (Gone, TimeoutError):
-                self.record.reconnects += 1
-                await self.reconnect()
-                self._forget_listed(st.match_id)
+        # Resume first: a match found in ``welcome`` has no events here yet, and a queued one
+        # may have produced events before this state existed; duplicates are ignored.
+        pacing = await self._resume(st, self.pacing, lost=False)
+        if pacing is None:
+            return
         while True:
             try:
                 for m in c.msgs[cursor:]:
@@ -399,24 +385,33 @@ class Bot:
                             )
                             st.apply(reply)
             except (Gone, TimeoutError):
-                while True:  # the new connection may be lost too (the next fault), at once
-                    self.record.reconnects += 1
-                    await self.reconnect()
-                    cursor = 0  # a new connection starts a new message list
-                    self._forget_listed(st.match_id)
-                    try:
-                        reply = await c.request(
-                            {"type": "resume", "match_id": st.match_id,
-                             "last_seq": st.last_seq}, 30
-                        )
-                    except (Gone, TimeoutError):
-                        continue
-                    break
-                if reply.get("type") == "error":
-                    self._ended_away(st, reply)
+                cursor = 0  # a new connection starts a new message list
+                resumed = await self._resume(st, pacing, lost=True)
+                if resumed is None:
                     return
-                pacing = reply.get("config", {}).get("pacing", pacing)
-                self._check_seat(st, reply)
+                pacing = resumed
+
+    async def _resume(self, st: MatchState, pacing: str, *, lost: bool) -> str | None:
+        """``resume`` the match until it is answered, on a new connection each time the
+        current one is ``lost`` (the next fault may take the new one at once, before the
+        answer). The match's pacing; None if it ended while we were away."""
+        while True:
+            if lost:
+                self.record.reconnects += 1
+                await self.reconnect()
+                self._forget_listed(st.match_id)
+            try:
+                reply = await self.client.request(
+                    {"type": "resume", "match_id": st.match_id, "last_seq": st.last_seq}, 30
+                )
+            except (Gone, TimeoutError):
+                lost = True
+                continue
+            if reply.get("type") == "error":
+                self._ended_away(st, reply)
+                return None
+            self._check_seat(st, reply)
+            return str(reply.get("config", {}).get("pacing", pacing))
 
     def _forget_listed(self, match_id: str) -> None:
         """The welcome after a mid-match reconnect lists the match being played; once it is
