@@ -69,6 +69,17 @@ async def _first_answer_is_no_refusal(client: Client, ref: Any, mid: str) -> Non
     assert sum(1 for m in client.seen if m.get("ref") == ref) == 1
 
 
+async def _room_of_ann_for_bob(a: Node, b: Node, request_id: str
+                               ) -> tuple[Client, Client, dict[str, Any]]:
+    """ann (on a, the lobby leader) opens a free room, so that its match runs on a; bob is on
+    b. Returns them and bob's join of the room under ``request_id``."""
+    await following_a(a, b)
+    ann = await Client.hello(a.port, "ann")
+    room = await ann.request({"type": "room_create", "pacing": "free"})
+    bob = await Client.hello(b.port, "bob")
+    return ann, bob, {"type": "room_join", "code": room["code"], "request_id": request_id}
+
+
 async def test_a_room_join_retried_after_its_node_died_gets_its_match(
     pg_url: str, broker: Broker
 ) -> None:
@@ -80,11 +91,7 @@ async def test_a_room_join_retried_after_its_node_died_gets_its_match(
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
-            await following_a(a, b)
-            ann = await Client.hello(a.port, "ann")
-            room = await ann.request({"type": "room_create", "pacing": "free"})
-            bob = await Client.hello(b.port, "bob")
-            join = {"type": "room_join", "code": room["code"], "request_id": "bob-join-1"}
+            _ann, bob, join = await _room_of_ann_for_bob(a, b, "bob-join-1")
             first_ref = await bob.send(join)
 
             async def committed() -> bool:
@@ -165,11 +172,7 @@ async def test_a_room_join_retried_after_its_node_was_cut_from_the_database(
     await broker.start()
     try:
         async with _cut_a(pg_url, broker.url) as (a, b, cut):
-            await following_a(a, b)
-            ann = await Client.hello(a.port, "ann")
-            room = await ann.request({"type": "room_create", "pacing": "free"})
-            bob = await Client.hello(b.port, "bob")
-            join = {"type": "room_join", "code": room["code"], "request_id": "bob-join-cut"}
+            ann, bob, join = await _room_of_ann_for_bob(a, b, "bob-join-cut")
             first_ref = await bob.send(join)
 
             async def committed() -> bool:
@@ -309,11 +312,7 @@ async def test_a_join_retried_after_its_match_ended_on_another_node_replays_noth
     await broker.start()
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=LEASE_MS) as (a, b):
-            await following_a(a, b)
-            ann = await Client.hello(a.port, "ann")
-            room = await ann.request({"type": "room_create", "pacing": "free"})
-            bob = await Client.hello(b.port, "bob")
-            join = {"type": "room_join", "code": room["code"], "request_id": "bob-join-end"}
+            ann, bob, join = await _room_of_ann_for_bob(a, b, "bob-join-end")
             first = await _retry(bob, join)
             assert first["type"] == "match", first
             mid = first["match_id"]
