@@ -104,6 +104,16 @@ def _slot_free(start: float, seconds: float, spans: Sequence[tuple[float, float]
     return start
 
 
+def _start_on(pool: Sequence[_Worker], k: int, mark: Slow) -> float:
+    """When a slow test would start as worker ``k``'s next: when its slow tests so far end,
+    or later for one that starts nodes, which waits for a slot (the worker idle meanwhile)."""
+    ready = pool[k].ends
+    if not mark.nodes:
+        return ready
+    others = [span for j, o in enumerate(pool) if j != k for span in o.clusters]
+    return _slot_free(ready, mark.seconds, others)
+
+
 def deal(items: Sequence[T], workers: int, slow: Callable[[T], Slow | None]) -> list[T]:
     """``items`` reordered: the slow ones dealt to the heads of worksteal's slices for
     ``workers`` workers, the rest after them in their order. With one worker: the slow tests
@@ -116,19 +126,10 @@ def deal(items: Sequence[T], workers: int, slow: Callable[[T], Slow | None]) -> 
     pool = [_Worker(size) for size in slices(len(items), workers)]
     for i in heavy:
         mark = marks[i]
-        best: tuple[float, float] | None = None
-        chosen = pool[0]
-        for k, w in enumerate(pool):
-            if len(w.head) >= w.size:
-                continue
-            start = w.ends
-            if mark.nodes:  # it waits for a slot (the worker idle meanwhile)
-                others = [s for j, o in enumerate(pool) if j != k for s in o.clusters]
-                start = _slot_free(start, mark.seconds, others)
-            if best is None or (start + mark.seconds, start) < best:
-                best, chosen = (start + mark.seconds, start), w
-        assert best is not None
-        start = best[1]
+        # where it would start on each worker with room left; it goes where it ends soonest
+        start, k = min((_start_on(pool, k, mark), k) for k, w in enumerate(pool)
+                       if len(w.head) < w.size)
+        chosen = pool[k]
         if mark.nodes:
             chosen.clusters.append((start, start + mark.seconds))
         chosen.ends = start + mark.seconds
