@@ -73,16 +73,17 @@ class Server:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         await asyncio.wait_for(self.proc.wait(), patience(30))
-        if self._drain is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._drain, patience(10))
+        await self._drained()
 
     async def stop(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
-        # its standard error read to the end, so that its pipe is closed on this event loop,
-        # not by the garbage collector after the loop is gone ("Event loop is closed")
+        await self._drained()
+
+    async def _drained(self) -> None:
+        """Its standard error read to the end, so that its pipe is closed on this event loop,
+        not by the garbage collector after the loop is gone ("Event loop is closed")."""
         if self._drain is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._drain, patience(10))
