@@ -362,11 +362,8 @@ class Router:
         return self.arena.is_live(match_id) or match_id in self.forwarding.matches()
 
     def follows(self, conn: Follower, match_id: str) -> bool:
-        if match_id in conn.matches:
-            return True
-        return isinstance(conn, Connection) and (
-            self.forwarding.following(conn, match_id) is not None
-            or conn.has_seen_end(match_id)
+        return self.arena.follows(conn, match_id) or (
+            isinstance(conn, Connection) and self.forwarding.following(conn, match_id) is not None
         )
 
     async def finished_terms(
