@@ -275,22 +275,31 @@ def test_phone_layout_leaderboard_and_opponent_guesses_in_view(
     assert table <= wrap, (table, wrap)
     assert phone.is_hidden("#board-scroll-hint")
 
-    # A match: after a few rounds both histories and the Guess button are on screen at once.
-    start_bot_match(phone, "random", "5678")
+    # A live match: after a few rounds both histories and the Guess button are on screen at
+    # once. The bot is "first", which needs six guesses against 9876, so the match is still
+    # on after three rounds (a random bot once solved in three, and a finished match puts its
+    # result panel above the histories, on purpose: see below).
+    start_bot_match(phone, "first", "9876")
     for n, guess in enumerate(("0123", "4567", "8901"), start=1):
         if phone.get_attribute("#view-match", "data-phase") == "finished":
-            break
+            break  # one of the three guesses was the bot's random secret (3 in 5040)
         tap_guess(phone, guess)
         wait_revealed(phone, 0, n)
     assert phone.evaluate("scrollY") == 0
     height = phone.evaluate("innerHeight")
-    for selector in ("#hist-1 .hist-row:last-child", "#hist-0 .hist-row:last-child"):
+
+    def on_screen(selector: str) -> None:
         box = phone.locator(selector).bounding_box()
         assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height, (
             selector, box, height)
-    if phone.get_attribute("#view-match", "data-phase") != "finished":
-        box = phone.locator("#code-submit").bounding_box()
-        assert box is not None and box["y"] + box["height"] <= height
+
+    if phone.get_attribute("#view-match", "data-phase") == "finished":
+        # the result is what a finished match shows first; the histories follow below it
+        on_screen("#result-title")
+    else:
+        for selector in ("#hist-1 .hist-row:last-child", "#hist-0 .hist-row:last-child",
+                         "#code-submit"):
+            on_screen(selector)
     assert_fits(phone)
     assert phone.moo_errors == []
 
