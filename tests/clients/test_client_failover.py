@@ -128,9 +128,14 @@ async def test_tournament_across_two_cluster_nodes_when_one_dies(
     try:
         async with nodes(pg_url, "a", "b", bus=broker.url, lease_ms=2000) as (a, b):
             urls = f"ws://127.0.0.1:{a.port}/,ws://127.0.0.1:{b.port}/"
+            # Two messages a second per client (bursts of 4): a game of about eight messages
+            # takes a few seconds, so the kill below lands in the middle of the tournament
+            # even if this process is kept off the CPU for a second or more after its third
+            # line. At the default 18 a second the 13 games after it once took one second in
+            # all, and a loaded machine delayed the kill past their end (no game spanned it).
             proc = await _moo("tournament", "minimum", "random", "--url", urls, "--rounds", "8",
                               "--seed", "9", "--concurrency", "4", "--out", str(out),
-                              "--no-progress", "--name-prefix", "cl-")
+                              "--no-progress", "--name-prefix", "cl-", "--client-rate", "2")
             async with asyncio.timeout(patience(60)):
                 while len(await _lines(out)) < 3:
                     await asyncio.sleep(0.05)
