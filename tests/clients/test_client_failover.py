@@ -49,13 +49,16 @@ async def _live_matches(port: int) -> bool:
     return int(json.loads(body)["live_matches"]) >= 1
 
 
+@pytest.mark.slow(30)
 async def test_tournament_resumes_matches_across_a_sigkill(tmp_path: Path) -> None:
     server = Server(tmp_path / "arena.db")
     await server.start()
     out = tmp_path / "t.jsonl"
+    # paced as in the two-node test below, so that the games left after the check last
+    # seconds, not the fraction of one a loaded machine can keep this process waiting
     proc = await _moo("tournament", "minimum", "random", "--url", server.url, "--rounds", "12",
                       "--seed", "5", "--concurrency", "4", "--out", str(out), "--no-progress",
-                      "--name-prefix", "fo-")
+                      "--name-prefix", "fo-", "--client-rate", "2")
     try:
         async with asyncio.timeout(patience(60)):
             # mid-tournament, with matches the server has announced (so their seats must be
