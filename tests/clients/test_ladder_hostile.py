@@ -13,10 +13,11 @@ One server and its worker serve the whole file; the hostile bots go one at a tim
 once its pairing has started; on a busy machine the pause can land after a second pairing),
 so each meets only the beacon. The worker's time per answer is
 shorter than the ladder's 10 s (``ladder_move_time_ms``: 3 s grown by the suite's patience),
-since the sleeper and the fork bomb, whose main process never answers, lose on it twice each;
-but long enough for the CPU burner to be charged its 2 s of CPU per move first: the worker's
-CPU cap (``ladder_cpu_share`` 0.5 of two cores: one core for the whole tree) makes that take 2 s
-of wall time at the very least, more on a busy machine.
+since the sleeper and the fork bomb, whose main process never answers, lose on it twice each.
+The CPU burner has a server of its own whose worker waits 60 s (grown the same way), so that
+its 2 s of CPU per move is charged first however busy the machine: the worker's CPU cap
+(``ladder_cpu_share`` 0.5 of two cores: one core for the whole tree) makes that take 2 s of
+wall time at the very least, and beside two busy loops one move once took over 6 s.
 """
 
 from __future__ import annotations
@@ -74,6 +75,18 @@ def host_address() -> str:
 
 @pytest.fixture(scope="module")
 def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
+    yield from _arena(tmp_path_factory, patience(3000))
+
+
+@pytest.fixture(scope="module")
+def slow_arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
+    """An arena whose worker waits 60 s for an answer: the CPU burner's limit, 2 s of CPU,
+    must be what stops it, however little of the machine its tree gets (beside two busy loops
+    and the suite, one of its moves once reached only the 6 s of :func:`arena` first)."""
+    yield from _arena(tmp_path_factory, patience(60_000))
+
+
+def _arena(tmp_path_factory: pytest.TempPathFactory, move_ms: float) -> Iterator[Arena]:
     tmp = tmp_path_factory.mktemp("hostile")
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("0.0.0.0", 0))
@@ -81,7 +94,7 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
     listener.setblocking(False)
     # the server starts its own worker (a child process): the real path of a fresh moo serve
     with moo_serve(tmp, env={"MOO_HOSTILE_SECRET": SECRET_WORD,
-                             "MOO_LADDER_MOVE_TIME_MS": str(int(patience(3000)))}) as url:
+                             "MOO_LADDER_MOVE_TIME_MS": str(int(move_ms))}) as url:
         beacon = tmp / "beacon.py"
         beacon.write_bytes((ENTRIES / "beacon.py").read_bytes())
         rc, out, err = moo(tmp, "ladder", "submit", str(beacon), "--url", url,
@@ -188,8 +201,8 @@ async def test_a_fork_bomb_loses_on_the_process_limit(arena: Arena) -> None:
     lost_both(page, log, "processes: process limit (16) reached")
 
 
-async def test_a_cpu_burner_is_charged_for_its_children(arena: Arena) -> None:
-    page, log, _ = await run_hostile(arena, "burner")
+async def test_a_cpu_burner_is_charged_for_its_children(slow_arena: Arena) -> None:
+    page, log, _ = await run_hostile(slow_arena, "burner")
     failures = lost_both(page, log, "cpu: used ")
     assert all("children included" in f for f in failures)
 
