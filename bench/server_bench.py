@@ -385,6 +385,24 @@ class Workers:
                 proc.kill()
 
 
+async def _commits(server: ServerProc) -> tuple[int, int] | None:
+    """The moo server's (commits, committed operations) so far, from /healthz."""
+    if server.kind != "moo":
+        return None
+    health = await _healthz(server.port)
+    return int(health["commits"]), int(health["committed_ops"])
+
+
+def _commits_between(
+    before: tuple[int, int] | None, after: tuple[int, int] | None
+) -> dict[str, float] | None:
+    """Commits in a phase and operations per commit: how far group commit gathered."""
+    if before is None or after is None:
+        return None
+    commits, ops = after[0] - before[0], after[1] - before[1]
+    return {"commits": commits, "ops_per_commit": round(ops / max(1, commits), 2)}
+
+
 async def _healthz(port: int) -> dict[str, Any]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
@@ -410,6 +428,7 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         out: dict[str, Any] = {"server": kind, "connections": connections,
                                "load_workers": args.workers, "setup_s": round(setup_s, 1)}
         if args.steady_seconds > 0:
+            commits0 = await _commits(server)
             cpu0 = server.cpu_s()
             lat = [x for part in await workers.phase("steady") for x in part]
             cpu = server.cpu_s() - cpu0
@@ -424,11 +443,14 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             if kind == "moo":  # the server's own view: frame in -> ack queued (last 5000)
                 health = await _healthz(server.port)
                 out["steady"]["server_side_ack_ms"] = health.get("ack_latency_ms")
+                out["steady"]["commits"] = _commits_between(commits0, await _commits(server))
         rss1 = server.rss_kib()
         if args.seconds > 0:
+            commits0 = await _commits(server)
             cpu0 = server.cpu_s()
             parts = await workers.phase("saturation")
             cpu = server.cpu_s() - cpu0
+            commits1 = await _commits(server)
             acked = sum(a for a, _ in parts)
             elapsed = max(e for _, e in parts)
             out["saturation"] = {
@@ -437,6 +459,8 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 "server_cpu_s": round(cpu, 2),
                 "server_cpu_us_per_guess": round(cpu / max(1, acked) * 1e6, 1),
             }
+            if commits0 is not None:
+                out["saturation"]["commits"] = _commits_between(commits0, commits1)
         out["rss_kib"] = {"idle": rss0, "after_setup": rss_setup, "after_steady": rss1}
         # after setup: connections, players and matches (secrets set), no guesses yet;
         # after steady: plus the in-memory event logs of every match's guesses so far
