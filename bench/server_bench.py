@@ -385,20 +385,13 @@ class Workers:
                 proc.kill()
 
 
-async def _commits(server: ServerProc) -> tuple[int, int] | None:
-    """The moo server's (commits, committed operations) so far, from /healthz."""
-    if server.kind != "moo":
-        return None
-    health = await _healthz(server.port)
+def _commit_counts(health: dict[str, Any]) -> tuple[int, int]:
+    """The moo server's (commits, committed operations) so far, from its /healthz."""
     return int(health["commits"]), int(health["committed_ops"])
 
 
-def _commits_between(
-    before: tuple[int, int] | None, after: tuple[int, int] | None
-) -> dict[str, float] | None:
+def _commits_between(before: tuple[int, int], after: tuple[int, int]) -> dict[str, float]:
     """Commits in a phase and operations per commit: how far group commit gathered."""
-    if before is None or after is None:
-        return None
     commits, ops = after[0] - before[0], after[1] - before[1]
     return {"commits": commits, "ops_per_commit": round(ops / max(1, commits), 2)}
 
@@ -427,8 +420,9 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"{kind}: {connections} connections ready in {setup_s:.1f}s", file=sys.stderr)
         out: dict[str, Any] = {"server": kind, "connections": connections,
                                "load_workers": args.workers, "setup_s": round(setup_s, 1)}
+        moo = kind == "moo"
         if args.steady_seconds > 0:
-            commits0 = await _commits(server)
+            commits0 = _commit_counts(await _healthz(server.port)) if moo else None
             cpu0 = server.cpu_s()
             lat = [x for part in await workers.phase("steady") for x in part]
             cpu = server.cpu_s() - cpu0
@@ -440,17 +434,17 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else None,
                 "server_cpu_share": round(cpu / args.steady_seconds, 3),
             }
-            if kind == "moo":  # the server's own view: frame in -> ack queued (last 5000)
+            if commits0 is not None:  # the server's own view: frame in -> ack queued (last 5000)
                 health = await _healthz(server.port)
                 out["steady"]["server_side_ack_ms"] = health.get("ack_latency_ms")
-                out["steady"]["commits"] = _commits_between(commits0, await _commits(server))
+                out["steady"]["commits"] = _commits_between(commits0, _commit_counts(health))
         rss1 = server.rss_kib()
         if args.seconds > 0:
-            commits0 = await _commits(server)
+            commits0 = _commit_counts(await _healthz(server.port)) if moo else None
             cpu0 = server.cpu_s()
             parts = await workers.phase("saturation")
             cpu = server.cpu_s() - cpu0
-            commits1 = await _commits(server)
+            commits1 = _commit_counts(await _healthz(server.port)) if moo else None
             acked = sum(a for a, _ in parts)
             elapsed = max(e for _, e in parts)
             out["saturation"] = {
@@ -459,7 +453,7 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 "server_cpu_s": round(cpu, 2),
                 "server_cpu_us_per_guess": round(cpu / max(1, acked) * 1e6, 1),
             }
-            if commits0 is not None:
+            if commits0 is not None and commits1 is not None:
                 out["saturation"]["commits"] = _commits_between(commits0, commits1)
         out["rss_kib"] = {"idle": rss0, "after_setup": rss_setup, "after_steady": rss1}
         # after setup: connections, players and matches (secrets set), no guesses yet;
