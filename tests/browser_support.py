@@ -58,6 +58,12 @@ OPENED: list[Any] = []
 
 
 def new_page(browser: Any, url: str, **context: Any) -> Any:
+    """A page in a context of its own. Unless the test says otherwise the context prefers
+    reduced motion, as a person may ask of their system (style.css then stops every animation
+    and transition): the pulsing dots and spinners run forever otherwise, and painting them
+    was a fifth of the CPU of the browser tests. The test of the animations themselves asks for
+    them (``reduced_motion="no-preference"``)."""
+    context.setdefault("reduced_motion", "reduce")
     ctx = browser.new_context(**context)
     OPENED.append(ctx)
     page = ctx.new_page()

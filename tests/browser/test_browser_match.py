@@ -78,6 +78,10 @@ def test_one_live_match_and_a_challenge_arriving_mid_match(
     login(ann, "ann1")
     login(bob, "bob1")
     first = start_bot_match(ann)
+    # ann's system asks for reduced motion (new_page's default): the live dot does not pulse
+    assert ann.eval_on_selector("#tab-match", "e => e.classList.contains('live')")
+    assert ann.eval_on_selector(
+        "#tab-match .live-dot", "e => getComputedStyle(e).animationName") == "none"
 
     # The lobby cannot start a second match while this one is live, and says why.
     ann.click("#nav .tab[data-tab=play]")
@@ -132,7 +136,8 @@ def test_one_live_match_and_a_challenge_arriving_mid_match(
 def test_history_rows_are_added_not_rebuilt_and_the_live_dot_stops(
     browser: Any, shared_server: MooServer
 ) -> None:
-    page = new_page(browser, shared_server.url)
+    # animations on: this test is about them
+    page = new_page(browser, shared_server.url, reduced_motion="no-preference")
     login(page, "hugo")
     # Record every row added to or removed from either history list from here on.
     page.evaluate(
@@ -151,6 +156,8 @@ def test_history_rows_are_added_not_rebuilt_and_the_live_dot_stops(
     )
     start_bot_match(page)
     assert page.eval_on_selector("#tab-match", "e => e.classList.contains('live')")
+    assert page.eval_on_selector(  # it pulses while the match is live
+        "#tab-match .live-dot", "e => getComputedStyle(e).animationName") == "pulse"
     type_guess(page, "4567")
     wait_revealed(page, 0, 1)
     page.evaluate("window.__first = document.querySelector('#hist-0 .hist-row[data-n=\"1\"]')")
