@@ -40,12 +40,6 @@ __all__ = ["Takeover"]
 
 log = logging.getLogger("moo.cluster")
 
-#: seconds after which a match dropped here by a failed write, still this node's and still not
-#: back by replay, is replayed by the periodic check (the replay after the failure comes a
-#: probe interval, 1 s, after it; a parked match asked about 60 s after its drop, the store
-#: answering, is forgotten)
-READOPT_AFTER_S = 10.0
-
 #: a node whose will the broker published is dead once PostgreSQL holds no session of it:
 #: asked this many times, this far apart, before it counts as alive (cut from the broker only)
 DEATH_CHECKS = 5
@@ -224,13 +218,6 @@ class Takeover:
                 self.let_go(match_id)  # (this node lost it: its commits would be fenced)
             self.forwarding.moved(match_id, owner, adopted=True)
 
-    def _stuck(self, match_id: str) -> bool:
-        """Whether ``match_id`` was dropped here by a failed write over READOPT_AFTER_S ago
-        and is still not back."""
-        parked = self.arena.parked.get(match_id)
-        return (parked is not None and not parked.moved and not self.arena.is_live(match_id)
-                and time.monotonic() - parked.since > READOPT_AFTER_S)
-
     # -- periodic checks -------------------------------------------------------------------------
     async def _watchdog(self) -> None:
         while not self._stopping:
@@ -263,22 +250,8 @@ class Takeover:
         dropped = self.arena.restoring_parked()
         if dropped:
             me = (self.node, self.leases.epoch)
-            stuck = []
             for match_id, owner in (await self.store.owners_of(dropped)).items():
                 if owner != me and self.arena.restoring(match_id):
                     log.warning("node %s: match %s, dropped here, is run by %s now; its "
                                 "followers here follow it there", self.node, match_id, owner[0])
                     self.let_go(match_id)
-                elif owner == me and self._stuck(match_id):
-                    stuck.append(match_id)
-            # Still this node's and still not back long after its failed write: the one
-            # replay that follows such a failure (a probe interval later while the store
-            # answers, or at the end of an outage) failed too, on a link still bad, and
-            # nothing else would try again: no other node claims a live lease's matches, so
-            # its players heard "try again" until it was forgotten (a fault-harness run
-            # under load, stop 50). The check brings it back here by replay.
-            if stuck and self.store.available:
-                adopted = await self.leases.readopt()
-                log.warning("node %s: %d matches dropped here by failed writes were not back "
-                            "after %.0f s; replayed %d", self.node, len(stuck), READOPT_AFTER_S,
-                            adopted)
