@@ -28,13 +28,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
+from clients.hosted.proctree import CLOCK_TICKS, proc_stat
 
 
 def _busy() -> float:
     """The machine's CPU seconds so far, all cores (user, nice, system)."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    return (int(fields[0]) + int(fields[1]) + int(fields[2])) / TICK
+    return (int(fields[0]) + int(fields[1]) + int(fields[2])) / CLOCK_TICKS
 
 
 def _key(pid: str, words: int) -> str:
@@ -68,12 +68,10 @@ def sample(done: Callable[[], bool], words: int = 4, every: float = 0.5,
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
+            fields = proc_stat(int(pid))
+            if fields is None:
                 continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            cpu = (int(fields[11]) + int(fields[12])) / TICK
+            cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
             key = seen[pid][0] if pid in seen else _key(pid, words)
             seen[pid] = (key, cpu)
             if passes == 0:

@@ -390,6 +390,11 @@ def _commit_counts(health: dict[str, Any]) -> tuple[int, int]:
     return int(health["commits"]), int(health["committed_ops"])
 
 
+async def _commits(server: ServerProc) -> tuple[int, int] | None:
+    """The same, asked of the server now; None for the echo server, which commits nothing."""
+    return _commit_counts(await _healthz(server.port)) if server.kind == "moo" else None
+
+
 def _commits_between(before: tuple[int, int], after: tuple[int, int]) -> dict[str, float]:
     """Commits in a phase and operations per commit: how far group commit gathered."""
     commits, ops = after[0] - before[0], after[1] - before[1]
@@ -420,9 +425,8 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"{kind}: {connections} connections ready in {setup_s:.1f}s", file=sys.stderr)
         out: dict[str, Any] = {"server": kind, "connections": connections,
                                "load_workers": args.workers, "setup_s": round(setup_s, 1)}
-        moo = kind == "moo"
         if args.steady_seconds > 0:
-            commits0 = _commit_counts(await _healthz(server.port)) if moo else None
+            commits0 = await _commits(server)
             cpu0 = server.cpu_s()
             lat = [x for part in await workers.phase("steady") for x in part]
             cpu = server.cpu_s() - cpu0
@@ -440,11 +444,11 @@ async def scenario(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 out["steady"]["commits"] = _commits_between(commits0, _commit_counts(health))
         rss1 = server.rss_kib()
         if args.seconds > 0:
-            commits0 = _commit_counts(await _healthz(server.port)) if moo else None
+            commits0 = await _commits(server)
             cpu0 = server.cpu_s()
             parts = await workers.phase("saturation")
             cpu = server.cpu_s() - cpu0
-            commits1 = _commit_counts(await _healthz(server.port)) if moo else None
+            commits1 = await _commits(server)
             acked = sum(a for a, _ in parts)
             elapsed = max(e for _, e in parts)
             out["saturation"] = {
