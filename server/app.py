@@ -57,6 +57,10 @@ log = logging.getLogger("moo.server")
 #: on a cluster node, how long a player's cached guess distribution and score against minimum
 #: may be served before the store is read again (other nodes' finishes never reach this one)
 HISTORY_CACHE_TTL_S = 30.0
+#: seconds before a failed pass bringing back dropped matches is tried again (doubled each
+#: time, up to the max), while the store answers (App._readopt)
+READOPT_RETRY_S = 1.0
+READOPT_RETRY_MAX_S = 30.0
 
 
 class App:
@@ -91,6 +95,11 @@ class App:
         self.unix_server: Server | None = None
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
+        #: a pass of :meth:`_readopt` is running; another was asked for during it
+        self._readopting = False
+        self._readopt_again = False
+        #: passes of :meth:`_readopt` that failed while the store answered (each retried)
+        self.readopt_failures = 0
         self._warm: asyncio.Task[None] | None = None
         self.metrics = Metrics(self)  # GET /metrics (server/metrics.py)
         self.hooks = install_hooks(self)  # ratings + optional MQTT (server/publisher.py)
@@ -259,25 +268,59 @@ class App:
         replayed exactly as at a restart, clocks given back, and its players ``resume``. A
         match whose failed write had in fact landed and finished it is not replayed: its
         parked followers are sent its end (:meth:`Arena.end_parked`).
+
+        One pass runs at a time; a call during it asks for one more pass after it (a match
+        may have dropped after the pass read what to bring back).
         """
-        if self._stopped.is_set():
+        if self._readopting:
+            self._readopt_again = True
             return
+        self._readopting = True
         try:
-            if self.router is not None:
-                restored = await self.router.leases.readopt()
-            else:
-                stored = await self.store.unfinished_matches()
-                restored = len(self.arena.restore(
-                    [sm for sm in stored if sm.match_id not in self.arena.live]
-                ))
-            ended = await self.arena.end_parked()
-        except StorageError:
-            return  # down again: the next recovery retries
-        if restored:
-            log.info("re-adopted %d matches after the database outage", restored)
-        if ended:
-            log.info("%d matches had finished in a commit whose answer was lost: their "
-                     "followers are sent the end", len(ended))
+            again = True
+            while again and not self._stopped.is_set():
+                self._readopt_again = False
+                await self._readopt_until_done()
+                again = self._readopt_again
+        finally:
+            self._readopting = False
+
+    async def _readopt_until_done(self) -> None:
+        """One pass of :meth:`_readopt`, tried again until it gets through.
+
+        The store calls for it once per outage or failed commit; a pass that fails while the
+        store still answers (a bad link that broke a read as well as the write) would
+        otherwise leave its matches out of memory for good: no outage ends to call again,
+        and no other node claims the matches of an owner whose lease is alive. A pass that
+        fails because the store is down again waits for that outage's end instead.
+        """
+        delay = READOPT_RETRY_S
+        while not self._stopped.is_set():
+            try:
+                if self.router is not None:
+                    restored = await self.router.leases.readopt()
+                else:
+                    stored = await self.store.unfinished_matches()
+                    restored = len(self.arena.restore(
+                        [sm for sm in stored if sm.match_id not in self.arena.live]
+                    ))
+                ended = await self.arena.end_parked()
+            except StorageError as exc:
+                if not self.store.available:
+                    return  # down again: the end of this outage calls again
+                self.readopt_failures += 1
+                log.warning("bringing back the matches dropped by a failed write failed "
+                            "(%s); trying again in %.0f s", exc, delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), delay)
+                delay = min(delay * 2, READOPT_RETRY_MAX_S)
+                continue
+            if restored:
+                log.info("re-adopted %d matches after the database outage", restored)
+            if ended:
+                log.info("%d matches had finished in a commit whose answer was lost: their "
+                         "followers are sent the end", len(ended))
+            return
 
     # -- hooks -----------------------------------------------------------------------------------
     async def _handler(self, ws: ServerConnection) -> None:

@@ -185,9 +185,11 @@ class Leases:
         # it (the scan leaves a live lease's matches alone): it comes back here by replay.
         fenced = self.store.fenced
         if self._renew_failed or (renewed and fenced != self._fenced_seen):
+            # (the flags are cleared only once the replay got through: a read that fails
+            # here is tried again at the next renewal, not forgotten)
+            adopted = await self.readopt()
             self._renew_failed = False
             self._fenced_seen = fenced
-            adopted = await self.readopt()
             if adopted:
                 log.info("node %s: re-adopted %d matches after renewing", self.node, adopted)
         # only matches whose first append (which writes the owner row) has committed

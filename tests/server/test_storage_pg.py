@@ -573,6 +573,51 @@ async def test_a_failed_commit_with_the_database_up_brings_its_match_back(
 
 
 
+async def test_a_replay_that_fails_while_the_database_answers_is_tried_again(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The failed commit's match comes back by replay a moment later; when that replay's own
+    read fails too, with the database still answering (here the table is renamed away; in the
+    fault harness, a link that broke a read as well as the write), nothing else would ever
+    call for it again: the match stayed out of memory, its players waiting for good (found
+    beside two busy loops, stop 50). The replay is tried again until it gets through."""
+    admin = await asyncpg.connect(pg_url)
+    try:
+        async with running(server_settings(tmp_path, db=pg_url, pacing="free")) as app:
+            await admin.execute(
+                "CREATE TABLE refuse(guess TEXT);"
+                "CREATE FUNCTION refuse_guess() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN IF EXISTS (SELECT 1 FROM refuse WHERE NEW.body LIKE"
+                " '%\"' || refuse.guess || '\"%') THEN RAISE EXCEPTION 'refused'; END IF;"
+                " RETURN NEW; END $$;"
+                "CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW"
+                " EXECUTE FUNCTION refuse_guess();"
+                "INSERT INTO refuse VALUES ('6789')"
+            )
+            ann, bob, mid = await free_match(app.port)
+            ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
+            assert ok["kind"] == "guess" and ok["guess"] == "5678"
+            await admin.execute("ALTER TABLE matches RENAME TO matches_away")
+            refused = await ann.request({"type": "guess", "match_id": mid, "guess": "6789"})
+            assert refused["type"] == "error" and refused["code"] == "storage_unavailable"
+            async with asyncio.timeout(patience(15)):
+                while app.readopt_failures == 0:  # the replay's read failed
+                    await asyncio.sleep(0.02)
+            assert app.health()["db"] == "ok" and mid not in app.arena.live
+            await admin.execute("ALTER TABLE matches_away RENAME TO matches")
+            came = await ann.event(mid, "resumed")  # tried again, and back
+            assert mid in app.arena.live and came["seq"] > ok["seq"]
+            again = await ann.request({"type": "guess", "match_id": mid, "guess": "4567"})
+            assert again["kind"] == "guess" and again["guess"] == "4567"
+            logged = await app.store.match_events(mid)
+            assert logged is not None
+            assert [e["guess"] for e in logged if e["kind"] == "guess"] == ["5678", "4567"]
+            for c in (ann, bob):
+                await c.close()
+    finally:
+        await admin.close()
+
+
 async def test_a_finish_that_landed_though_its_answer_was_lost_reaches_every_follower(
     pg_url: str, tmp_path: Path
 ) -> None:
