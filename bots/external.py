@@ -185,17 +185,19 @@ class ProcessTransport:
     async def close(self) -> None:
         proc = self._proc
         self._proc = None
-        if proc is None or proc.returncode is not None:
+        if proc is None:
             return
-        with contextlib.suppress(Exception):
-            assert proc.stdin is not None
-            proc.stdin.write(b"quit\n")
-            await proc.stdin.drain()
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 1.0)
-        except TimeoutError:
-            await self._kill(proc)
+        if proc.returncode is None:
+            with contextlib.suppress(Exception):
+                assert proc.stdin is not None
+                proc.stdin.write(b"quit\n")
+                await proc.stdin.drain()
+                proc.stdin.close()  # end of input too: some programs stop on that alone
+            try:
+                await asyncio.wait_for(proc.wait(), 1.0)
+            except TimeoutError:
+                await self._kill(proc)
+        _close_input(proc)
 
     async def kill(self) -> None:
         proc, self._proc = self._proc, None
@@ -208,6 +210,14 @@ class ProcessTransport:
             proc.kill()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proc.wait(), 5.0)
+        _close_input(proc)
+
+
+def _close_input(proc: asyncio.subprocess.Process) -> None:
+    """Close our end of the program's input while the loop runs: left open, the garbage
+    collector closes it later through a loop that may be gone ("Event loop is closed")."""
+    if proc.stdin is not None:
+        proc.stdin.close()
 
 
 class ExternalBot:

@@ -83,11 +83,17 @@ class ReviewWorker:
     async def close(self) -> None:
         """Stop the child (it would also stop by itself at end of input)."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.returncode is not None:
+        if proc is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+        # close our end of its input now, while the loop runs: left open, it is closed by the
+        # garbage collector through a loop that may be gone by then ("Event loop is closed",
+        # the suite's stray warning)
+        if proc.stdin is not None:
+            proc.stdin.close()
 
 
 class MatchAnalysis:
