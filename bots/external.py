@@ -187,17 +187,19 @@ class ProcessTransport:
         self._proc = None
         if proc is None:
             return
-        if proc.returncode is None:
-            with contextlib.suppress(Exception):
-                assert proc.stdin is not None
-                proc.stdin.write(b"quit\n")
-                await proc.stdin.drain()
-                proc.stdin.close()  # end of input too: some programs stop on that alone
-            try:
-                await asyncio.wait_for(proc.wait(), 1.0)
-            except TimeoutError:
-                await self._kill(proc)
-        _close_input(proc)
+        try:
+            if proc.returncode is None:
+                with contextlib.suppress(Exception):
+                    assert proc.stdin is not None
+                    proc.stdin.write(b"quit\n")
+                    await proc.stdin.drain()
+                    proc.stdin.close()  # end of input too: some programs stop on that alone
+                try:
+                    await asyncio.wait_for(proc.wait(), 1.0)
+                except TimeoutError:
+                    await self._kill(proc)
+        finally:
+            _close_input(proc)
 
     async def kill(self) -> None:
         proc, self._proc = self._proc, None
@@ -208,14 +210,17 @@ class ProcessTransport:
     async def _kill(proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(proc.wait(), 5.0)
-        _close_input(proc)
+        try:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 5.0)
+        finally:
+            _close_input(proc)
 
 
 def _close_input(proc: asyncio.subprocess.Process) -> None:
-    """Close our end of the program's input while the loop runs: left open, the garbage
-    collector closes it later through a loop that may be gone ("Event loop is closed")."""
+    """Close our end of the program's input while the loop runs (also when the wait for it
+    was cancelled): left open, the garbage collector closes it later through a loop that may
+    be gone ("Event loop is closed")."""
     if proc.stdin is not None:
         proc.stdin.close()
 

@@ -85,15 +85,17 @@ class ReviewWorker:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-        # close our end of its input now, while the loop runs: left open, it is closed by the
-        # garbage collector through a loop that may be gone by then ("Event loop is closed",
-        # the suite's stray warning)
-        if proc.stdin is not None:
-            proc.stdin.close()
+        try:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        finally:
+            # close our end of its input now, while the loop runs (also when the wait is
+            # cancelled): left open, it is closed by the garbage collector through a loop
+            # that may be gone by then ("Event loop is closed", the suite's stray warning)
+            if proc.stdin is not None:
+                proc.stdin.close()
 
 
 class MatchAnalysis:

@@ -362,25 +362,29 @@ class SandboxedProgram:
             self._read_task = None
         if proc is None:
             return
-        if pidfd is not None:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            os.close(pidfd)
-            # bubblewrap reaps the program (the kernel has emptied its namespace by then) and
-            # exits; killing bubblewrap first would leave the program a zombie of the host's init
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), KILL_WAIT)
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()  # no pid of the program: its --die-with-parent takes it along
-        await proc.wait()
-        if self._stderr_task is not None:
-            with contextlib.suppress(Exception):
-                await self._stderr_task
-        # close our ends of its pipes now, while the loop runs: left to the garbage collector,
-        # a pipe still open closes through a loop that may be gone by then
-        if proc.stdin is not None:
-            proc.stdin.close()
+        try:
+            if pidfd is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                os.close(pidfd)
+                # bubblewrap reaps the program (the kernel has emptied its namespace by then)
+                # and exits; killing bubblewrap first would leave the program a zombie of the
+                # host's init
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), KILL_WAIT)
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()  # no pid of the program: its --die-with-parent takes it along
+            await proc.wait()
+            if self._stderr_task is not None:
+                with contextlib.suppress(Exception):
+                    await self._stderr_task
+        finally:
+            # close our end of its input now, while the loop runs (also when this wait is
+            # cancelled): left to the garbage collector, a pipe still open closes through a
+            # loop that may be gone by then
+            if proc.stdin is not None:
+                proc.stdin.close()
         if proc.stdout is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.stdout.read(), KILL_WAIT)
