@@ -125,13 +125,18 @@ class SQLiteStore(Store):
             if first is None:
                 break
             batch = list(first)
-            deadline = time.monotonic() + self.window
+            if self.window > 0:
+                # What arrives within the window shares this commit. Slept, then drained:
+                # never ``SimpleQueue.get(timeout=...)``, whose C code in CPython 3.11 turns
+                # a deadline that passed between its two tries at the queue's lock (the
+                # thread descheduled there for longer than the window, as on a loaded
+                # machine) into a negative timeout, which blocks for good: the writer then
+                # sat with its batch while every caller waited (a test's server start, hung
+                # beside two busy loops, stop 51).
+                time.sleep(self.window)
             while True:
                 try:
-                    timeout = deadline - time.monotonic()
-                    ops = self._queue.get(timeout=timeout) if timeout > 0 else (
-                        self._queue.get_nowait()
-                    )
+                    ops = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if ops is None:
