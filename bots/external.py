@@ -151,13 +151,17 @@ class ProcessTransport:
 
     async def send(self, line: bytes, timeout: float) -> bool:
         proc = self._proc
-        if proc is None or proc.stdin is None or proc.returncode is not None:
+        if proc is None or proc.stdin is None:
             raise BotFailure("crash", "the program is not running")
+        word = line.split()[0].decode() if line.split() else "its input"
+        if proc.returncode is not None:
+            # already seen to exit (which a loaded machine may report before the write's
+            # broken pipe): the same failure as the broken pipe
+            raise BotFailure("crash", f"the program exited before reading {word!r}")
         try:
             proc.stdin.write(line)
             await asyncio.wait_for(proc.stdin.drain(), timeout)
         except (BrokenPipeError, ConnectionResetError):
-            word = line.split()[0].decode() if line.split() else "its input"
             raise BotFailure("crash", f"the program exited before reading {word!r}") from None
         except TimeoutError:
             return False

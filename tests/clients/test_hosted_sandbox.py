@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from bots.external import ExternalBot
+from bots.external import BotFailure, ExternalBot
 from bots.registry import create
 from clients.hosted.compliance import check_file, check_submission
 from clients.hosted.program import MatchReport, hosted_bot, play_match
@@ -378,6 +378,22 @@ for key, value in seen.items():  # a line each: a line may have at most 1024 byt
     print(json.dumps([key, value]), flush=True)
 print(json.dumps(["end", None]), flush=True)
 """
+
+
+async def test_a_program_already_seen_to_exit_fails_with_its_status():
+    """A send after the exit was noticed (a loaded machine may report the exit before the
+    write's broken pipe) names the exit status as the broken pipe does: it said only "the
+    program is not running" (seen once beside two busy loops, stop 51, in test_exact)."""
+    session = SandboxedProgram(b"#!/bin/sh\nexit 3\n", FAST)
+    await session.open()
+    try:
+        assert await session.exit_status() == "code 3"  # (waits for the exit to be seen)
+        with pytest.raises(BotFailure) as failed:
+            await session.send(b"guess\n", FAST.move_wall)
+        assert failed.value.reason == "crash"
+        assert failed.value.detail == "the program exited (code 3) before reading 'guess'"
+    finally:
+        await session.close()
 
 
 async def test_the_program_sees_only_its_sandbox():
