@@ -533,6 +533,21 @@ async def test_database_down_refuses_with_storage_unavailable_then_heals(
 
 
 
+async def _refuse_guess(admin: asyncpg.Connection, guess: str) -> None:
+    """Make every commit that writes an event naming ``guess`` fail (a trigger raises), with
+    the database answering all along."""
+    await admin.execute(
+        "CREATE TABLE refuse(guess TEXT);"
+        "CREATE FUNCTION refuse_guess() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN IF EXISTS (SELECT 1 FROM refuse WHERE NEW.body LIKE"
+        " '%\"' || refuse.guess || '\"%') THEN RAISE EXCEPTION 'refused'; END IF;"
+        " RETURN NEW; END $$;"
+        "CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW"
+        " EXECUTE FUNCTION refuse_guess();"
+    )
+    await admin.execute("INSERT INTO refuse VALUES ($1)", guess)
+
+
 async def test_a_failed_commit_with_the_database_up_brings_its_match_back(
     pg_url: str, tmp_path: Path
 ) -> None:
@@ -542,16 +557,7 @@ async def test_a_failed_commit_with_the_database_up_brings_its_match_back(
     admin = await asyncpg.connect(pg_url)
     try:
         async with running(server_settings(tmp_path, db=pg_url, pacing="free")) as app:
-            await admin.execute(
-                "CREATE TABLE refuse(guess TEXT);"
-                "CREATE FUNCTION refuse_guess() RETURNS trigger LANGUAGE plpgsql AS $$"
-                " BEGIN IF EXISTS (SELECT 1 FROM refuse WHERE NEW.body LIKE"
-                " '%\"' || refuse.guess || '\"%') THEN RAISE EXCEPTION 'refused'; END IF;"
-                " RETURN NEW; END $$;"
-                "CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW"
-                " EXECUTE FUNCTION refuse_guess();"
-                "INSERT INTO refuse VALUES ('6789')"
-            )
+            await _refuse_guess(admin, "6789")
             ann, bob, mid = await free_match(app.port)
             ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
             assert ok["kind"] == "guess" and ok["guess"] == "5678"
@@ -584,16 +590,7 @@ async def test_a_replay_that_fails_while_the_database_answers_is_tried_again(
     admin = await asyncpg.connect(pg_url)
     try:
         async with running(server_settings(tmp_path, db=pg_url, pacing="free")) as app:
-            await admin.execute(
-                "CREATE TABLE refuse(guess TEXT);"
-                "CREATE FUNCTION refuse_guess() RETURNS trigger LANGUAGE plpgsql AS $$"
-                " BEGIN IF EXISTS (SELECT 1 FROM refuse WHERE NEW.body LIKE"
-                " '%\"' || refuse.guess || '\"%') THEN RAISE EXCEPTION 'refused'; END IF;"
-                " RETURN NEW; END $$;"
-                "CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW"
-                " EXECUTE FUNCTION refuse_guess();"
-                "INSERT INTO refuse VALUES ('6789')"
-            )
+            await _refuse_guess(admin, "6789")
             ann, bob, mid = await free_match(app.port)
             ok = await ann.request({"type": "guess", "match_id": mid, "guess": "5678"})
             assert ok["kind"] == "guess" and ok["guess"] == "5678"
